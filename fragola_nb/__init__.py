@@ -1,0 +1,74 @@
+"""fragola_nb: the Fragola agent SDK in Python, with a Jupyter layer to watch and steer agents.
+
+The core (this package's top level) imports no Jupyter module; the notebook layer lives in
+``fragola_nb.notebook`` and is loaded by ``%load_ext fragola_nb``.
+"""
+
+from __future__ import annotations
+
+from .agent import Agent
+from .context import AgentContext, AgentOptions
+from .errors import (
+    BadUsage,
+    FragolaError,
+    InvalidArguments,
+    InvalidToolDefinition,
+    JsonModeError,
+    ListenerError,
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelTimeout,
+)
+from .events import EVENT_NAMES, Subscription, ToolCallConfig
+from .fragola import Fragola
+from .jsonmode import JsonResult
+from .state import AgentState, Decision, PendingCall
+from .stores import Store, create_store
+from .sync import run_sync
+from .tools import Tool, tool
+
+__all__ = [
+    "EVENT_NAMES",
+    "Agent",
+    "AgentContext",
+    "AgentOptions",
+    "AgentState",
+    "BadUsage",
+    "Decision",
+    "Fragola",
+    "FragolaError",
+    "InvalidArguments",
+    "InvalidToolDefinition",
+    "JsonModeError",
+    "JsonResult",
+    "ListenerError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelResponseError",
+    "ModelTimeout",
+    "PendingCall",
+    "Store",
+    "Subscription",
+    "Tool",
+    "ToolCallConfig",
+    "create_store",
+    "run_sync",
+    "tool",
+]
+__version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext fragola_nb``: the notebook layer, imported only here."""
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: object) -> None:
+    from .notebook import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -1,0 +1,492 @@
+"""``Agent``: one conversation with a model, its tools, listeners, stores and forks."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import runloop
+from .context import AgentContext, AgentOptions
+from .errors import BadUsage, InvalidArguments
+from .events import Listener, Listeners, StateUpdateEvent, StatusChangeEvent, Subscription
+from .history import History
+from .schemas import ArgumentsRejected
+from .state import AgentState, Decision, Outcome, PendingCall, Status
+from .stores import Store, index_stores
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .fragola import Fragola
+    from .jsonmode import JsonResult
+
+__all__ = ["Agent"]
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+class _StopNow(BaseException):
+    """Internal: ``stop_sync()`` called from inside the run it stops."""
+
+
+class Agent:
+    """An agent, made with ``fragola.agent(...)``.
+
+    >>> state = await agent.user_message("What is 2 + 3?")      # doctest: +SKIP
+    >>> state.messages[-1]["content"]                            # doctest: +SKIP
+    '5'
+    """
+
+    def __init__(
+        self,
+        fragola: Fragola,
+        options: AgentOptions,
+        *,
+        messages: Sequence[dict[str, Any]] = (),
+        stores: Sequence[Store[Any]] = (),
+    ) -> None:
+        self.fragola = fragola
+        self.options = options
+        self.id: str = uuid.uuid4().hex[:8]
+        self.fork_of: str | None = None
+        self.parent: Agent | None = None
+        self.fork_point = 0
+        """How many messages this agent inherited from its parent when forked."""
+        self._forks: list[Agent] = []
+        self._fork_names = itertools.count(1)
+        self._stores = index_stores(tuple(stores))
+        self._history = History(check_messages(messages))
+        self._step_count = 0
+        self._status: Status = "idle"
+        self._outcome: Outcome | None = None
+        self._pending: dict[str, PendingCall] = {}
+        self._listeners = Listeners()
+        self._stop_requested = False
+        self._cancel_requested = False
+        self._task: asyncio.Task[AgentState] | None = None
+        self._task_loop: asyncio.AbstractEventLoop | None = None
+        self._turn_settings: dict[str, Any] = {}
+        self.context = AgentContext(self)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.options.name
+
+    @property
+    def description(self) -> str:
+        return self.options.description
+
+    @property
+    def instructions(self) -> str | None:
+        return self.options.instructions
+
+    @property
+    def model(self) -> str:
+        return str(self.options.model_settings.get("model", self.fragola.model))
+
+    @property
+    def status(self) -> Status:
+        return self._status
+
+    @property
+    def step_count(self) -> int:
+        return self._step_count
+
+    @property
+    def state(self) -> AgentState:
+        """A snapshot: ``messages`` (a new list; the dicts are shared, do not mutate them),
+        ``step_count``, ``status``, ``pending`` and the last run's ``outcome``."""
+        return AgentState(
+            messages=self._history.to_list(),
+            step_count=self._step_count,
+            status=self._status,
+            pending=tuple(self._pending.values()),
+            outcome=self._outcome,
+        )
+
+    @property
+    def message_count(self) -> int:
+        return len(self._history)
+
+    @property
+    def forks(self) -> tuple[Agent, ...]:
+        """The agents forked from this one, oldest first."""
+        return tuple(self._forks)
+
+    @property
+    def root(self) -> Agent:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    @property
+    def stores(self) -> dict[str, Store[Any]]:
+        """This agent's own stores by namespace (the Fragola instance's are not included)."""
+        return dict(self._stores)
+
+    def get_store(self, namespace: str) -> Store[Any] | None:
+        return self._stores.get(namespace) or self.fragola.get_store(namespace)
+
+    def tool_named(self, name: str) -> Tool | None:
+        for item in self.options.tools:
+            if item.name == name:
+                return item
+        return None
+
+    # -- turns ------------------------------------------------------------------------------
+
+    async def user_message(
+        self, content: str | list[dict[str, Any]], *, by: int | None = None
+    ) -> AgentState:
+        """Append a user message and run until a final answer, a pause, or the step budget."""
+        message = {"role": "user", "content": check_content(content)}
+        self._check_can_start(resuming=False)
+        budget = self._budget(by, after_user_message=True)
+        return await self._drive(self._user_message_start(message), budget)
+
+    async def step(self, *, by: int | None = None) -> AgentState:
+        """Run without a new user message; also resumes a paused agent."""
+        self._check_can_start(resuming=True)
+        return await self._drive(None, self._budget(by, after_user_message=False))
+
+    async def json(
+        self, message: str, schema: Any, *, ignore_user_message_events: bool = False
+    ) -> JsonResult[Any]:
+        """Ask for structured output matching ``schema`` (a pydantic model or JSON Schema)."""
+        from .jsonmode import run_json
+
+        return await run_json(self, message, schema, ignore_user_message_events)
+
+    def _user_message_start(
+        self, message: dict[str, Any], *, events: bool = True
+    ) -> Callable[[], Awaitable[None]]:
+        async def start() -> None:
+            nonlocal message
+            if events and self._listeners.has("user_message"):
+                from .events import UserMessageEvent
+
+                event = await self._listeners.emit(
+                    "user_message", UserMessageEvent(self.context, message)
+                )
+                message = event.message  # type: ignore[attr-defined]
+            if self.options.reset_step_count_after_user_message:
+                self._step_count = 0
+            self._append(message, "user_message")
+
+        return start
+
+    def _budget(self, by: int | None, *, after_user_message: bool) -> int:
+        if by is not None:
+            if isinstance(by, bool) or not isinstance(by, int) or by < 0:
+                raise BadUsage(f"by must be a whole number >= 0, got {by!r}")
+            return by
+        if self.options.reset_step_count_after_user_message:
+            return self.options.max_step
+        # A lifetime budget: a user message does not reset the count.
+        return max(self.options.max_step - self._step_count, 0)
+
+    def _check_can_start(self, *, resuming: bool) -> None:
+        if self._status == "generating":
+            raise BadUsage(f"agent {self.name!r} is already generating: await that call or stop it")
+        if self._status == "waiting" and not resuming:
+            raise BadUsage(
+                f"agent {self.name!r} is waiting on {len(self._pending)} pending tool call(s): "
+                "approve/reject/inject them and call step(), or stop() to cancel them"
+            )
+
+    async def _drive(
+        self,
+        start: Callable[[], Awaitable[None]] | None,
+        budget: int,
+        turn_settings: dict[str, Any] | None = None,
+    ) -> AgentState:
+        loop = asyncio.get_running_loop()
+        self._turn_settings = dict(turn_settings or {})
+        self._stop_requested = False
+        self._cancel_requested = False
+        self._set_status("generating")
+        task = loop.create_task(self._turn(start, budget))
+        self._task, self._task_loop = task, loop
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self._cancel_requested and task.done():
+                return self.state  # stop_sync(): the turn already settled
+            raise
+        finally:
+            self._task = self._task_loop = None
+
+    async def _turn(self, start: Callable[[], Awaitable[None]] | None, budget: int) -> AgentState:
+        try:
+            if start is not None:
+                await start()
+            outcome = await runloop.run(self, budget)
+        except _StopNow:
+            outcome = "stopped"
+        except asyncio.CancelledError:
+            self._settle("stopped")
+            if self._cancel_requested:
+                return self.state
+            raise
+        except BaseException:
+            self._settle(None)
+            raise
+        self._settle(outcome)
+        return self.state
+
+    def _settle(self, outcome: Outcome | None) -> None:
+        """End a turn: answer what must be answered and leave a valid state."""
+        if outcome != "paused":
+            self._repair()
+        self._turn_settings = {}
+        self._stop_requested = False
+        self._outcome = outcome
+        self._set_status("waiting" if outcome == "paused" else "idle")
+
+    def _repair(self) -> None:
+        self._pending.clear()
+        for call in runloop.unanswered_calls(self):
+            self._answer(call["id"], runloop.CANCELLED, "cancelled")
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the operation in flight, then return to idle (pending calls are cancelled)."""
+        if self._status == "generating":
+            self._stop_requested = True
+        elif self._status == "waiting":
+            self._settle("stopped")
+
+    def stop_sync(self) -> None:
+        """Cancel the run at once, an HTTP request in flight included; the history is repaired
+        and the interrupted ``user_message``/``step`` returns the state."""
+        if self._status == "waiting":
+            self._settle("stopped")
+            return
+        task, loop = self._task, self._task_loop
+        if self._status != "generating" or task is None or loop is None:
+            return
+        self._stop_requested = True
+        self._cancel_requested = True
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            if asyncio.current_task() is task:
+                raise _StopNow()
+            task.cancel()
+        else:
+            loop.call_soon_threadsafe(task.cancel)
+
+    # -- decisions on pending calls ---------------------------------------------------------
+
+    def approve(self, call_id: str, params: Any = None) -> None:
+        """Let a paused call run, with ``params`` replacing the model's arguments if given
+        (validated like the model's; invalid ones raise ``InvalidArguments``)."""
+        pending = self._undecided(call_id)
+        if pending.reason == "dynamic":
+            raise BadUsage(f"{pending.name} is a dynamic tool: answer it with inject(id, result)")
+        parsed = None
+        if params is not None:
+            tool = self.tool_named(pending.name)
+            if tool is None:
+                raise BadUsage(f"the tool {pending.name!r} is no longer on this agent")
+            if isinstance(params, dict):
+                try:
+                    parsed = tool.parse_arguments(params)
+                except ArgumentsRejected as exc:
+                    raise InvalidArguments(f"invalid arguments for {pending.name}:\n{exc}") from exc
+            else:
+                parsed = params
+        self._decide(pending, Decision("approve", params=parsed))
+
+    def reject(self, call_id: str, reason: str = "") -> None:
+        """Refuse a paused call; the model is told, with ``reason``."""
+        self._decide(self._undecided(call_id), Decision("reject", text=str(reason)))
+
+    def inject(self, call_id: str, result: Any) -> None:
+        """Answer a paused call (dynamic or awaiting approval) with ``result`` by hand."""
+        self._decide(self._undecided(call_id), Decision("inject", text=result))
+
+    def _undecided(self, call_id: str) -> PendingCall:
+        pending = self._pending.get(call_id)
+        if pending is None:
+            ids = ", ".join(self._pending) or "none"
+            raise BadUsage(f"no pending tool call with id {call_id!r} (pending: {ids})")
+        if pending.decision is not None:
+            raise BadUsage(f"tool call {call_id!r} is already decided ({pending.decision.kind})")
+        return pending
+
+    def _decide(self, pending: PendingCall, decision: Decision) -> None:
+        self._pending[pending.id] = PendingCall(
+            pending.id, pending.name, pending.params, pending.arguments, pending.reason, decision
+        )
+        self._listeners.emit_nowait("after_state_update",
+                                    StateUpdateEvent(self.context, "pending"))
+
+    # -- history and options ----------------------------------------------------------------
+
+    def reset(self, messages: Sequence[dict[str, Any]] | None = None) -> None:
+        """Clear the history (or replace it with ``messages``) and the step count."""
+        if self._status == "generating":
+            raise BadUsage(f"agent {self.name!r} is generating: stop it before reset()")
+        history = History(check_messages(messages or ()))
+        self._history = history
+        self._pending.clear()
+        self._step_count = 0
+        self._outcome = None
+        self._set_status("idle")
+        self._listeners.emit_nowait("after_state_update", StateUpdateEvent(self.context, "reset"))
+
+    def reset_step_count(self) -> None:
+        self._step_count = 0
+
+    def set_instructions(self, instructions: str | list[str] | None) -> None:
+        self.options.instructions = normalize_instructions(instructions)
+
+    def _request_messages(self) -> list[dict[str, Any]]:
+        messages = self._history.to_list()
+        if self.options.instructions is not None:
+            role = "developer" if self.options.use_developer_role else "system"
+            messages.insert(0, {"role": role, "content": self.options.instructions})
+        return messages
+
+    def _append(self, message: dict[str, Any], reason: str) -> None:
+        self._history.append(message)
+        if self._listeners.has("after_state_update"):
+            self._listeners.emit_nowait(
+                "after_state_update", StateUpdateEvent(self.context, reason, message)
+            )
+
+    def _answer(self, call_id: str, content: str, reason: str = "tool_result") -> dict[str, Any]:
+        message = {"role": "tool", "tool_call_id": call_id, "content": content}
+        self._append(message, reason)
+        return message
+
+    def _add_pending(self, pending: PendingCall) -> None:
+        self._pending[pending.id] = pending
+        self._listeners.emit_nowait("after_state_update",
+                                    StateUpdateEvent(self.context, "pending"))
+
+    def _set_status(self, status: Status) -> None:
+        previous, self._status = self._status, status
+        if previous != status and self._listeners.has("status_change"):
+            self._listeners.emit_nowait(
+                "status_change", StatusChangeEvent(self.context, status, previous)
+            )
+
+    # -- fork -------------------------------------------------------------------------------
+
+    def fork(self, name: str | None = None) -> Agent:
+        """A new agent that starts where this one is and goes on independently."""
+        if self._status == "generating":
+            raise BadUsage(f"agent {self.name!r} is generating: fork it when the turn ends")
+        options = copy.copy(self.options)
+        options.name = name or f"{self.name}-fork{next(self._fork_names)}"
+        options.model_settings = copy.deepcopy(self.options.model_settings)
+        options.tools = list(self.options.tools)
+        child = Agent(self.fragola, options,
+                      stores=[s.clone() for s in self._stores.values()])
+        child._history = self._history.fork()
+        child._step_count = self._step_count
+        child._status = self._status
+        child._outcome = self._outcome
+        child._pending = dict(self._pending)
+        child._listeners = self._listeners.copy()
+        child.fork_of, child.parent, child.fork_point = self.id, self, len(self._history)
+        self._forks.append(child)
+        return child
+
+    # -- events -----------------------------------------------------------------------------
+
+    def on(self, event: str, listener: Listener) -> Subscription:
+        """Subscribe ``listener`` to ``event`` (one of ``EVENT_NAMES``)."""
+        from .events import EVENTS
+
+        if event not in EVENTS:
+            raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")
+        return self._listeners.add(event, listener)
+
+    def on_user_message(self, listener: Listener) -> Subscription:
+        return self.on("user_message", listener)
+
+    def on_before_step(self, listener: Listener) -> Subscription:
+        return self.on("before_step", listener)
+
+    def on_before_model_invocation(self, listener: Listener) -> Subscription:
+        return self.on("before_model_invocation", listener)
+
+    def on_model_chunk(self, listener: Listener) -> Subscription:
+        return self.on("model_chunk", listener)
+
+    def on_ai_message(self, listener: Listener) -> Subscription:
+        return self.on("ai_message", listener)
+
+    def on_after_model_invocation(self, listener: Listener) -> Subscription:
+        return self.on("after_model_invocation", listener)
+
+    def on_before_tool_call(self, listener: Listener) -> Subscription:
+        return self.on("before_tool_call", listener)
+
+    def on_tool_call(self, listener: Listener) -> Subscription:
+        return self.on("tool_call", listener)
+
+    def on_after_tool_call(self, listener: Listener) -> Subscription:
+        return self.on("after_tool_call", listener)
+
+    def on_after_step(self, listener: Listener) -> Subscription:
+        return self.on("after_step", listener)
+
+    def on_after_state_update(self, listener: Listener) -> Subscription:
+        return self.on("after_state_update", listener)
+
+    def on_status_change(self, listener: Listener) -> Subscription:
+        return self.on("status_change", listener)
+
+    def __repr__(self) -> str:
+        fork = f", fork_of={self.fork_of!r}" if self.fork_of else ""
+        return (
+            f"Agent(name={self.name!r}, id={self.id!r}, model={self.model!r}, "
+            f"status={self._status!r}, messages={len(self._history)}{fork})"
+        )
+
+
+def normalize_instructions(instructions: str | list[str] | None) -> str | None:
+    if instructions is None or isinstance(instructions, str):
+        return instructions
+    if isinstance(instructions, (list, tuple)) and all(isinstance(i, str) for i in instructions):
+        return "\n".join(instructions)
+    raise BadUsage("instructions must be a string, a list of strings, or None")
+
+
+def check_content(content: Any) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and all(
+        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
+    ):
+        return content
+    raise BadUsage(
+        "content must be a string or a non-empty list of parts such as "
+        '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {...}}'
+    )
+
+
+def check_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise BadUsage("messages must be a list of Chat Completions message dicts")
+    out = list(messages)
+    for index, message in enumerate(out):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise BadUsage(
+                f"messages[{index}] is not a message dict with a role "
+                f"({', '.join(sorted(ROLES))}): {message!r:.120}"
+            )
+    return out

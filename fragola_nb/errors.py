@@ -1,0 +1,90 @@
+"""Every error fragola_nb raises, grouped by what the caller does next.
+
+::
+
+    FragolaError                  root: catch this to catch everything of ours
+    ├── BadUsage                  misuse of the API: fix the calling code
+    │   ├── InvalidToolDefinition     a tool name, schema or handler that cannot work
+    │   └── InvalidArguments          edited tool arguments that fail the tool's schema
+    ├── ModelError                the model API failed: retry later or change the request
+    │   ├── ModelHTTPError            the API answered with an HTTP error status
+    │   ├── ModelTimeout              no answer in time
+    │   ├── ModelConnectionError      the connection failed or dropped
+    │   └── ModelResponseError        an answer that is not a usable completion
+    ├── ListenerError             an event listener raised: fix the listener
+    └── JsonModeError             ``agent.json`` got no parseable JSON or the API failed
+
+A ``ModelError`` keeps the ``openai`` exception as its ``__cause__``. Whatever is raised, the
+agent is left idle with a complete, valid history, so the next call works.
+
+Reaching the step budget is not an error (see ``AgentState.outcome == "step_limit"``), and a
+tool that fails does not raise either: its error goes back to the model as the tool's result.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadUsage",
+    "FragolaError",
+    "InvalidArguments",
+    "InvalidToolDefinition",
+    "JsonModeError",
+    "ListenerError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelResponseError",
+    "ModelTimeout",
+]
+
+
+class FragolaError(Exception):
+    """Root of every error fragola_nb raises."""
+
+
+class BadUsage(FragolaError):
+    """The API was used in a way it does not support; nothing was changed."""
+
+
+class InvalidToolDefinition(BadUsage):
+    """A tool cannot be made: bad name, broken schema, duplicate name, or bad handler."""
+
+
+class InvalidArguments(BadUsage):
+    """Arguments given by hand (``agent.approve(id, params=...)``) fail the tool's schema."""
+
+
+class ModelError(FragolaError):
+    """The model API call failed. ``__cause__`` holds the ``openai`` exception."""
+
+
+class ModelHTTPError(ModelError):
+    """The API answered with an HTTP error status (``status_code``)."""
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ModelTimeout(ModelError):
+    """The API did not answer within the client's timeout."""
+
+
+class ModelConnectionError(ModelError):
+    """The connection to the API failed or dropped (also mid-stream)."""
+
+
+class ModelResponseError(ModelError):
+    """The API answered, but not with a usable chat completion."""
+
+
+class ListenerError(FragolaError):
+    """An event listener raised; ``__cause__`` holds its exception, ``event`` names the event."""
+
+    def __init__(self, message: str, *, event: str) -> None:
+        super().__init__(message)
+        self.event = event
+
+
+class JsonModeError(FragolaError):
+    """``agent.json`` could not produce parseable JSON, or the API failed."""

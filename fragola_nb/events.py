@@ -1,0 +1,245 @@
+"""Agent events: one event object per call, listeners in registration order.
+
+Mutating events carry a value a listener may change: it returns the value (changed or
+replaced) and returning ``None`` keeps it as it was. Observers return nothing.
+
+==========================  ========================================  =================
+event                       attributes (all also have ``context``)     listener returns
+==========================  ========================================  =================
+``user_message``            ``message``                                ``message``
+``before_step``             ``step``                                   -
+``before_model_invocation`` ``config`` (request settings, ``model``)   ``config``
+``model_chunk``             ``chunk``, ``content``, ``message``        -
+``ai_message``              ``message``                                ``message``
+``after_model_invocation``  ``message``, ``config``                    -
+``before_tool_call``        ``config`` (``tool``, ``params``, ...)     ``config``
+``tool_call``               ``name``, ``params``, ``result``, ``id``   ``result``
+``after_tool_call``         ``name``, ``params``, ``result``, ...      -
+``after_step``              ``step``                                   -
+``after_state_update``      ``reason``, ``message``                    -
+``status_change``           ``status``, ``previous``                   -
+==========================  ========================================  =================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import ListenerError
+
+if TYPE_CHECKING:
+    from .context import AgentContext
+    from .tools import Tool
+
+__all__ = ["EVENT_NAMES", "Listeners", "Subscription", "ToolCallConfig"]
+
+
+@dataclass
+class Event:
+    context: AgentContext
+
+
+@dataclass
+class UserMessageEvent(Event):
+    message: dict[str, Any]
+
+
+@dataclass
+class StepEvent(Event):
+    step: int
+
+
+@dataclass
+class ModelInvocationEvent(Event):
+    config: dict[str, Any]
+
+
+@dataclass
+class ModelChunkEvent(Event):
+    chunk: Any
+    """The ``openai`` ``ChatCompletionChunk`` as received."""
+    content: str
+    """The text this chunk adds ("" when it adds none)."""
+    message: dict[str, Any]
+    """The assistant message assembled so far (a fresh dict each chunk)."""
+
+
+@dataclass
+class AiMessageEvent(Event):
+    message: dict[str, Any]
+
+
+@dataclass
+class AfterModelInvocationEvent(Event):
+    message: dict[str, Any]
+    config: dict[str, Any]
+
+
+@dataclass
+class ToolCallConfig:
+    """What ``before_tool_call`` may change: set ``inject_response`` to skip the handler."""
+
+    tool: Tool
+    params: Any
+    id: str
+    arguments: dict[str, Any]
+    inject_response: Any = None
+
+
+@dataclass
+class BeforeToolCallEvent(Event):
+    config: ToolCallConfig
+
+
+@dataclass
+class ToolCallEvent(Event):
+    name: str
+    params: Any
+    result: Any
+    id: str
+
+
+@dataclass
+class AfterToolCallEvent(Event):
+    name: str
+    params: Any
+    result: Any
+    id: str
+    message: dict[str, Any] = field(default_factory=dict)
+    """The tool message stored in the history."""
+
+
+@dataclass
+class StateUpdateEvent(Event):
+    reason: str
+    """``user_message``, ``ai_message``, ``tool_result``, ``cancelled``, ``reset`` or ``pending``."""
+    message: dict[str, Any] | None = None
+
+
+@dataclass
+class StatusChangeEvent(Event):
+    status: str
+    previous: str
+
+
+# name -> (event class, the attribute a listener's return value replaces, or None)
+EVENTS: dict[str, tuple[type[Event], str | None]] = {
+    "user_message": (UserMessageEvent, "message"),
+    "before_step": (StepEvent, None),
+    "before_model_invocation": (ModelInvocationEvent, "config"),
+    "model_chunk": (ModelChunkEvent, None),
+    "ai_message": (AiMessageEvent, "message"),
+    "after_model_invocation": (AfterModelInvocationEvent, None),
+    "before_tool_call": (BeforeToolCallEvent, "config"),
+    "tool_call": (ToolCallEvent, "result"),
+    "after_tool_call": (AfterToolCallEvent, None),
+    "after_step": (StepEvent, None),
+    "after_state_update": (StateUpdateEvent, None),
+    "status_change": (StatusChangeEvent, None),
+}
+EVENT_NAMES = tuple(EVENTS)
+
+Listener = Callable[[Any], Any]
+
+
+class Subscription:
+    """Returned by ``agent.on_*``: call it (or ``.unsubscribe()``) to remove the listener."""
+
+    __slots__ = ("_listeners", "event", "listener")
+
+    def __init__(self, listeners: Listeners, event: str, listener: Listener) -> None:
+        self._listeners = listeners
+        self.event = event
+        self.listener = listener
+
+    def unsubscribe(self) -> None:
+        self._listeners.remove(self.event, self.listener)
+
+    __call__ = unsubscribe
+
+    def __repr__(self) -> str:
+        name = getattr(self.listener, "__qualname__", repr(self.listener))
+        return f"Subscription(on_{self.event}, {name})"
+
+
+class Listeners:
+    """The listeners of one agent, by event name. A fork gets a copy."""
+
+    __slots__ = ("_by_event",)
+
+    def __init__(self) -> None:
+        self._by_event: dict[str, list[Listener]] = {name: [] for name in EVENTS}
+
+    def add(self, event: str, listener: Listener) -> Subscription:
+        if not callable(listener):
+            from .errors import BadUsage
+
+            raise BadUsage(f"on_{event} takes a function, got {type(listener).__name__}")
+        self._by_event[event].append(listener)
+        return Subscription(self, event, listener)
+
+    def remove(self, event: str, listener: Listener) -> None:
+        listeners = self._by_event[event]
+        if listener in listeners:
+            listeners.remove(listener)
+
+    def has(self, event: str) -> bool:
+        return bool(self._by_event[event])
+
+    def copy(self) -> Listeners:
+        other = Listeners()
+        other._by_event = {name: list(fns) for name, fns in self._by_event.items()}
+        return other
+
+    async def emit(self, name: str, event: Event) -> Event:
+        """Call every listener in order; a mutator's return value replaces the value."""
+        attr = EVENTS[name][1]
+        for listener in list(self._by_event[name]):
+            try:
+                result = listener(event)
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                raise _listener_error(name, listener, exc) from exc
+            if attr is not None and result is not None:
+                setattr(event, attr, result)
+        return event
+
+    def emit_nowait(self, name: str, event: Event) -> None:
+        """For observers fired from synchronous code: async listeners become tasks."""
+        for listener in list(self._by_event[name]):
+            try:
+                result = listener(event)
+            except Exception as exc:
+                raise _listener_error(name, listener, exc) from exc
+            if inspect.isawaitable(result):
+                _schedule(result)
+
+
+def _listener_error(name: str, listener: Listener, exc: Exception) -> ListenerError:
+    who = getattr(listener, "__qualname__", repr(listener))
+    return ListenerError(
+        f"listener {who} of on_{name} raised {type(exc).__name__}: {exc}", event=name
+    )
+
+
+_background: set[asyncio.Task[Any]] = set()
+
+
+def _schedule(awaitable: Any) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(_await(awaitable))
+        return
+    task = loop.create_task(_await(awaitable))
+    _background.add(task)  # keep a reference until done, or the task may be collected
+    task.add_done_callback(_background.discard)
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,147 @@
+"""``Fragola``: the entry point that holds the model client and makes agents."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .agent import Agent, check_messages, normalize_instructions
+from .context import AgentOptions
+from .errors import BadUsage
+from .model_client import ModelClient
+from .stores import Store, index_stores
+from .tools import Tool, check_tools
+
+if TYPE_CHECKING:
+    import openai
+
+    from .scripted import ScriptedModel
+
+__all__ = ["Fragola"]
+
+DEFAULT_MODEL = "gpt-4o-mini"
+RESERVED_SETTINGS = frozenset({"messages", "tools"})
+
+
+class Fragola:
+    """Holds the model client and the shared stores, and makes agents.
+
+    >>> fragola = Fragola(model="gpt-4o-mini")             # doctest: +SKIP
+    >>> agent = fragola.agent(name="helper", instructions="Be brief.")   # doctest: +SKIP
+
+    ``api_key`` and ``base_url`` fall back to ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``;
+    ``client`` takes a ready ``openai.AsyncOpenAI``; other keyword arguments go to
+    ``openai.AsyncOpenAI`` (``timeout``, ``max_retries``, ``default_headers``, ...).
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        *,
+        stores: Sequence[Store[Any]] = (),
+        **openai_client_options: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise BadUsage("model must be a non-empty string")
+        self.model = model
+        self._model = ModelClient(
+            client=client, api_key=api_key, base_url=base_url, options=openai_client_options
+        )
+        self._stores = index_stores(tuple(stores))
+        self.scripted_model: ScriptedModel | None = None
+        """The scripted model this instance runs on, when made by ``scripted``/``from_env``."""
+
+    @property
+    def base_url(self) -> str:
+        return self._model.base_url
+
+    @property
+    def offline(self) -> bool:
+        return self.scripted_model is not None
+
+    @classmethod
+    def scripted(
+        cls, script: Sequence[Any] = (), *, model: str = "scripted", **scripted_options: Any
+    ) -> Fragola:
+        """A Fragola on the scripted model shipped with the package (offline, no API key).
+
+        With no ``script``, the demo brain answers: it calls a tool the user names, reports
+        tool results, fills JSON schemas, and echoes anything else.
+        """
+        from .scripted import ScriptedModel, demo_brain
+
+        if not script:
+            scripted_options.setdefault("brain", demo_brain)
+        scripted = ScriptedModel(list(script), **scripted_options).start()
+        fragola = cls(model=model, api_key="scripted-offline", base_url=scripted.base_url,
+                      max_retries=0)
+        fragola.scripted_model = scripted
+        return fragola
+
+    @classmethod
+    def from_env(cls, model: str = DEFAULT_MODEL, **options: Any) -> Fragola:
+        """The real API when ``OPENAI_API_KEY`` is set, else the offline scripted model
+        (and a one-line notice on stderr saying so)."""
+        import os
+
+        if options.get("api_key") or options.get("client") or os.environ.get("OPENAI_API_KEY"):
+            return cls(model=model, **options)
+        print(
+            "fragola_nb: no OPENAI_API_KEY set, running offline on the scripted demo model",
+            file=sys.stderr,
+        )
+        return cls.scripted()
+
+    def agent(
+        self,
+        name: str,
+        description: str = "",
+        instructions: str | list[str] | None = None,
+        *,
+        use_developer_role: bool = False,
+        model_settings: dict[str, Any] | None = None,
+        messages: Sequence[dict[str, Any]] = (),
+        tools: Sequence[Tool] = (),
+        stores: Sequence[Store[Any]] = (),
+        max_step: int = 5,
+        reset_step_count_after_user_message: bool = True,
+    ) -> Agent:
+        """Make an agent; see the docs' option list (names in snake_case)."""
+        if not isinstance(name, str) or not name:
+            raise BadUsage("an agent needs a non-empty string name")
+        if isinstance(max_step, bool) or not isinstance(max_step, int) or max_step < 1:
+            raise BadUsage(f"max_step must be a whole number >= 1, got {max_step!r}")
+        settings = dict(model_settings or {})
+        reserved = RESERVED_SETTINGS & settings.keys()
+        if reserved:
+            raise BadUsage(
+                f"model_settings cannot hold {', '.join(sorted(reserved))}: "
+                "use messages= and tools= on the agent"
+            )
+        options = AgentOptions(
+            name=name,
+            description=description,
+            instructions=normalize_instructions(instructions),
+            use_developer_role=bool(use_developer_role),
+            model_settings=settings,
+            max_step=max_step,
+            reset_step_count_after_user_message=bool(reset_step_count_after_user_message),
+            tools=list(check_tools(tools)),
+        )
+        return Agent(self, options, messages=check_messages(messages), stores=stores)
+
+    def add_store(self, store: Store[Any]) -> None:
+        """Share ``store`` with every agent of this instance (and their forks)."""
+        merged = index_stores((*self._stores.values(), store))
+        self._stores = merged
+
+    def get_store(self, namespace: str) -> Store[Any] | None:
+        return self._stores.get(namespace)
+
+    def __repr__(self) -> str:
+        where = "scripted model" if self.offline else self.base_url
+        return f"Fragola(model={self.model!r}, base_url={where!r})"

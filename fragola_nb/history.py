@@ -1,0 +1,81 @@
+"""An append-only message history that forks share structurally.
+
+A fork must not copy thousands of message dicts, and a parent that keeps talking must not
+change what its forks see. ``History`` is append-only: a fork is a new ``History`` that views
+the first ``n`` messages of its parent's history and appends to a list of its own, so forking
+costs O(1) time and memory whatever the length. Nothing is ever removed or changed in place;
+``reset`` makes a new ``History``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+Message = dict[str, Any]
+
+
+class History(Sequence[Message]):
+    """Append-only sequence of Chat Completions message dicts, cheap to fork."""
+
+    __slots__ = ("_base", "_base_len", "_own")
+
+    def __init__(self, messages: Sequence[Message] = ()) -> None:
+        self._base: History | None = None
+        self._base_len = 0
+        self._own: list[Message] = list(messages)
+
+    def fork(self) -> History:
+        """A new history seeing what this one holds now, independent from here on."""
+        child = History()
+        child._base = self
+        child._base_len = len(self)
+        return child
+
+    def append(self, message: Message) -> None:
+        self._own.append(message)
+
+    def __len__(self) -> int:
+        return self._base_len + len(self._own)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return self.to_list()[index]
+        length = len(self)
+        if index < 0:
+            index += length
+        if not 0 <= index < length:
+            raise IndexError("history index out of range")
+        node: History = self
+        while index < node._base_len:
+            assert node._base is not None
+            node = node._base
+            # The base may have grown since the fork; positions below base_len are stable.
+        return node._own[index - node._base_len]
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.to_list())
+
+    def to_list(self) -> list[Message]:
+        """The messages as a new list (the dicts themselves are shared, never copied)."""
+        chain: list[tuple[History, int]] = []
+        node: History | None = self
+        limit = len(self)
+        while node is not None:
+            chain.append((node, limit))
+            limit = node._base_len
+            node = node._base
+        out: list[Message] = []
+        for node, end in reversed(chain):
+            take = end - node._base_len
+            if take == len(node._own):
+                out.extend(node._own)
+            else:
+                out.extend(node._own[:take])
+        return out
+
+    def last(self) -> Message | None:
+        return self[len(self) - 1] if len(self) else None
+
+    def __repr__(self) -> str:
+        return f"History({len(self)} messages)"

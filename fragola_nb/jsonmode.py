@@ -1,0 +1,105 @@
+"""``agent.json``: structured output with a pydantic model or a JSON Schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import jsonschema
+import pydantic
+
+from .errors import FragolaError, InvalidToolDefinition, JsonModeError, ModelError
+from .model_client import json_schema_response_format
+from .schemas import load_json_schema
+from .state import AgentState
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["JsonResult"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class JsonResult(Generic[T]):
+    """A safe-parse result: ``data`` when ``success``, else ``error`` says why."""
+
+    success: bool
+    data: T | None
+    error: str | None
+    state: AgentState
+
+
+async def run_json(
+    agent: Agent, message: str, schema: Any, ignore_user_message_events: bool
+) -> JsonResult[Any]:
+    if not isinstance(message, str):
+        raise JsonModeError("agent.json(message=...) takes a string")
+    try:
+        validate, response_format = _prepare(schema)
+    except FragolaError as exc:
+        raise JsonModeError(f"unusable schema for agent.json: {exc}") from exc
+    agent._check_can_start(resuming=False)
+    budget = agent._budget(None, after_user_message=True)
+    start = agent._user_message_start(
+        {"role": "user", "content": message}, events=not ignore_user_message_events
+    )
+    try:
+        state = await agent._drive(start, budget, {"response_format": response_format})
+    except ModelError as exc:
+        raise JsonModeError(f"the model API failed during agent.json: {exc}") from exc
+    reply = state.last_message
+    if state.outcome != "finished" or reply is None or reply.get("role") != "assistant":
+        raise JsonModeError(f"agent.json ended without a final answer (outcome: {state.outcome})")
+    if reply.get("refusal"):
+        raise JsonModeError(f"the model refused: {reply['refusal']}")
+    content = reply.get("content")
+    try:
+        document = json.loads(content) if isinstance(content, str) else None
+    except json.JSONDecodeError as exc:
+        raise JsonModeError(f"the model's answer is not JSON ({exc.msg}): {content!r:.200}") from exc
+    if document is None:
+        raise JsonModeError("the model's answer has no JSON content")
+    try:
+        data = validate(document)
+    except ValueError as exc:
+        return JsonResult(False, None, str(exc), state)
+    return JsonResult(True, data, None, state)
+
+
+def _prepare(schema: Any) -> tuple[Any, dict[str, Any]]:
+    if isinstance(schema, type) and issubclass(schema, pydantic.BaseModel):
+        model = schema
+
+        def validate_model(document: Any) -> Any:
+            try:
+                return model.model_validate(document)
+            except pydantic.ValidationError as exc:
+                raise ValueError(str(exc)) from exc
+
+        return validate_model, json_schema_response_format(model, _name(model.__name__))
+    if isinstance(schema, (str, dict)):
+        try:
+            raw = load_json_schema(schema)
+        except InvalidToolDefinition as exc:
+            raise JsonModeError(str(exc)) from exc
+        validator = jsonschema.validators.validator_for(raw)(raw)
+
+        def validate_raw(document: Any) -> Any:
+            errors = [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+                      for e in validator.iter_errors(document)]
+            if errors:
+                raise ValueError("\n".join(errors))
+            return document
+
+        return validate_raw, json_schema_response_format(raw, _name(raw.get("title", "response")))
+    raise JsonModeError(
+        f"agent.json needs a pydantic model class or a JSON Schema, got {type(schema).__name__}"
+    )
+
+
+def _name(text: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", str(text))[:64] or "response"

@@ -1,0 +1,229 @@
+"""Argument schemas: pydantic v2, ``pydantic.v1``, raw JSON Schema, or a function signature.
+
+Every kind answers two questions the run loop asks: what JSON Schema goes to the model
+(``parameters``), and what the handler receives for a given arguments dict (``parse``, which
+raises ``ArgumentsRejected`` with a message written for the model to read and correct).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import pydantic
+
+from .errors import InvalidToolDefinition
+
+try:  # pydantic.v1 is absent on some Pythons; v1 models are then simply not recognised.
+    import pydantic.v1 as pydantic_v1
+except Exception:  # pragma: no cover - depends on the interpreter
+    pydantic_v1 = None  # type: ignore[assignment]
+
+EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class ArgumentsRejected(Exception):
+    """Arguments that do not fit the schema; ``str(exc)`` is meant for the model to read."""
+
+
+class ToolSchema:
+    """A schema as the run loop sees it."""
+
+    kind = "none"
+    validates = False
+
+    def __init__(self, parameters: dict[str, Any]) -> None:
+        self.parameters = parameters
+
+    def parse(self, arguments: dict[str, Any]) -> Any:
+        return arguments
+
+
+class PydanticSchema(ToolSchema):
+    """A pydantic v2 model: validated, and the handler receives the model instance."""
+
+    kind = "pydantic"
+    validates = True
+
+    def __init__(self, model: type[pydantic.BaseModel]) -> None:
+        try:
+            parameters = model.model_json_schema()
+        except Exception as exc:
+            raise InvalidToolDefinition(f"{model.__name__} has no JSON Schema: {exc}") from exc
+        super().__init__(parameters)
+        self.model = model
+
+    def parse(self, arguments: dict[str, Any]) -> Any:
+        try:
+            return self.model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            raise ArgumentsRejected(format_pydantic_errors(exc.errors())) from exc
+
+
+class PydanticV1Schema(ToolSchema):
+    """A ``pydantic.v1`` model, handled like a v2 one."""
+
+    kind = "pydantic.v1"
+    validates = True
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model.schema())
+        self.model = model
+
+    def parse(self, arguments: dict[str, Any]) -> Any:
+        assert pydantic_v1 is not None
+        try:
+            return self.model.parse_obj(arguments)
+        except pydantic_v1.ValidationError as exc:
+            raise ArgumentsRejected(format_pydantic_errors(exc.errors())) from exc
+
+
+class JsonSchema(ToolSchema):
+    """A raw JSON Schema: checked when made; arguments validated only with ``validate=True``."""
+
+    kind = "json-schema"
+
+    def __init__(self, schema: str | dict[str, Any], *, validate: bool = False) -> None:
+        parameters = load_json_schema(schema)
+        super().__init__(parameters)
+        self.validates = validate
+        self._validator = jsonschema.validators.validator_for(parameters)(parameters)
+
+    def parse(self, arguments: dict[str, Any]) -> Any:
+        if self.validates:
+            errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+            if errors:
+                raise ArgumentsRejected(
+                    "\n".join(f"- {_json_path(e.absolute_path)}: {e.message}" for e in errors)
+                )
+        return arguments
+
+
+def load_json_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
+    """Parse and check a raw JSON Schema for tool parameters or JSON mode."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise InvalidToolDefinition(f"the schema string is not valid JSON: {exc}") from exc
+    if not isinstance(schema, dict):
+        raise InvalidToolDefinition("a JSON Schema must be a JSON object")
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise InvalidToolDefinition(f"the JSON Schema is broken: {exc.message}") from exc
+    if schema.get("type", "object") != "object":
+        raise InvalidToolDefinition('a parameters schema must describe an object ("type": "object")')
+    return schema
+
+
+def to_schema(schema: Any, *, validate: bool = False) -> ToolSchema:
+    """Recognise what the user gave as ``schema=``."""
+    if schema is None:
+        return ToolSchema(dict(EMPTY_OBJECT))
+    if isinstance(schema, ToolSchema):
+        return schema
+    if isinstance(schema, type) and issubclass(schema, pydantic.BaseModel):
+        return PydanticSchema(schema)
+    if (
+        pydantic_v1 is not None
+        and isinstance(schema, type)
+        and issubclass(schema, pydantic_v1.BaseModel)
+    ):
+        return PydanticV1Schema(schema)
+    if isinstance(schema, (str, dict)):
+        return JsonSchema(schema, validate=validate)
+    raise InvalidToolDefinition(
+        "schema must be a pydantic model class, a pydantic.v1 model class, a JSON Schema "
+        f"string or dict, or None; got {type(schema).__name__}"
+    )
+
+
+def format_pydantic_errors(errors: Any) -> str:
+    lines = []
+    for error in errors:
+        where = _json_path(error.get("loc", ()))
+        lines.append(f"- {where}: {error.get('msg', 'invalid value')}")
+    return "\n".join(lines) or "- invalid arguments"
+
+
+def _json_path(parts: Any) -> str:
+    path = ".".join(str(p) for p in parts)
+    return path or "(arguments)"
+
+
+# -- schemas from a function signature (the @tool decorator) ----------------------------------
+
+_DOC_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$")
+_DOC_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+_REST_PARAM = re.compile(r"^\s*:param\s+(?:\w+\s+)?(\w+)\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """The summary and per-argument descriptions of a Google or reST style docstring."""
+    text = inspect.cleandoc(doc or "")
+    summary_lines: list[str] = []
+    params: dict[str, str] = {}
+    in_args = False
+    current: str | None = None
+    for line in text.splitlines():
+        rest = _REST_PARAM.match(line)
+        if rest:
+            current = rest.group(1)
+            params[current] = rest.group(2).strip()
+            in_args = True
+            continue
+        if _DOC_ARGS_HEADER.match(line):
+            in_args, current = True, None
+            continue
+        if in_args:
+            if re.match(r"^\s*(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$", line):
+                in_args, current = False, None
+                continue
+            arg = _DOC_ARG_LINE.match(line)
+            if arg and line[: len(line) - len(line.lstrip())] != "" and line.strip():
+                current = arg.group(1).lstrip("*")
+                params[current] = arg.group(3).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+            continue
+        summary_lines.append(line)
+    summary = "\n".join(summary_lines).strip().split("\n\n")[0].replace("\n", " ").strip()
+    return summary, params
+
+
+class SignatureSchema(PydanticSchema):
+    """A pydantic model built from a function's parameters (all but ``context``)."""
+
+    kind = "signature"
+
+    def __init__(self, fn: Callable[..., Any], name: str) -> None:
+        _, docs = parse_docstring(fn.__doc__)
+        fields: dict[str, Any] = {}
+        try:
+            hints = _type_hints(fn)
+        except Exception as exc:
+            raise InvalidToolDefinition(f"cannot read the type hints of {name}: {exc}") from exc
+        for param in inspect.signature(fn).parameters.values():
+            if param.name == "context":
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise InvalidToolDefinition(f"{name}: *args and **kwargs cannot become a schema")
+            annotation = hints.get(param.name, Any)
+            default = ... if param.default is param.empty else param.default
+            fields[param.name] = (
+                annotation,
+                pydantic.Field(default, description=docs.get(param.name)),
+            )
+        model = pydantic.create_model(f"{name}_arguments", **fields)
+        super().__init__(model)
+
+
+def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(fn)
