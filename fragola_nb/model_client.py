@@ -18,7 +18,6 @@ import pydantic
 from .errors import (
     BadUsage,
     ModelConnectionError,
-    ModelError,
     ModelHTTPError,
     ModelResponseError,
     ModelTimeout,

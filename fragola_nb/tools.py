@@ -97,11 +97,9 @@ class Tool:
         assert callable(self.handler)
         style = self._call_style
         if style == "fields":
-            kwargs = dict(params) if isinstance(params, dict) else dict(params)
-            result = self.handler(**kwargs)
+            result = self.handler(**dict(params))  # a model instance iterates as (field, value)
         elif style == "fields+context":
-            kwargs = dict(params) if isinstance(params, dict) else dict(params)
-            result = self.handler(**kwargs, context=context)
+            result = self.handler(**dict(params), context=context)
         elif style == "none":
             result = self.handler()
         elif style == "params":
