@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import itertools
 import uuid
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import runloop
 from .context import AgentContext, AgentOptions
-from .errors import BadUsage, InvalidArguments
+from .errors import BadUsage, InvalidArguments, ListenerError
 from .events import Listener, Listeners, StateUpdateEvent, StatusChangeEvent, Subscription
 from .history import History
 from .schemas import ArgumentsRejected
@@ -166,18 +167,26 @@ class Agent:
     def _user_message_start(
         self, message: dict[str, Any], *, events: bool = True
     ) -> Callable[[], Awaitable[None]]:
+        def keep(message: dict[str, Any]) -> None:
+            if self.options.reset_step_count_after_user_message:
+                self._step_count = 0
+            self._append(message, "user_message")
+
         async def start() -> None:
             nonlocal message
             if events and self._listeners.has("user_message"):
                 from .events import UserMessageEvent
 
-                event = await self._listeners.emit(
-                    "user_message", UserMessageEvent(self.context, message)
-                )
-                message = event.message  # type: ignore[attr-defined]
-            if self.options.reset_step_count_after_user_message:
-                self._step_count = 0
-            self._append(message, "user_message")
+                event = UserMessageEvent(self.context, message)
+                try:
+                    await self._listeners.emit("user_message", event)
+                except (_StopNow, asyncio.CancelledError):
+                    # stop_sync() or cancellation while a listener ran: the user message that
+                    # started the turn is kept, with the changes of the listeners that finished.
+                    keep(event.message)
+                    raise
+                message = event.message
+            keep(message)
 
         return start
 
@@ -210,7 +219,13 @@ class Agent:
         self._turn_settings = dict(turn_settings or {})
         self._stop_requested = False
         self._cancel_requested = False
-        self._set_status("generating")
+        previous = self._status
+        try:
+            self._set_status("generating")
+        except ListenerError:
+            # A status_change listener raised before anything ran: stay as we were, usable.
+            self._status = previous
+            raise
         task = loop.create_task(self._turn(start, budget))
         self._task, self._task_loop = task, loop
         try:
@@ -235,24 +250,42 @@ class Agent:
                 return self.state
             raise
         except BaseException:
-            self._settle(None)
+            with contextlib.suppress(ListenerError):  # report the error that ended the turn
+                self._settle(None)
             raise
         self._settle(outcome)
         return self.state
 
     def _settle(self, outcome: Outcome | None) -> None:
-        """End a turn: answer what must be answered and leave a valid state."""
-        if outcome != "paused":
-            self._repair()
+        """End a turn: answer what must be answered and leave a valid state.
+
+        A listener that raises while the turn is settled does not stop the settling (that
+        would leave the agent "generating" with calls unanswered); its error is raised once
+        the state is complete.
+        """
+        error = self._repair() if outcome != "paused" else None
         self._turn_settings = {}
         self._stop_requested = False
         self._outcome = outcome
-        self._set_status("waiting" if outcome == "paused" else "idle")
+        try:
+            self._set_status("waiting" if outcome == "paused" else "idle")
+        except ListenerError as exc:
+            error = error or exc
+        if error is not None:
+            raise error
 
-    def _repair(self) -> None:
+    def _repair(self) -> ListenerError | None:
+        """Answer every unanswered call as cancelled; return the first listener error."""
         self._pending.clear()
+        error: ListenerError | None = None
         for call in runloop.unanswered_calls(self):
-            self._answer(call["id"], runloop.CANCELLED, "cancelled")
+            try:
+                self._answer(call["id"], runloop.CANCELLED, "cancelled")
+            except ListenerError as exc:  # the answer is stored before listeners hear of it
+                error = error or exc
+            except _StopNow:
+                pass  # stop_sync() from a listener while the turn already ends: nothing to stop
+        return error
 
     # -- stopping ---------------------------------------------------------------------------
 
@@ -288,8 +321,9 @@ class Agent:
     # -- decisions on pending calls ---------------------------------------------------------
 
     def approve(self, call_id: str, params: Any = None) -> None:
-        """Let a paused call run, with ``params`` replacing the model's arguments if given
-        (validated like the model's; invalid ones raise ``InvalidArguments``)."""
+        """Let a paused call run, with ``params`` replacing the model's arguments if given:
+        a dict validated like the model's, or an instance of the tool's pydantic model;
+        anything invalid raises ``InvalidArguments`` and changes nothing."""
         pending = self._undecided(call_id)
         if pending.reason == "dynamic":
             raise BadUsage(f"{pending.name} is a dynamic tool: answer it with inject(id, result)")
@@ -303,8 +337,14 @@ class Agent:
                     parsed = tool.parse_arguments(params)
                 except ArgumentsRejected as exc:
                     raise InvalidArguments(f"invalid arguments for {pending.name}:\n{exc}") from exc
+            elif isinstance(params, getattr(tool.schema, "model", ())):
+                parsed = params  # an instance of the tool's own model is already validated
             else:
-                parsed = params
+                # Anything else would reach the handler unchecked and fail there instead.
+                raise InvalidArguments(
+                    f"edited arguments for {pending.name} must be a dict of arguments (or an "
+                    f"instance of the tool's schema model), got {type(params).__name__}"
+                )
         self._decide(pending, Decision("approve", params=parsed))
 
     def reject(self, call_id: str, reason: str = "") -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent, check_messages, normalize_instructions
@@ -115,6 +115,9 @@ class Fragola:
             raise BadUsage("an agent needs a non-empty string name")
         if isinstance(max_step, bool) or not isinstance(max_step, int) or max_step < 1:
             raise BadUsage(f"max_step must be a whole number >= 1, got {max_step!r}")
+        if model_settings is not None and not isinstance(model_settings, Mapping):
+            # dict() would accept a list of pairs or fail with a bare ValueError.
+            raise BadUsage(f"model_settings must be a dict, got {type(model_settings).__name__}")
         settings = dict(model_settings or {})
         reserved = RESERVED_SETTINGS & settings.keys()
         if reserved:

@@ -40,7 +40,9 @@ async def run_json(
         raise JsonModeError("agent.json(message=...) takes a string")
     try:
         validate, response_format = _prepare(schema)
-    except FragolaError as exc:
+    except (FragolaError, pydantic.PydanticUserError, TypeError, ValueError) as exc:
+        # pydantic (a model it cannot describe in JSON Schema) and openai's strict-schema
+        # conversion report a broken schema with their own errors: the caller gets ours.
         raise JsonModeError(f"unusable schema for agent.json: {exc}") from exc
     agent._check_can_start(resuming=False)
     budget = agent._budget(None, after_user_message=True)

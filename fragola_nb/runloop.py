@@ -47,8 +47,10 @@ async def run(agent: Agent, budget: int) -> Outcome:
     """Drive one turn of ``agent`` with at most ``budget`` model calls."""
     calls_made = 0
     while True:
+        # A stop() asked for while answering wins over a pause: the turn ends "stopped",
+        # idle, and settling answers the calls still pending with a cancelled result.
         if unanswered_calls(agent):
-            if await answer_tools(agent):
+            if await answer_tools(agent) and not agent._stop_requested:
                 return "paused"
         if agent._stop_requested:
             return "stopped"
@@ -66,7 +68,7 @@ async def run(agent: Agent, budget: int) -> Outcome:
             return "stopped" if agent._stop_requested else "finished"
         paused = await answer_tools(agent)
         await emit(agent, "after_step", StepEvent(agent.context, step))
-        if paused:
+        if paused and not agent._stop_requested:
             return "paused"
 
 

@@ -1,0 +1,57 @@
+"""A scripted, OpenAI-compatible Chat Completions endpoint for tests and offline demos.
+
+It is a real HTTP server on loopback, so the real ``openai`` client talks to it over real
+HTTP, JSON and SSE. Each request consumes the next script item::
+
+    from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+
+    with ScriptedModel([tool_calls(call("add", {"a": 1, "b": 2})), reply("3")]) as model:
+        client = model.client()  # openai.AsyncOpenAI, max_retries=0
+        ...
+
+``ScriptedModel(brain=demo_brain)`` answers deterministically once the script runs out.
+"""
+
+from __future__ import annotations
+
+from .brain import demo_brain
+from .items import (
+    Drop,
+    Fail,
+    Hang,
+    Item,
+    Raw,
+    Reply,
+    ScriptEntry,
+    ToolCall,
+    ToolCalls,
+    call,
+    drop,
+    fail,
+    hang,
+    raw,
+    reply,
+    tool_calls,
+)
+from .server import ScriptedModel
+
+__all__ = [
+    "Drop",
+    "Fail",
+    "Hang",
+    "Item",
+    "Raw",
+    "Reply",
+    "ScriptEntry",
+    "ScriptedModel",
+    "ToolCall",
+    "ToolCalls",
+    "call",
+    "demo_brain",
+    "drop",
+    "fail",
+    "hang",
+    "raw",
+    "reply",
+    "tool_calls",
+]

@@ -1,0 +1,388 @@
+"""``agent.fork``: a new agent that starts where its parent is and goes on independently."""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from fragola_nb import Agent, BadUsage, Fragola, create_store, tool
+from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+
+
+def make_fragola(model: ScriptedModel, **options: Any) -> Fragola:
+    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0, **options)
+
+
+@tool
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def tree(node: Agent) -> tuple[str, list[Any]]:
+    return (node.name, [tree(child) for child in node.forks])
+
+
+async def test_fork_has_its_own_id_and_knows_its_parent(model):
+    model.push(reply("Once upon a time."))
+    agent = make_fragola(model).agent("writer")
+    await agent.user_message("Write a story.")
+
+    branch = agent.fork("BranchA")
+
+    assert branch.name == "BranchA"
+    assert branch.id != agent.id
+    assert branch.fork_of == agent.id
+    assert branch.parent is agent
+    assert agent.fork_of is None
+    assert agent.forks == (branch,)
+    assert branch.forks == ()
+    assert branch.fork_point == 2
+    assert branch.state.messages == agent.state.messages
+
+
+def test_fork_without_a_name_gets_a_numbered_one(model):
+    agent = make_fragola(model).agent("writer")
+    first, second = agent.fork(), agent.fork()
+    assert (first.name, second.name) == ("writer-fork1", "writer-fork2")
+    assert len({agent.id, first.id, second.id}) == 3
+    assert agent.forks == (first, second)
+
+
+def test_the_tree_can_be_walked_from_any_node(model):
+    root = make_fragola(model).agent("root")
+    a = root.fork("a")
+    b = root.fork("b")
+    a1 = a.fork("a1")
+    a2 = a.fork("a2")
+    a1x = a1.fork("a1x")
+
+    expected = ("root", [("a", [("a1", [("a1x", [])]), ("a2", [])]), ("b", [])])
+    for node in (root, a, b, a1, a2, a1x):
+        assert tree(node.root) == expected
+        assert node.root is root
+    assert a1x.fork_of == a1.id and a1.fork_of == a.id and a.fork_of == root.id
+    # walking up through the parents reaches the root
+    chain, node = [], a1x
+    while node is not None:
+        chain.append(node.name)
+        node = node.parent
+    assert chain == ["a1x", "a1", "a", "root"]
+
+
+async def test_fork_state_is_isolated_both_ways(model):
+    model.push(reply("Hi."))
+    agent = make_fragola(model).agent("bot")
+    await agent.user_message("Hello")
+    before = agent.state.messages
+
+    branch = agent.fork("branch")
+    model.push(reply("Cyborg."))
+    fork_state = await branch.user_message("Make it a cyborg.")
+    model.push(reply("Alien."))
+    parent_state = await agent.user_message("Make it an alien.")
+
+    assert fork_state.messages == [*before, user("Make it a cyborg."), assistant("Cyborg.")]
+    assert parent_state.messages == [*before, user("Make it an alien."), assistant("Alien.")]
+    assert branch.state.messages == fork_state.messages
+    assert agent.state.messages == parent_state.messages
+    # each request carried only its own branch
+    assert [m["content"] for m in model.requests[1]["messages"]] == [
+        "Hello", "Hi.", "Make it a cyborg."
+    ]
+    assert [m["content"] for m in model.requests[2]["messages"]] == [
+        "Hello", "Hi.", "Make it an alien."
+    ]
+
+
+async def test_fork_step_count_and_status_are_copied_then_independent(model):
+    model.push(tool_calls(call("ping", {}, id="c1")), reply("pong it is"))
+    agent = make_fragola(model).agent(
+        "bot", tools=[ping], reset_step_count_after_user_message=False, max_step=10
+    )
+    await agent.user_message("ping")
+    assert agent.step_count == 2
+
+    branch = agent.fork()
+    assert branch.step_count == 2
+    assert branch.status == "idle"
+    model.push(reply("again"))
+    await branch.user_message("again")
+
+    assert branch.step_count == 3
+    assert agent.step_count == 2
+    branch.reset()
+    assert branch.state.messages == [] and branch.step_count == 0
+    assert len(agent.state.messages) == 4
+
+
+async def test_fork_tools_are_isolated(model):
+    agent = make_fragola(model).agent("bot", tools=[ping])
+    branch = agent.fork()
+
+    branch.context.update_tools([ping, echo])
+
+    assert [t.name for t in agent.options.tools] == ["ping"]
+    assert [t.name for t in branch.options.tools] == ["ping", "echo"]
+    model.push(reply("a"), reply("b"))
+    await agent.user_message("x")
+    await branch.user_message("y")
+    assert [t["function"]["name"] for t in model.requests[0]["tools"]] == ["ping"]
+    assert [t["function"]["name"] for t in model.requests[1]["tools"]] == ["ping", "echo"]
+
+
+def test_fork_keeps_the_tools_of_the_moment_of_the_fork(model):
+    agent = make_fragola(model).agent("bot", tools=[ping])
+    branch = agent.fork()
+    agent.context.update_tools([echo])
+    assert [t.name for t in branch.options.tools] == ["ping"]
+
+
+async def test_listeners_are_copied_and_rebound_to_the_fork(model):
+    model.push(reply("parent"), reply("fork"), reply("parent again"))
+    agent = make_fragola(model).agent("bot")
+    seen: list[tuple[str, str]] = []
+    subscription = agent.on_ai_message(
+        lambda e: seen.append((e.context.agent.name, e.message["content"]))
+    )
+    await agent.user_message("1")
+
+    branch = agent.fork("branch")
+    subscription()  # removed from the parent only
+    await branch.user_message("2")
+    await agent.user_message("3")
+
+    assert seen == [("bot", "parent"), ("branch", "fork")]
+
+
+async def test_listener_added_to_a_fork_does_not_reach_the_parent(model):
+    model.push(reply("fork"), reply("parent"))
+    agent = make_fragola(model).agent("bot")
+    branch = agent.fork("branch")
+    seen: list[Any] = []
+    branch.on_ai_message(lambda e: seen.append(e.context.agent))
+
+    await branch.user_message("1")
+    await agent.user_message("2")
+
+    assert seen == [branch]
+
+
+async def test_fork_context_is_the_forks_own(model):
+    model.push(tool_calls(call("whoami", {}, id="c1")), reply("done"))
+
+    @tool
+    def whoami(context) -> str:
+        """Name the agent running this tool."""
+        return context.agent.name
+
+    agent = make_fragola(model).agent("bot", tools=[whoami])
+    branch = agent.fork("branch")
+    assert branch.context is not agent.context
+    assert branch.context.agent is branch
+
+    state = await branch.user_message("who?")
+    assert state.messages[2] == {"role": "tool", "tool_call_id": "c1", "content": "branch"}
+
+
+async def test_agent_stores_are_deep_copied_and_fragola_stores_shared(model):
+    model.push(tool_calls(call("remember", {"text": "fork note"}, id="c1")), reply("ok"))
+    shared = create_store({"log": []}, "shared")
+    own = create_store({"notes": ["first"]}, "memory")
+    fragola = make_fragola(model, stores=[shared])
+
+    @tool
+    def remember(text: str, context) -> str:
+        """Keep a note."""
+        context.get_store("memory").update(lambda v: {"notes": [*v["notes"], text]})
+        context.get_store("shared").update(lambda v: {"log": [*v["log"], text]})
+        return "noted"
+
+    agent = fragola.agent("bot", tools=[remember], stores=[own])
+    branch = agent.fork()
+    fork_memory = branch.context.get_store("memory")
+
+    assert fork_memory is not own
+    assert fork_memory.get() == {"notes": ["first"]}
+    assert fork_memory.get()["notes"] is not own.get()["notes"]
+    assert branch.context.get_store("shared") is shared
+
+    await branch.user_message("remember this")
+
+    assert fork_memory.get() == {"notes": ["first", "fork note"]}
+    assert own.get() == {"notes": ["first"]}
+    assert shared.get() == {"log": ["fork note"]}
+    # and the other way round
+    own.get()["notes"].append("parent only")  # even an in-place change stays in the parent
+    assert fork_memory.get() == {"notes": ["first", "fork note"]}
+
+
+def test_store_listeners_stay_with_the_parent_store(model):
+    own = create_store(0, "n")
+    changes: list[int] = []
+    own.on_change(changes.append)
+    agent = make_fragola(model).agent("bot", stores=[own])
+    branch = agent.fork()
+
+    branch.context.get_store("n").set(5)
+    own.set(1)
+
+    assert changes == [1]
+
+
+async def test_options_are_copied_deeply(model):
+    agent = make_fragola(model).agent(
+        "bot",
+        description="A helper.",
+        instructions=["Be brief.", "Be kind."],
+        model_settings={"temperature": 0.5, "metadata": {"team": "a"}},
+        max_step=7,
+    )
+    branch = agent.fork()
+
+    assert branch.description == "A helper."
+    assert branch.instructions == "Be brief.\nBe kind."
+    assert branch.options.max_step == 7
+    assert branch.options.model_settings == agent.options.model_settings
+
+    branch.context.set_instructions("Be verbose.")
+    branch.options.model_settings["temperature"] = 1.0
+    branch.options.model_settings["metadata"]["team"] = "b"
+
+    assert agent.instructions == "Be brief.\nBe kind."
+    assert agent.options.model_settings == {"temperature": 0.5, "metadata": {"team": "a"}}
+
+    model.push(reply("parent"), reply("fork"))
+    await agent.user_message("hi")
+    await branch.user_message("hi")
+    parent_request, fork_request = model.requests
+    assert parent_request["messages"][0] == {"role": "system", "content": "Be brief.\nBe kind."}
+    assert parent_request["temperature"] == 0.5
+    assert parent_request["metadata"] == {"team": "a"}
+    assert fork_request["messages"][0] == {"role": "system", "content": "Be verbose."}
+    assert fork_request["temperature"] == 1.0
+    assert fork_request["metadata"] == {"team": "b"}
+
+
+async def test_forking_a_long_history_shares_the_message_dicts(model):
+    messages = []
+    for i in range(5_000):
+        messages.append(user(f"question {i}"))
+        messages.append(assistant(f"answer {i}"))
+    agent = make_fragola(model).agent("bot", messages=messages)
+
+    tracemalloc.start()
+    try:
+        branch = agent.fork()
+        grandchild = branch.fork()
+        allocated, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Structural sharing: not even a list of 10,000 references (80 kB) is made.
+    assert allocated < 40_000
+
+    for node in (agent, branch, grandchild):
+        held = node.state.messages
+        assert len(held) == 10_000
+        # the very same dicts, not copies
+        assert all(a is b for a, b in zip(held, messages, strict=True))
+
+    # by=0: the user message is stored but no request is made (10,000 messages on the wire
+    # would only slow the test down; the round trip is covered with a short history above)
+    fork_state = await branch.user_message("fork question", by=0)
+    parent_state = await agent.user_message("parent question", by=0)
+
+    assert fork_state.messages[10_000:] == [user("fork question")]
+    assert parent_state.messages[10_000:] == [user("parent question")]
+    assert branch.state.messages[10_000:] == [user("fork question")]
+    assert model.requests == []
+    assert len(grandchild.state.messages) == 10_000
+    assert fork_state.messages[9_999] is messages[9_999]
+
+
+async def test_fork_while_generating_raises_bad_usage(model):
+    model.push(tool_calls(call("ping", {}, id="c1")), reply("done"))
+    agent = make_fragola(model).agent("bot", tools=[ping])
+    errors: list[Exception] = []
+
+    @agent.on_before_tool_call
+    def try_fork(event):
+        try:
+            event.context.agent.fork()
+        except Exception as exc:
+            errors.append(exc)
+
+    state = await agent.user_message("ping")
+
+    assert len(errors) == 1
+    assert isinstance(errors[0], BadUsage)
+    assert agent.forks == ()
+    assert state.status == "idle"
+    assert agent.fork().fork_of == agent.id  # fine again once idle
+
+
+async def test_fork_point_marks_where_the_branches_part(model):
+    model.push(reply("a"), reply("b"), reply("c"))
+    agent = make_fragola(model).agent("bot")
+    empty_fork = agent.fork()
+    await agent.user_message("1")
+    one_turn_fork = agent.fork()
+    await agent.user_message("2")
+    await one_turn_fork.user_message("other")
+    deeper = one_turn_fork.fork()
+
+    assert empty_fork.fork_point == 0
+    assert one_turn_fork.fork_point == 2
+    assert deeper.fork_point == 4
+    common = one_turn_fork.fork_point
+    assert agent.state.messages[:common] == one_turn_fork.state.messages[:common]
+    assert agent.state.messages[common:] != one_turn_fork.state.messages[common:]
+
+
+async def test_fork_of_a_waiting_agent_keeps_the_pending_call_unapproved(model):
+    model.push(tool_calls(call("danger", {}, id="c1")))
+    ran: list[str] = []
+
+    def danger() -> str:
+        ran.append("ran")
+        return "boom"
+
+    risky = tool(name="danger", description="Risky.", handler=danger, require_approval=True)
+    agent = make_fragola(model).agent("bot", tools=[risky])
+    state = await agent.user_message("do it")
+    assert state.status == "waiting"
+
+    branch = agent.fork()
+    assert branch.status == "waiting"
+    assert [p.id for p in branch.state.pending] == ["c1"]
+
+    branch.reject("c1", "not in this branch")
+    model.push(reply("ok, I will not"))
+    fork_state = await branch.step()
+
+    assert ran == []
+    assert agent.status == "waiting"
+    assert [p.decision for p in agent.state.pending] == [None]
+    assert fork_state.messages[2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "The user rejected this call to danger. Reason: not in this branch",
+    }
+    with pytest.raises(BadUsage):
+        await agent.user_message("the parent still waits for a decision")

@@ -1,0 +1,506 @@
+"""``stop()`` and ``stop_sync()``: the run ends, the call returns the state, the history stays a
+valid next request."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from fragola_nb import Fragola, tool
+from fragola_nb.runloop import CANCELLED
+from fragola_nb.scripted import ScriptedModel, call, hang, reply, tool_calls
+
+
+def make_fragola(model: ScriptedModel) -> Fragola:
+    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant_calls(*calls: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
+            for cid, name in calls
+        ],
+    }
+
+
+def tool_message(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+async def wait_for_requests(model: ScriptedModel, n: int) -> None:
+    assert await asyncio.to_thread(model.wait_for_requests, n), f"{n} request(s) never came"
+
+
+def two_calls(model: ScriptedModel) -> None:
+    """One model reply calling ``first`` then ``second``; nothing after it in the script, so a
+    further model call would fail the test (the script is exhausted)."""
+    model.push(tool_calls(call("first", {}, id="c1"), call("second", {}, id="c2")))
+
+
+TWO_CALLS = assistant_calls(("c1", "first"), ("c2", "second"))
+
+
+# -- stop(): graceful ----------------------------------------------------------------------
+
+
+async def test_stop_from_a_tool_handler_saves_its_result_and_cancels_the_rest(model):
+    two_calls(model)
+    ran: list[str] = []
+
+    @tool
+    def first(context) -> str:
+        """Stops the run."""
+        ran.append("first")
+        context.stop()
+        return "first done"
+
+    @tool
+    def second() -> str:
+        """Never runs."""
+        ran.append("second")
+        return "second done"
+
+    agent = make_fragola(model).agent("bot", tools=[first, second])
+    state = await agent.user_message("go")
+
+    assert ran == ["first"]
+    assert state.messages == [
+        user("go"),
+        TWO_CALLS,
+        tool_message("c1", "first done"),
+        tool_message("c2", CANCELLED),
+    ]
+    assert "cancelled" in CANCELLED.lower()
+    assert state.status == "idle"
+    assert state.outcome == "stopped"
+    assert len(model.requests) == 1
+    assert agent.state.messages == state.messages
+
+
+async def test_stop_from_an_on_tool_call_listener(model):
+    two_calls(model)
+    ran: list[str] = []
+    first = tool(name="first", description="", handler=lambda: ran.append("first") or "one")
+    second = tool(name="second", description="", handler=lambda: ran.append("second") or "two")
+    agent = make_fragola(model).agent("bot", tools=[first, second])
+
+    @agent.on_tool_call
+    def stop_after_first(event):
+        if event.name == "first":
+            agent.stop()  # the docs' pattern: stop once this tool resolves
+
+    state = await agent.user_message("go")
+
+    assert ran == ["first"]
+    assert state.messages == [
+        user("go"),
+        TWO_CALLS,
+        tool_message("c1", "one"),
+        tool_message("c2", CANCELLED),
+    ]
+    assert agent.status == "idle"
+    assert len(model.requests) == 1
+
+
+async def test_stop_during_a_model_call_keeps_its_reply_and_runs_no_tool(model):
+    model.push(hang(then=tool_calls(call("first", {}, id="c1"))))
+    ran: list[str] = []
+    first = tool(name="first", description="", handler=lambda: ran.append("first") or "one")
+    agent = make_fragola(model).agent("bot", tools=[first])
+
+    task = asyncio.create_task(agent.user_message("go"))
+    await wait_for_requests(model, 1)
+    agent.stop()
+    model.release()
+    state = await task
+
+    assert ran == []
+    assert state.messages == [
+        user("go"),
+        assistant_calls(("c1", "first")),
+        tool_message("c1", CANCELLED),
+    ]
+    assert state.status == "idle"
+    assert len(model.requests) == 1
+
+
+async def test_stop_in_before_model_invocation_sends_nothing(model):
+    agent = make_fragola(model).agent("bot")
+    agent.on_before_model_invocation(lambda event: event.context.stop())
+
+    state = await agent.user_message("hello")
+
+    assert model.requests == []
+    assert state.messages == [user("hello")]
+    assert state.status == "idle"
+
+
+async def test_stop_on_a_waiting_agent_cancels_the_pending_call(model):
+    model.push(tool_calls(call("first", {}, id="c1")))
+    first = tool(name="first", description="", handler=lambda: "one", require_approval=True)
+    agent = make_fragola(model).agent("bot", tools=[first])
+    await agent.user_message("go")
+    assert agent.status == "waiting"
+
+    agent.stop()
+
+    assert agent.status == "idle"
+    assert agent.state.pending == ()
+    assert agent.state.messages == [
+        user("go"),
+        assistant_calls(("c1", "first")),
+        tool_message("c1", CANCELLED),
+    ]
+
+
+async def test_stop_on_an_idle_agent_is_a_no_op(model):
+    model.push(tool_calls(call("first", {}, id="c1")), reply("done"))
+    first = tool(name="first", description="", handler=lambda: "one")
+    agent = make_fragola(model).agent("bot", tools=[first])
+
+    agent.stop()
+    agent.stop_sync()
+
+    assert agent.status == "idle"
+    assert agent.state.messages == []
+    # nothing is left over to stop the next run
+    state = await agent.user_message("go")
+    assert state.outcome == "finished"
+    assert state.messages == [
+        user("go"),
+        assistant_calls(("c1", "first")),
+        tool_message("c1", "one"),
+        {"role": "assistant", "content": "done"},
+    ]
+
+
+# -- stop_sync(): at once ------------------------------------------------------------------
+
+
+async def test_stop_sync_during_a_hanging_request_returns_at_once(model):
+    model.push(hang())
+    agent = make_fragola(model).agent("bot", instructions="Be brief.")
+
+    task = asyncio.create_task(agent.user_message("hello"))
+    await wait_for_requests(model, 1)
+    assert agent.status == "generating"
+    started = time.monotonic()
+    agent.stop_sync()
+    state = await asyncio.wait_for(task, timeout=5)
+
+    assert time.monotonic() - started < 1.0
+    assert state.status == "idle"
+    assert state.outcome == "stopped"
+    assert state.messages == [user("hello")]
+
+    model.push(reply("Hi!"))
+    state = await agent.user_message("are you there?")
+    assert state.messages == [
+        user("hello"),
+        user("are you there?"),
+        {"role": "assistant", "content": "Hi!"},
+    ]
+    assert model.requests[1]["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        user("hello"),
+        user("are you there?"),
+    ]
+
+
+async def test_stop_sync_from_another_thread_during_a_hanging_request(model):
+    # What a kernel interrupt or a widget callback on another thread does.
+    model.push(hang())
+    agent = make_fragola(model).agent("bot")
+
+    task = asyncio.create_task(agent.user_message("hello"))
+
+    def interrupt() -> None:
+        assert model.wait_for_requests(1)
+        agent.stop_sync()
+
+    await asyncio.to_thread(interrupt)
+    state = await asyncio.wait_for(task, timeout=1.0)
+
+    assert state.status == "idle"
+    assert state.messages == [user("hello")]
+    model.push(reply("back"))
+    state = await agent.step()
+    assert state.messages == [user("hello"), {"role": "assistant", "content": "back"}]
+
+
+async def test_stop_sync_in_before_model_invocation_stops_before_the_request(model):
+    agent = make_fragola(model).agent("bot")
+    banned = True
+
+    @agent.on_before_model_invocation
+    def moderate(event):
+        if banned:
+            agent.stop_sync()
+        raise AssertionError("stop_sync() returned inside the run it stops")
+
+    state = await agent.user_message("let me in")
+
+    assert model.requests == []
+    assert state.messages == [user("let me in")]
+    assert state.status == "idle"
+    assert state.outcome == "stopped"
+
+
+async def test_stop_sync_in_before_model_invocation_after_a_tool_round(model):
+    model.push(tool_calls(call("first", {}, id="c1")))
+    first = tool(name="first", description="", handler=lambda: "one")
+    agent = make_fragola(model).agent("bot", tools=[first])
+
+    @agent.on_before_model_invocation
+    async def second_call_is_banned(event):
+        if event.context.state.step_count == 1:
+            event.context.agent.stop_sync()
+
+    state = await agent.user_message("go")
+
+    assert len(model.requests) == 1
+    assert state.messages == [
+        user("go"),
+        assistant_calls(("c1", "first")),
+        tool_message("c1", "one"),
+    ]
+    assert state.status == "idle"
+
+
+async def test_stop_sync_while_a_slow_async_tool_runs_cancels_that_call(model):
+    two_calls(model)
+    started = asyncio.Event()
+    cleaned_up: list[str] = []
+
+    async def slow() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # never set: only cancellation ends it
+        finally:
+            cleaned_up.append("first")
+        return "unreachable"
+
+    first = tool(name="first", description="", handler=slow)
+    second = tool(name="second", description="", handler=lambda: "two")
+    agent = make_fragola(model).agent("bot", tools=[first, second])
+
+    task = asyncio.create_task(agent.user_message("go"))
+    await started.wait()
+    agent.stop_sync()
+    state = await asyncio.wait_for(task, timeout=1.0)
+
+    assert cleaned_up == ["first"]
+    assert state.messages == [
+        user("go"),
+        TWO_CALLS,
+        tool_message("c1", CANCELLED),
+        tool_message("c2", CANCELLED),
+    ]
+    assert state.status == "idle"
+    assert len(model.requests) == 1
+
+
+async def test_stop_sync_from_inside_a_tool_handler_cancels_that_call(model):
+    two_calls(model)
+
+    @tool
+    def first(context) -> str:
+        """Stops at once."""
+        context.agent.stop_sync()
+        return "never returned"
+
+    second = tool(name="second", description="", handler=lambda: "two")
+    agent = make_fragola(model).agent("bot", tools=[first, second])
+
+    state = await agent.user_message("go")
+
+    assert state.messages == [
+        user("go"),
+        TWO_CALLS,
+        tool_message("c1", CANCELLED),
+        tool_message("c2", CANCELLED),
+    ]
+    assert state.status == "idle"
+
+
+# -- cancellation from outside -------------------------------------------------------------
+
+
+async def test_cancelling_the_awaiting_task_during_a_request(model):
+    model.push(hang())
+    agent = make_fragola(model).agent("bot")
+
+    task = asyncio.create_task(agent.user_message("hello"))
+    await wait_for_requests(model, 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert agent.status == "idle"
+    assert agent.state.messages == [user("hello")]
+    model.push(reply("still here"))
+    state = await agent.user_message("again")
+    assert state.messages[-1] == {"role": "assistant", "content": "still here"}
+    assert model.requests[1]["messages"] == [user("hello"), user("again")]
+
+
+async def test_cancelling_the_awaiting_task_during_a_tool_call(model):
+    two_calls(model)
+    started = asyncio.Event()
+
+    async def slow() -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    first = tool(name="first", description="", handler=slow)
+    second = tool(name="second", description="", handler=lambda: "two")
+    agent = make_fragola(model).agent("bot", tools=[first, second])
+
+    task = asyncio.create_task(agent.user_message("go"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert agent.status == "idle"
+    assert agent.state.messages == [
+        user("go"),
+        TWO_CALLS,
+        tool_message("c1", CANCELLED),
+        tool_message("c2", CANCELLED),
+    ]
+    model.push(reply("ok"))
+    state = await agent.step()
+    assert state.messages[-1] == {"role": "assistant", "content": "ok"}
+    assert model.requests[1]["messages"] == state.messages[:-1]
+
+
+async def test_stop_sync_in_a_user_message_listener_keeps_the_user_message(model):
+    agent = make_fragola(model).agent("bot")
+
+    @agent.on_user_message
+    def moderate(event):
+        agent.stop_sync()
+
+    state = await agent.user_message("hello")
+
+    assert model.requests == []
+    assert state.messages == [user("hello")]
+    assert state.status == "idle"
+    assert state.outcome == "stopped"
+
+
+async def test_stop_sync_while_an_async_user_message_listener_waits_keeps_the_message(model):
+    agent = make_fragola(model).agent("bot")
+    started = asyncio.Event()
+
+    @agent.on_user_message
+    async def slow_moderation(event):
+        started.set()
+        await asyncio.Event().wait()  # a moderation call that never answers
+        return {**event.message, "content": "moderated"}
+
+    task = asyncio.create_task(agent.user_message("hello"))
+    await started.wait()
+    agent.stop_sync()
+    state = await asyncio.wait_for(task, timeout=1.0)
+
+    assert model.requests == []
+    assert state.messages == [user("hello")]  # as sent: the listener never finished
+    assert state.status == "idle"
+    model.push(reply("hi"))
+    slow_moderation()
+    state = await agent.step()
+    assert model.requests[0]["messages"] == [user("hello")]
+    assert state.messages[-1] == {"role": "assistant", "content": "hi"}
+
+
+async def test_stop_sync_in_a_later_user_message_listener_keeps_earlier_changes(model):
+    agent = make_fragola(model).agent("bot")
+    agent.on_user_message(lambda e: {**e.message, "content": "[redacted]"})
+    agent.on_user_message(lambda e: agent.stop_sync())
+
+    state = await agent.user_message("my password is hunter2")
+
+    assert state.messages == [user("[redacted]")]
+    assert model.requests == []
+
+
+# -- while streaming -----------------------------------------------------------------------
+
+
+async def test_stop_sync_in_a_model_chunk_listener_drops_the_partial_reply(model):
+    model.push(reply("A reply long enough to arrive in many chunks."))
+    agent = make_fragola(model).agent("bot", model_settings={"stream": True})
+    pieces: list[str] = []
+
+    @agent.on_model_chunk
+    def cut(event):
+        pieces.append(event.content)
+        if len(pieces) == 3:
+            agent.stop_sync()
+
+    state = await agent.user_message("talk")
+
+    assert len(pieces) == 3
+    assert state.messages == [user("talk")]
+    assert state.status == "idle"
+    model.push(reply("again"))
+    state = await agent.step()
+    assert state.messages == [user("talk"), {"role": "assistant", "content": "again"}]
+
+
+async def test_stop_in_a_model_chunk_listener_keeps_the_whole_reply_and_runs_no_tool(model):
+    model.push(tool_calls(call("first", {}, id="c1"), content="Let me call a tool."))
+    ran: list[str] = []
+    first = tool(name="first", description="", handler=lambda: ran.append("first") or "one")
+    agent = make_fragola(model).agent("bot", tools=[first], model_settings={"stream": True})
+    agent.on_model_chunk(lambda event: agent.stop())
+
+    state = await agent.user_message("go")
+
+    assert ran == []
+    assert state.messages == [
+        user("go"),
+        {**assistant_calls(("c1", "first")), "content": "Let me call a tool."},
+        tool_message("c1", CANCELLED),
+    ]
+    assert len(model.requests) == 1
+
+
+async def test_stop_sync_in_an_observer_that_also_hears_the_cancelled_answers(model):
+    # The listener calls stop_sync() again when settling the turn stores the cancelled
+    # answers: the run is already stopping, so that second call must change nothing.
+    two_calls(model)
+    first = tool(name="first", description="", handler=lambda: "one")
+    second = tool(name="second", description="", handler=lambda: "two")
+    agent = make_fragola(model).agent("bot", tools=[first, second])
+
+    @agent.on_after_state_update
+    def stop_after_any_tool_message(event):
+        if event.message is not None and event.message["role"] == "tool":
+            agent.stop_sync()
+
+    state = await agent.user_message("go")
+
+    assert state.messages == [
+        user("go"),
+        TWO_CALLS,
+        tool_message("c1", "one"),
+        tool_message("c2", CANCELLED),
+    ]
+    assert agent.status == "idle"
+    model.push(reply("fine"))
+    stop_after_any_tool_message()
+    state = await agent.step()
+    assert state.messages[-1] == {"role": "assistant", "content": "fine"}

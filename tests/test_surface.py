@@ -1,0 +1,106 @@
+"""The public surface: what ``fragola_nb`` exports, what importing it loads, what it shows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from typing import Any
+
+import pydantic
+
+import fragola_nb
+from fragola_nb import Fragola, tool
+from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
+
+# Names the package module holds that are not part of what users import.
+NOT_EXPORTED = {
+    "annotations",  # from __future__ import annotations
+    "load_ipython_extension",  # the IPython extension protocol, called by %load_ext
+    "unload_ipython_extension",
+}
+
+
+def isort_key(name: str) -> tuple[int, str]:
+    """The order ``ruff``'s RUF022 keeps ``__all__`` in: CONSTANTS, then Classes, then the
+    rest, each group sorted case-sensitively."""
+    if name.isupper():
+        return (0, name)
+    if name[:1].isupper():
+        return (1, name)
+    return (2, name)
+
+
+def test_all_is_sorted() -> None:
+    assert fragola_nb.__all__ == sorted(fragola_nb.__all__, key=isort_key)
+    assert len(set(fragola_nb.__all__)) == len(fragola_nb.__all__)
+
+
+def test_all_equals_the_public_names_of_the_package() -> None:
+    public = {
+        name
+        for name, value in vars(fragola_nb).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)  # submodules, imported or not yet
+        and name not in NOT_EXPORTED
+    }
+
+    assert set(fragola_nb.__all__) == public
+
+
+def test_every_exported_name_is_defined_in_the_package() -> None:
+    for name in fragola_nb.__all__:
+        value = getattr(fragola_nb, name)
+        module = getattr(value, "__module__", "fragola_nb")
+        assert module.startswith("fragola_nb"), f"{name} comes from {module}"
+
+
+def test_importing_the_core_loads_no_jupyter_module() -> None:
+    script = (
+        "import sys, json, fragola_nb, fragola_nb.scripted;"
+        "print(json.dumps(sorted(m for m in sys.modules"
+        " if m.split('.')[0] in ('IPython', 'ipywidgets', 'traitlets', 'ipykernel')"
+        " or m == 'fragola_nb.notebook')))"
+    )
+
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=True, timeout=60)
+
+    assert json.loads(result.stdout) == []
+
+
+# -- no secret in what the objects show -----------------------------------------------------
+
+SECRET = "sk-test-SECRET-123"
+
+
+class City(pydantic.BaseModel):
+    name: str
+
+
+async def test_the_api_key_appears_in_no_repr_or_str(model: ScriptedModel) -> None:
+    weather = tool(name="weather", description="Weather.", schema=City,
+                   handler=lambda params: f"Sunny in {params.name}")
+    model.push(tool_calls(call("weather", {"name": "Paris"})), reply("Sunny."), fail(401))
+    fragola = Fragola(api_key=SECRET, base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="a", instructions="Be brief.", tools=[weather])
+    contexts: list[Any] = []
+    agent.on_tool_call(lambda event: contexts.append(event.context))
+    await agent.user_message("Weather in Paris?")
+    error: BaseException | None = None
+    try:
+        await agent.user_message("again")
+    except fragola_nb.ModelHTTPError as exc:
+        error = exc
+    assert error is not None
+
+    shown = [
+        fragola, agent, agent.state, agent.context, contexts[0], weather, agent.options,
+        fragola._model, error, error.__cause__,
+    ]
+    for value in shown:
+        for text in (repr(value), str(value)):
+            assert SECRET not in text, f"the key leaks through {type(value).__name__}"
+    assert SECRET not in str(agent.state.messages)
+    assert SECRET not in json.dumps(model.requests)
