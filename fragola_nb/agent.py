@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 from . import runloop
 from .context import AgentContext, AgentOptions
 from .errors import BadUsage, InvalidArguments, ListenerError
-from .events import Listener, Listeners, StateUpdateEvent, StatusChangeEvent, Subscription
+from .events import (
+    Listener,
+    Listeners,
+    StateUpdateEvent,
+    StatusChangeEvent,
+    Subscription,
+    claim,
+)
 from .history import History
 from .schemas import ArgumentsRejected
 from .state import AgentState, Decision, Outcome, PendingCall, Status
@@ -70,6 +77,8 @@ class Agent:
         self._task: asyncio.Task[AgentState] | None = None
         self._task_loop: asyncio.AbstractEventLoop | None = None
         self._turn_settings: dict[str, Any] = {}
+        self._observer_tasks: list[asyncio.Task[Any]] = []
+        self._in_turn = False
         self.context = AgentContext(self)
 
     # -- reading ----------------------------------------------------------------------------
@@ -220,11 +229,12 @@ class Agent:
         self._stop_requested = False
         self._cancel_requested = False
         previous = self._status
+        self._in_turn = True
         try:
             self._set_status("generating")
         except ListenerError:
             # A status_change listener raised before anything ran: stay as we were, usable.
-            self._status = previous
+            self._status, self._in_turn = previous, False
             raise
         task = loop.create_task(self._turn(start, budget))
         self._task, self._task_loop = task, loop
@@ -236,6 +246,7 @@ class Agent:
             raise
         finally:
             self._task = self._task_loop = None
+            self._in_turn = False
 
     async def _turn(self, start: Callable[[], Awaitable[None]] | None, budget: int) -> AgentState:
         try:
@@ -254,6 +265,7 @@ class Agent:
                 self._settle(None)
             raise
         self._settle(outcome)
+        await self._drain_observers()
         return self.state
 
     def _settle(self, outcome: Outcome | None) -> None:
@@ -368,7 +380,7 @@ class Agent:
         self._pending[pending.id] = PendingCall(
             pending.id, pending.name, pending.params, pending.arguments, pending.reason, decision
         )
-        self._listeners.emit_nowait("after_state_update",
+        self._observe("after_state_update",
                                     StateUpdateEvent(self.context, "pending"))
 
     # -- history and options ----------------------------------------------------------------
@@ -383,7 +395,7 @@ class Agent:
         self._step_count = 0
         self._outcome = None
         self._set_status("idle")
-        self._listeners.emit_nowait("after_state_update", StateUpdateEvent(self.context, "reset"))
+        self._observe("after_state_update", StateUpdateEvent(self.context, "reset"))
 
     def reset_step_count(self) -> None:
         self._step_count = 0
@@ -401,7 +413,7 @@ class Agent:
     def _append(self, message: dict[str, Any], reason: str) -> None:
         self._history.append(message)
         if self._listeners.has("after_state_update"):
-            self._listeners.emit_nowait(
+            self._observe(
                 "after_state_update", StateUpdateEvent(self.context, reason, message)
             )
 
@@ -412,13 +424,29 @@ class Agent:
 
     def _add_pending(self, pending: PendingCall) -> None:
         self._pending[pending.id] = pending
-        self._listeners.emit_nowait("after_state_update",
+        self._observe("after_state_update",
                                     StateUpdateEvent(self.context, "pending"))
+
+    def _observe(self, name: str, event: Any) -> None:
+        """Fire an observer event from synchronous code. Async listeners run as tasks; during
+        a turn they are awaited before the turn returns, so their errors are raised."""
+        tasks = self._listeners.emit_nowait(name, event)
+        if tasks and self._in_turn:
+            claim(tasks)
+            self._observer_tasks.extend(tasks)
+
+    async def _drain_observers(self) -> None:
+        tasks, self._observer_tasks = self._observer_tasks, []
+        if tasks:
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            for result in results:
+                if isinstance(result, ListenerError):
+                    raise result
 
     def _set_status(self, status: Status) -> None:
         previous, self._status = self._status, status
         if previous != status and self._listeners.has("status_change"):
-            self._listeners.emit_nowait(
+            self._observe(
                 "status_change", StatusChangeEvent(self.context, status, previous)
             )
 
@@ -453,6 +481,15 @@ class Agent:
         if event not in EVENTS:
             raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")
         return self._listeners.add(event, listener)
+
+    def off(self, event: str, listener: Listener) -> None:
+        """Remove ``listener`` from ``event`` on this agent (a fork's copy included: each
+        agent holds its own list, so this is how a fork drops an inherited listener)."""
+        from .events import EVENTS
+
+        if event not in EVENTS:
+            raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")
+        self._listeners.remove(event, listener)
 
     def on_user_message(self, listener: Listener) -> Subscription:
         return self.on("user_message", listener)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -116,7 +118,8 @@ class AfterToolCallEvent(Event):
 @dataclass
 class StateUpdateEvent(Event):
     reason: str
-    """``user_message``, ``ai_message``, ``tool_result``, ``cancelled``, ``reset`` or ``pending``."""
+    """One of ``user_message``, ``ai_message``, ``tool_result``, ``cancelled``, ``reset``,
+    ``pending``."""
     message: dict[str, Any] | None = None
 
 
@@ -209,15 +212,24 @@ class Listeners:
                 setattr(event, attr, result)
         return event
 
-    def emit_nowait(self, name: str, event: Event) -> None:
-        """For observers fired from synchronous code: async listeners become tasks."""
+    def emit_nowait(self, name: str, event: Event) -> list[asyncio.Task[Any]]:
+        """For observers fired from synchronous code.
+
+        Sync listeners run now. An async listener becomes a task on the running loop (or runs
+        to completion when no loop runs); the tasks are returned so a turn can wait for them
+        and report a listener that raised as a ``ListenerError``.
+        """
+        tasks: list[asyncio.Task[Any]] = []
         for listener in list(self._by_event[name]):
             try:
                 result = listener(event)
             except Exception as exc:
                 raise _listener_error(name, listener, exc) from exc
             if inspect.isawaitable(result):
-                _schedule(result)
+                task = _schedule(name, listener, result)
+                if task is not None:
+                    tasks.append(task)
+        return tasks
 
 
 def _listener_error(name: str, listener: Listener, exc: Exception) -> ListenerError:
@@ -228,18 +240,35 @@ def _listener_error(name: str, listener: Listener, exc: Exception) -> ListenerEr
 
 
 _background: set[asyncio.Task[Any]] = set()
+_claimed: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+_log = logging.getLogger("fragola_nb")
 
 
-def _schedule(awaitable: Any) -> None:
+def claim(tasks: list[asyncio.Task[Any]]) -> None:
+    """Mark observer tasks whose errors a turn will raise, so they are not logged too."""
+    _claimed.update(tasks)
+
+
+def _schedule(name: str, listener: Listener, awaitable: Any) -> asyncio.Task[Any] | None:
+    async def run() -> None:
+        try:
+            await awaitable
+        except Exception as exc:
+            raise _listener_error(name, listener, exc) from exc
+
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        asyncio.run(_await(awaitable))
-        return
-    task = loop.create_task(_await(awaitable))
+        asyncio.run(run())
+        return None
+    task = loop.create_task(run())
     _background.add(task)  # keep a reference until done, or the task may be collected
-    task.add_done_callback(_background.discard)
+    task.add_done_callback(_settled)
+    return task
 
 
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+def _settled(task: asyncio.Task[Any]) -> None:
+    _background.discard(task)
+    if not task.cancelled() and task.exception() is not None and task not in _claimed:
+        # Outside a turn nobody awaits this task: say what happened rather than drop it.
+        _log.error("%s", task.exception())

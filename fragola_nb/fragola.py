@@ -96,6 +96,13 @@ class Fragola:
         )
         return cls.scripted()
 
+    async def aclose(self) -> None:
+        """Close the HTTP client made for the running event loop and stop the scripted
+        model this instance started, if any."""
+        await self._model.aclose()
+        if self.scripted_model is not None:
+            self.scripted_model.stop()
+
     def agent(
         self,
         name: str,

@@ -74,6 +74,12 @@ class ModelClient:
             self._per_loop[loop] = client
         return client
 
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        client = self._per_loop.pop(loop, None)
+        if client is not None:
+            await client.close()
+
     async def complete(
         self, request: dict[str, Any], on_chunk: ChunkCallback | None = None
     ) -> dict[str, Any]:

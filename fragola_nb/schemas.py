@@ -117,7 +117,9 @@ def load_json_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
     except jsonschema.SchemaError as exc:
         raise InvalidToolDefinition(f"the JSON Schema is broken: {exc.message}") from exc
     if schema.get("type", "object") != "object":
-        raise InvalidToolDefinition('a parameters schema must describe an object ("type": "object")')
+        raise InvalidToolDefinition(
+            'a parameters schema must describe an object ("type": "object")'
+        )
     return schema
 
 

@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Union, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import pydantic
 
@@ -38,7 +38,7 @@ __all__ = ["Tool", "serialize_result", "tool"]
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 Handler = Callable[..., Any]
-ApprovalRule = Union[bool, Callable[[Any, "AgentContext"], bool]]
+ApprovalRule = bool | Callable[[Any, "AgentContext"], bool]
 
 
 @dataclass(frozen=True, eq=False)

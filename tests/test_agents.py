@@ -554,3 +554,14 @@ async def test_a_rich_request_matches_the_openai_request_schema(model: ScriptedM
         "12:00",
     ]
     assert [t["function"]["name"] for t in second["tools"]] == ["search", "lookup", "now"]
+
+
+async def test_aclose_closes_the_client_and_stops_an_own_scripted_model():
+    fragola = Fragola.scripted([reply("hi")])
+    scripted = fragola.scripted_model
+    assert scripted is not None
+    state = await fragola.agent("a").user_message("hello")
+    assert state.messages[-1]["content"] == "hi"
+    await fragola.aclose()
+    with pytest.raises(openai.APIConnectionError):
+        await scripted.client(timeout=1).models.list()

@@ -13,6 +13,7 @@ from fragola_nb import (
     AgentContext,
     BadUsage,
     Fragola,
+    ListenerError,
     Subscription,
     ToolCallConfig,
     tool,
@@ -485,3 +486,39 @@ async def test_update_tools_in_before_model_invocation_applies_to_that_request(m
 
     assert [t["function"]["name"] for t in model.requests[0]["tools"]] == ["add"]
     assert state.messages[2] == {"role": "tool", "tool_call_id": "c1", "content": "5"}
+
+
+async def test_an_async_observer_that_raises_ends_the_turn_with_listener_error(model):
+    model.push(reply("hello"))
+    agent = make_fragola(model).agent("observed")
+
+    async def broken(event: Any) -> None:
+        raise RuntimeError("observer broke")
+
+    agent.on_after_state_update(broken)
+    with pytest.raises(ListenerError, match="observer broke") as caught:
+        await agent.user_message("hi")
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert agent.status == "idle"
+    assert agent.state.messages == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+
+
+async def test_off_removes_an_inherited_listener_from_the_fork_only(model):
+    model.push(reply("parent"), reply("fork"))
+    agent = make_fragola(model).agent("parent")
+    seen: list[str] = []
+
+    def log(event: Any) -> None:
+        seen.append(event.context.agent.name)
+
+    agent.on_ai_message(log)
+    fork = agent.fork("child")
+    fork.off("ai_message", log)
+    await agent.user_message("one")
+    await fork.user_message("two")
+    assert seen == ["parent"]
+    with pytest.raises(BadUsage):
+        fork.off("no_such_event", log)

@@ -294,3 +294,25 @@ async def test_json_mode_while_streaming(model):
     assert "".join(pieces) == json.dumps(JOHN)
     assert model.requests[0]["stream"] is True
     assert model.requests[0]["response_format"]["type"] == "json_schema"
+
+
+class LegacyUser(pydantic.v1.BaseModel):
+    name: str
+    age: int
+
+
+async def test_pydantic_v1_schema_is_sent_non_strict_and_returns_an_instance(model):
+    model.push(reply(json.dumps({"name": "Ada", "age": 36})))
+    agent = make_fragola(model).agent("extractor")
+    result = await agent.json("Ada is 36", schema=LegacyUser)
+    assert result.success and isinstance(result.data, LegacyUser)
+    assert (result.data.name, result.data.age) == ("Ada", 36)
+    response_format = model.requests[0]["response_format"]
+    assert response_format["json_schema"]["strict"] is False
+    assert response_format["json_schema"]["schema"]["required"] == ["name", "age"]
+
+
+async def test_pydantic_v1_schema_mismatch_is_a_failed_result(model):
+    model.push(reply(json.dumps({"name": "Ada", "age": "old"})))
+    result = await make_fragola(model).agent("extractor").json("Ada", schema=LegacyUser)
+    assert not result.success and "age" in (result.error or "")
