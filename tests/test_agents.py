@@ -560,8 +560,10 @@ async def test_aclose_closes_the_client_and_stops_an_own_scripted_model():
     fragola = Fragola.scripted([reply("hi")])
     scripted = fragola.scripted_model
     assert scripted is not None
+    base_url = scripted.base_url
     state = await fragola.agent("a").user_message("hello")
     assert state.messages[-1]["content"] == "hi"
     await fragola.aclose()
+    after = openai.AsyncOpenAI(api_key="k", base_url=base_url, max_retries=0, timeout=2)
     with pytest.raises(openai.APIConnectionError):
-        await scripted.client(timeout=1).models.list()
+        await after.models.list()
