@@ -527,6 +527,27 @@ class Agent:
     def on_status_change(self, listener: Listener) -> Subscription:
         return self.on("status_change", listener)
 
+    def _repr_html_(self) -> str:
+        """The conversation as escaped HTML (nbconvert, GitHub, a notebook without widgets)."""
+        from .render import conversation_html
+
+        fork = f" · fork of {self.fork_of}" if self.fork_of else ""
+        pending = f" · {len(self._pending)} pending" if self._pending else ""
+        return conversation_html(
+            self._history.to_list(),
+            title=self.name,
+            status=self._status,
+            subtitle=f"id {self.id} · model {self.model} · "
+            f"step {self._step_count}/{self.options.max_step}{fork}{pending}",
+        )
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        from .render import transcript_text
+
+        printer.text(repr(self))
+        if not cycle and len(self._history):
+            printer.text("\n" + transcript_text(self._history.to_list()))
+
     def __repr__(self) -> str:
         fork = f", fork_of={self.fork_of!r}" if self.fork_of else ""
         return (

@@ -55,6 +55,19 @@ class AgentState:
     def last_message(self) -> dict[str, Any] | None:
         return self.messages[-1] if self.messages else None
 
+    def _repr_html_(self) -> str:
+        from .render import conversation_html
+
+        return conversation_html(self.messages, title="AgentState", status=self.status,
+                                 subtitle=f"step {self.step_count} · outcome {self.outcome}")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        from .render import transcript_text
+
+        printer.text(repr(self))
+        if not cycle and self.messages:
+            printer.text("\n" + transcript_text(self.messages))
+
     def __repr__(self) -> str:
         return (
             f"AgentState(status={self.status!r}, step_count={self.step_count}, "
