@@ -12,7 +12,7 @@ import pydantic
 
 from .errors import FragolaError, InvalidToolDefinition, JsonModeError, ModelError
 from .model_client import json_schema_response_format
-from .schemas import load_json_schema, pydantic_v1
+from .schemas import is_pydantic_v1_model, load_json_schema, parse_v1
 from .state import AgentState
 
 if TYPE_CHECKING:
@@ -85,19 +85,13 @@ def _prepare(schema: Any) -> tuple[Any, dict[str, Any]]:
                 raise ValueError(str(exc)) from exc
 
         return validate_model, json_schema_response_format(model, _name(model.__name__))
-    if pydantic_v1 is not None and isinstance(schema, type) and issubclass(
-        schema, pydantic_v1.BaseModel
-    ):
+    if is_pydantic_v1_model(schema):
         v1_model = schema
-
-        def validate_v1(document: Any) -> Any:
-            try:
-                return v1_model.parse_obj(document)
-            except pydantic_v1.ValidationError as exc:
-                raise ValueError(str(exc)) from exc
-
         # openai's strict conversion knows only pydantic v2: a v1 schema goes non-strict.
-        return validate_v1, json_schema_response_format(v1_model.schema(), _name(v1_model.__name__))
+        return (
+            lambda document: parse_v1(v1_model, document),
+            json_schema_response_format(v1_model.schema(), _name(v1_model.__name__)),
+        )
     if isinstance(schema, (str, dict)):
         try:
             raw = load_json_schema(schema)

@@ -123,6 +123,22 @@ def load_json_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def is_pydantic_v1_model(obj: Any) -> bool:
+    """Whether ``obj`` is a ``pydantic.v1`` model class."""
+    return (
+        pydantic_v1 is not None and isinstance(obj, type) and issubclass(obj, pydantic_v1.BaseModel)
+    )
+
+
+def parse_v1(model: Any, document: Any) -> Any:
+    """``model.parse_obj(document)``, raising ``ValueError`` with pydantic's message."""
+    assert pydantic_v1 is not None
+    try:
+        return model.parse_obj(document)
+    except pydantic_v1.ValidationError as exc:
+        raise ValueError(str(exc)) from exc
+
+
 def to_schema(schema: Any, *, validate: bool = False) -> ToolSchema:
     """Recognise what the user gave as ``schema=``."""
     if schema is None:
@@ -131,11 +147,7 @@ def to_schema(schema: Any, *, validate: bool = False) -> ToolSchema:
         return schema
     if isinstance(schema, type) and issubclass(schema, pydantic.BaseModel):
         return PydanticSchema(schema)
-    if (
-        pydantic_v1 is not None
-        and isinstance(schema, type)
-        and issubclass(schema, pydantic_v1.BaseModel)
-    ):
+    if is_pydantic_v1_model(schema):
         return PydanticV1Schema(schema)
     if isinstance(schema, (str, dict)):
         return JsonSchema(schema, validate=validate)
