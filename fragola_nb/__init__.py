@@ -20,10 +20,13 @@ from .errors import (
     ModelHTTPError,
     ModelResponseError,
     ModelTimeout,
+    SessionError,
 )
 from .events import EVENT_NAMES, Subscription, ToolCallConfig
+from .export import export_html, export_markdown, export_tree_html, export_tree_markdown
 from .fragola import Fragola
 from .jsonmode import JsonResult
+from .session import Session, load_session, save_session
 from .state import AgentState, Decision, PendingCall
 from .stores import Store, create_store
 from .sync import run_sync
@@ -50,12 +53,20 @@ __all__ = [
     "ModelResponseError",
     "ModelTimeout",
     "PendingCall",
+    "Session",
+    "SessionError",
     "Store",
     "Subscription",
     "Tool",
     "ToolCallConfig",
     "create_store",
+    "export_html",
+    "export_markdown",
+    "export_tree_html",
+    "export_tree_markdown",
+    "load_session",
     "run_sync",
+    "save_session",
     "tool",
 ]
 __version__ = "0.1.0"

@@ -12,7 +12,10 @@
     │   ├── ModelConnectionError      the connection failed or dropped
     │   └── ModelResponseError        an answer that is not a usable completion
     ├── ListenerError             an event listener raised: fix the listener
-    └── JsonModeError             ``agent.json`` got no parseable JSON or the API failed
+    ├── JsonModeError             ``agent.json`` got no parseable JSON or the API failed
+    └── SessionError              a session file cannot be loaded or saved: it is corrupted,
+                                  truncated or hostile, names a tool or listener not given to
+                                  ``load_session``, or holds a value that is not JSON
 
 A ``ModelError`` keeps the ``openai`` exception as its ``__cause__``. Whatever is raised, the
 agent is left idle with a complete, valid history, so the next call works.
@@ -35,6 +38,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelResponseError",
     "ModelTimeout",
+    "SessionError",
 ]
 
 
@@ -88,3 +92,8 @@ class ListenerError(FragolaError):
 
 class JsonModeError(FragolaError):
     """``agent.json`` could not produce parseable JSON, or the API failed."""
+
+
+class SessionError(FragolaError):
+    """A session could not be saved or loaded; nothing was changed (the previous file, the
+    ``Fragola`` instance). The message says what is wrong and where."""

@@ -1,0 +1,274 @@
+"""Loading a session: the checks a schema cannot express, then the agents, built in full.
+
+``check_document`` refuses anything a live agent could not be in: histories that are not a
+forest (each based on an earlier one, never past its end), agents sharing a history, a
+``fork_of`` that names nobody or loops, a tool message answering no call, a call left
+unanswered before the last reply, pending calls that are not exactly the open calls of a
+waiting agent (same names, same arguments), two stores under one namespace.
+``build_agents`` then re-binds tools and listeners by name; a missing one is reported before
+any agent exists, and nothing outside the new agents is touched.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from .agent import Agent
+from .context import AgentOptions
+from .errors import SessionError
+from .events import Listener
+from .history import History
+from .runloop import parse_arguments
+from .schemas import ArgumentsRejected
+from .state import Decision, PendingCall
+from .stores import Store
+
+if TYPE_CHECKING:
+    from .fragola import Fragola
+    from .tools import Tool
+
+__all__ = ["build_agents", "check_document", "label"]
+
+RESERVED_SETTINGS = frozenset({"messages", "tools"})
+
+
+def _fail(message: str) -> NoReturn:
+    raise SessionError(f"invalid session file: {message}")
+
+
+def label(record: dict[str, Any]) -> str:
+    return f"agent {record['options']['name']!r} (id {record['id']})"
+
+
+def full_messages(histories: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+    """The messages an agent on ``histories[index]`` sees (bases are checked first)."""
+    chain: list[tuple[int, int]] = []  # (history, how many of its messages are seen)
+    end: int | None = None
+    node: int | None = index
+    while node is not None:
+        record = histories[node]
+        own = len(record["messages"]) if end is None else end - record["base_length"]
+        chain.append((node, own))
+        end, node = record["base_length"], record["base"]
+    out: list[dict[str, Any]] = []
+    for node, own in reversed(chain):
+        out.extend(histories[node]["messages"][:own])
+    return out
+
+
+def check_document(document: dict[str, Any]) -> None:
+    """Raise ``SessionError`` unless ``document`` (already schema-valid) is a possible state."""
+    histories = document["histories"]
+    lengths: list[int] = []
+    for index, record in enumerate(histories):
+        base, start = record["base"], record["base_length"]
+        if base is None and start:
+            _fail(f"histories[{index}] has a base_length but no base")
+        if base is not None and base >= index:
+            _fail(f"histories[{index}] must be based on an earlier history, not {base}")
+        if base is not None and start > lengths[base]:
+            _fail(f"histories[{index}] starts after message {start} of histories[{base}], "
+                  f"which holds only {lengths[base]}")
+        lengths.append(start + len(record["messages"]))
+    agents = document["agents"]
+    by_id: dict[str, dict[str, Any]] = {}
+    used: set[int] = set()
+    for record in agents:
+        if record["id"] in by_id:
+            _fail(f"two agents have the id {record['id']!r}")
+        if record["history"] >= len(histories):
+            _fail(f"{label(record)} names histories[{record['history']}], which does not exist")
+        if record["history"] in used:
+            _fail(f"{label(record)} shares histories[{record['history']}] with another agent")
+        used.add(record["history"])
+        by_id[record["id"]] = record
+    needed: set[int] = set()
+    for index in used:
+        node: int | None = index
+        while node is not None and node not in needed:
+            needed.add(node)
+            node = histories[node]["base"]
+    if len(needed) != len(histories):
+        unused = sorted(set(range(len(histories))) - needed)
+        _fail(f"histories {unused} belong to no agent")
+    _check_tree(agents, by_id, histories)
+    _check_stores(document["stores"], "the Fragola stores")
+    for record in agents:
+        _check_agent(record, full_messages(histories, record["history"]))
+
+
+def _check_tree(agents: list[dict[str, Any]], by_id: dict[str, dict[str, Any]],
+                histories: list[dict[str, Any]]) -> None:
+    listed: set[str] = set()
+    for record in agents:
+        parent_id = record["fork_of"]
+        if parent_id is None:
+            if record["fork_point"]:
+                _fail(f"{label(record)} is no fork but has a fork_point")
+        elif parent_id not in by_id:
+            _fail(f"{label(record)} is a fork of {parent_id!r}, which is not in the file")
+        elif parent_id not in listed:
+            seen, node = {record["id"]}, by_id[parent_id]
+            while node["fork_of"] is not None and node["id"] not in seen:
+                seen.add(node["id"])
+                node = by_id.get(node["fork_of"], {"fork_of": None, "id": ""})
+            if node["id"] in seen:
+                _fail(f"fork_of makes a cycle through {label(record)}")
+            _fail(f"{label(record)} is listed before its parent {parent_id!r}")
+        else:
+            history = histories[record["history"]]
+            if (history["base"] == by_id[parent_id]["history"]
+                    and history["base_length"] != record["fork_point"]):
+                _fail(f"{label(record)} has fork_point {record['fork_point']} but shares "
+                      f"{history['base_length']} messages with its parent")
+        listed.add(record["id"])
+
+
+def _check_stores(stores: list[dict[str, Any]], where: str) -> None:
+    names = [store["namespace"] for store in stores]
+    if len(set(names)) != len(names):
+        _fail(f"{where} use one namespace twice")
+
+
+def _open_calls(messages: list[dict[str, Any]], who: str) -> dict[str, dict[str, Any]]:
+    """The unanswered calls of the last assistant message; any other gap is an error."""
+    open_calls: dict[str, dict[str, Any]] = {}
+    opened_at = -1
+    for index, message in enumerate(messages):
+        if message["role"] == "tool":
+            if open_calls.pop(message["tool_call_id"], None) is None:
+                _fail(f"{who}: message {index} answers tool call "
+                      f"{message['tool_call_id']!r}, which is not an open call of the "
+                      "assistant message before it")
+            continue
+        if open_calls:
+            _fail(f"{who}: tool call(s) {', '.join(map(repr, open_calls))} of message "
+                  f"{opened_at} are never answered")
+        if message["role"] == "assistant":
+            calls = message.get("tool_calls") or []
+            open_calls = {call["id"]: call for call in calls}
+            opened_at = index
+            if len(open_calls) != len(calls):
+                _fail(f"{who}: message {index} has two tool calls with one id")
+    return open_calls
+
+
+def _check_agent(record: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+    who = label(record)
+    reserved = RESERVED_SETTINGS & record["options"]["model_settings"].keys()
+    if reserved:
+        _fail(f"{who}: model_settings cannot hold {', '.join(sorted(reserved))}")
+    _check_stores(record["stores"], f"the stores of {who}")
+    open_calls = _open_calls(messages, who)
+    pending = record["pending"]
+    waiting = record["status"] == "waiting"
+    if waiting != (record["outcome"] == "paused"):
+        _fail(f"{who}: status {record['status']!r} does not go with outcome "
+              f"{record['outcome']!r}")
+    if not waiting:
+        if pending:
+            _fail(f"{who} is idle but has pending calls")
+        return
+    ids = [call["id"] for call in pending]
+    if not pending or len(set(ids)) != len(ids) or set(ids) != set(open_calls):
+        _fail(f"{who}: the pending calls {ids} are not the open tool calls "
+              f"{list(open_calls)} of its last assistant message")
+    for call in pending:
+        function = open_calls[call["id"]]["function"]
+        arguments, problem = parse_arguments(function["arguments"])
+        if function["name"] != call["name"] or problem or arguments != call["arguments"]:
+            _fail(f"{who}: pending call {call['id']!r} differs from the call the model made")
+        if call["reason"] == "dynamic" and (call["decision"] or {}).get("kind") == "approve":
+            _fail(f"{who}: pending call {call['id']!r} is dynamic and cannot be approved")
+
+
+# -- building ---------------------------------------------------------------------------------
+
+
+def missing_names(document: dict[str, Any], tools: Mapping[str, Tool],
+                  listeners: Mapping[str, Listener | None]) -> str:
+    """What the caller must still pass to load this document ("" when nothing)."""
+    need_tools: dict[str, list[str]] = {}
+    need_listeners: dict[str, list[str]] = {}
+    for record in document["agents"]:
+        names = [*record["options"]["tools"], *(call["name"] for call in record["pending"])]
+        for name in dict.fromkeys(names):
+            if name not in tools:
+                need_tools.setdefault(name, []).append(record["options"]["name"])
+        for event, fns in record["listeners"].items():
+            for name in fns:
+                if name not in listeners:
+                    need_listeners.setdefault(name, []).append(
+                        f"on_{event} of {record['options']['name']!r}")
+    parts = [f"tool {name!r} (agents {', '.join(map(repr, dict.fromkeys(who)))})"
+             for name, who in need_tools.items()]
+    parts += [f"listener {name!r} ({', '.join(dict.fromkeys(who))})"
+              for name, who in need_listeners.items()]
+    return "; ".join(parts)
+
+
+def _history_nodes(histories: list[dict[str, Any]]) -> list[History]:
+    nodes: list[History] = []
+    for record in histories:
+        node = History(record["messages"])
+        if record["base"] is not None:  # the same sharing ``History.fork`` sets up
+            node._base, node._base_len = nodes[record["base"]], record["base_length"]
+        nodes.append(node)
+    return nodes
+
+
+def _pending(call: dict[str, Any], tool: Tool, who: str) -> PendingCall:
+    decision = call["decision"]
+    try:
+        params = tool.parse_arguments(call["arguments"])
+        made: Decision | None = None
+        if decision is not None and decision["kind"] == "approve":
+            edited = decision["params"]
+            made = Decision("approve", params=None if edited is None
+                            else tool.parse_arguments(edited))
+        elif decision is not None:
+            made = Decision(decision["kind"], text=decision.get("reason", decision.get("result")))
+    except ArgumentsRejected as exc:
+        raise SessionError(f"invalid session file: {who}: the arguments of pending call "
+                           f"{call['id']!r} no longer fit the tool {tool.name!r}:\n{exc}") from exc
+    return PendingCall(call["id"], call["name"], params, call["arguments"], call["reason"], made)
+
+
+def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str, Tool],
+                 listeners: Mapping[str, Listener | None]) -> list[Agent]:
+    """The agents of a checked ``document``, linked into their trees."""
+    missing = missing_names(document, tools, listeners)
+    if missing:
+        raise SessionError(f"load_session needs what the session names: {missing}. Pass them "
+                           "as tools=[...] and listeners={name: function}")
+    nodes = _history_nodes(document["histories"])
+    by_id: dict[str, Agent] = {}
+    for record in document["agents"]:
+        options = record["options"]
+        agent = Agent(
+            fragola,
+            AgentOptions(**{**options, "tools": [tools[name] for name in options["tools"]]}),
+            stores=[Store(store["value"], store["namespace"]) for store in record["stores"]],
+        )
+        agent.id, agent.fork_of, agent.fork_point = record["id"], None, record["fork_point"]
+        agent._history = nodes[record["history"]]
+        agent._step_count, agent._status = record["step_count"], record["status"]
+        agent._outcome = record["outcome"]
+        agent._pending = {call["id"]: _pending(call, tools[call["name"]], label(record))
+                          for call in record["pending"]}
+        for event, names in record["listeners"].items():
+            for name in names:
+                listener = listeners[name]
+                if listener is not None:  # mapped to None: dropped on purpose
+                    agent._listeners.add(event, listener)
+        if record["fork_of"] is not None:
+            parent = by_id[record["fork_of"]]
+            agent.fork_of, agent.parent = parent.id, parent
+            parent._forks.append(agent)
+        by_id[agent.id] = agent
+    for agent in by_id.values():
+        # Automatic fork names go on from the number of forks, so they do not repeat.
+        agent._fork_names = itertools.count(len(agent._forks) + 1)
+    return list(by_id.values())

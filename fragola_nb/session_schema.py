@@ -1,0 +1,229 @@
+"""The session file's format: its JSON Schema, strict parsing, and what is never written.
+
+A session file is read with the standard ``json`` module and nothing else: no pickle, no
+``eval``, no import of a name found in the file. The text must be UTF-8 JSON without ``NaN``,
+``Infinity`` or numbers too large to be finite; the document must match ``SCHEMA`` (objects
+the format defines refuse unknown keys, ``__class__`` and friends included). Values the
+format leaves free (message fields other than the ones it names, store values, model
+settings) are plain data, never interpreted. Semantic checks follow in ``session_restore``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from .errors import SessionError
+from .events import EVENT_NAMES
+
+__all__ = ["FORMAT", "SCHEMA", "VERSION", "parse_session", "scrub_settings"]
+
+FORMAT = "fragola_nb.session"
+VERSION = 1
+MAX_INT = 2**53 - 1  # the largest integer every JSON reader keeps exactly
+
+_count = {"type": "integer", "minimum": 0, "maximum": MAX_INT}
+_text = {"type": "string"}
+_name = {"type": "string", "minLength": 1}
+_id = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
+# Message fields and model settings are open (the API grows), but named like Python keywords
+# arguments the API takes: lowercase words, no "__class__"-style dunder.
+_field_names = {"pattern": "^[a-z][a-z0-9_]{0,63}$"}
+
+
+def _strict(properties: dict[str, Any], *optional: str) -> dict[str, Any]:
+    """An object with exactly these keys (all required but ``optional``)."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [key for key in properties if key not in optional],
+        "additionalProperties": False,
+    }
+
+
+_TOOL_CALL = {
+    "type": "object",
+    "required": ["id", "function"],
+    "properties": {
+        "id": _name,
+        "type": _text,
+        "function": {
+            "type": "object",
+            "required": ["name", "arguments"],
+            "properties": {"name": _text, "arguments": _text},
+        },
+    },
+}
+_PART = {"type": "object", "required": ["type"], "properties": {"type": _text}}
+MESSAGE = {
+    "type": "object",
+    "required": ["role"],
+    "propertyNames": _field_names,
+    "properties": {
+        "role": {"enum": ["assistant", "developer", "function", "system", "tool", "user"]},
+        "content": {"type": ["string", "null", "array"], "items": _PART},
+        "tool_calls": {"type": "array", "items": _TOOL_CALL},
+        "tool_call_id": _name,
+        "name": _text,
+    },
+    "if": {"properties": {"role": {"const": "tool"}}},
+    "then": {"required": ["tool_call_id"]},
+}
+_STORES = {"type": "array", "items": _strict({"namespace": _name, "value": {}})}
+_DECISION = {
+    "oneOf": [
+        {"type": "null"},
+        _strict({"kind": {"const": "approve"}, "params": {"type": ["object", "null"]}}),
+        _strict({"kind": {"const": "reject"}, "reason": _text}),
+        _strict({"kind": {"const": "inject"}, "result": {}}),
+    ]
+}
+_PENDING = _strict({
+    "id": _name,
+    "name": _text,
+    "arguments": {"type": "object"},
+    "reason": {"enum": ["approval", "dynamic"]},
+    "decision": _DECISION,
+})
+_OPTIONS = _strict({
+    "name": _name,
+    "description": _text,
+    "instructions": {"type": ["string", "null"]},
+    "use_developer_role": {"type": "boolean"},
+    "model_settings": {"type": "object", "propertyNames": _field_names},
+    "max_step": {**_count, "minimum": 1},
+    "reset_step_count_after_user_message": {"type": "boolean"},
+    "tools": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+              "uniqueItems": True},
+})
+_AGENT = _strict({
+    "id": _id,
+    "fork_of": {"oneOf": [{"type": "null"}, _id]},
+    "fork_point": _count,
+    "history": _count,
+    "step_count": _count,
+    "status": {"enum": ["idle", "waiting"]},
+    "outcome": {"enum": [None, "finished", "paused", "step_limit", "stopped"]},
+    "options": _OPTIONS,
+    "stores": _STORES,
+    "pending": {"type": "array", "items": _PENDING},
+    "listeners": {
+        "type": "object",
+        "propertyNames": {"enum": list(EVENT_NAMES)},
+        "additionalProperties": {"type": "array", "items": _name},
+    },
+})
+_HISTORY = _strict({
+    "base": {"oneOf": [{"type": "null"}, _count]},
+    "base_length": _count,
+    "messages": {"type": "array", "items": MESSAGE},
+})
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    **_strict({
+        "format": {"const": FORMAT},
+        "version": {"const": VERSION},
+        "stores": _STORES,
+        "histories": {"type": "array", "items": _HISTORY},
+        "agents": {"type": "array", "items": _AGENT},
+    }),
+}
+
+# "integer" means a Python int: JSON Schema would take 3.0, which is not a count we can use.
+_types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+)
+_Validator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft202012Validator, type_checker=_types
+)
+_VALIDATOR = _Validator(SCHEMA)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def parse_session(data: bytes | str) -> dict[str, Any]:
+    """The document in ``data``, checked against ``SCHEMA``, or ``SessionError``."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        document = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise SessionError(f"not a session file: the text is not UTF-8 ({exc.reason})") from exc
+    except RecursionError as exc:
+        raise SessionError("not a session file: the JSON is nested too deeply") from exc
+    except ValueError as exc:  # JSONDecodeError, a huge integer, NaN, Infinity
+        raise SessionError(f"not a session file: invalid or truncated JSON ({exc})") from exc
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise SessionError(f'not a session file: no "format": "{FORMAT}" at the top')
+    version = document.get("version")
+    if version != VERSION or isinstance(version, bool):
+        raise SessionError(
+            f"session format version {version!r} is not supported "
+            f"(this fragola_nb reads version {VERSION})"
+        )
+    try:
+        error = best_match(_VALIDATOR.iter_errors(document))
+    except RecursionError as exc:
+        raise SessionError("not a session file: the JSON is nested too deeply") from exc
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top)"
+        raise SessionError(f"invalid session file at {where}: {error.message[:300]}")
+    return document
+
+
+# -- secrets ----------------------------------------------------------------------------------
+
+_SECRET_KEY = re.compile(
+    r"^(api[_-]?key|x-api-key|authorization|proxy-authorization|cookie|set-cookie|"
+    r"openai[_-]api[_-]key|client[_-]secret)$"
+    r"|secret|passw|credential|bearer|(^|[_-])(access|refresh|auth|session|id)[_-]?token$",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(r"^\s*(bearer\s+\S|basic\s+\S|sk-[A-Za-z0-9_-]{8,})", re.IGNORECASE)
+
+
+def scrub_settings(value: Any, path: str = "model_settings") -> tuple[Any, list[str]]:
+    """``value`` without secret-looking keys or values (at any depth), and their paths.
+
+    API keys live in the ``Fragola`` instance, never in a session; a key put in
+    ``model_settings`` (``api_key``, an ``Authorization`` header in ``extra_headers``...) is
+    dropped rather than written.
+    """
+    removed: list[str] = []
+    if isinstance(value, dict):
+        kept: dict[Any, Any] = {}
+        for key, item in value.items():
+            where = f"{path}.{key}"
+            if isinstance(key, str) and _SECRET_KEY.search(key):
+                removed.append(where)
+                continue
+            if isinstance(item, str) and _SECRET_VALUE.match(item):
+                removed.append(where)
+                continue
+            kept[key], inner = scrub_settings(item, where)
+            removed.extend(inner)
+        return kept, removed
+    if isinstance(value, (list, tuple)):
+        items = []
+        for index, item in enumerate(value):
+            if isinstance(item, str) and _SECRET_VALUE.match(item):
+                removed.append(f"{path}[{index}]")
+                continue
+            kept_item, inner = scrub_settings(item, f"{path}[{index}]")
+            items.append(kept_item)
+            removed.extend(inner)
+        return items, removed
+    return value, removed

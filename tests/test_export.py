@@ -1,0 +1,243 @@
+"""Exports for teaching material: Markdown and standalone HTML, of a branch or a whole tree."""
+
+from __future__ import annotations
+
+import html.parser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markdown_it import MarkdownIt
+
+from fragola_nb import (
+    Agent,
+    Fragola,
+    export_html,
+    export_markdown,
+    export_tree_html,
+    export_tree_markdown,
+    load_session,
+    save_session,
+    tool,
+)
+from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+
+SCRIPT = "<script>alert(1)</script>"
+IMAGE = "<img src=x onerror=alert(2)>"
+HOSTILE = f"Look: {SCRIPT} {IMAGE} [click](javascript:alert(3)) ![x](http://t.example/p.png)"
+
+
+@tool
+def add(x: int, y: int) -> int:
+    """Add two numbers."""
+    return x + y
+
+
+def make(model: ScriptedModel, name: str = "tutor", **options: Any) -> Agent:
+    fragola = Fragola(api_key="k", base_url=model.base_url, max_retries=0)
+    return fragola.agent(name, tools=[add], **options)
+
+
+class Tags(html.parser.HTMLParser):
+    """The tags and attributes a browser would build from a page."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def assert_inert(page: str) -> None:
+    tags = Tags(page).tags
+    names = {tag for tag, _ in tags}
+    assert not names & {"script", "img", "iframe", "object", "embed"}, names
+    for _, attrs in tags:
+        assert not [a for a in attrs if a.startswith("on")], attrs
+        assert "javascript:" not in str(attrs.get("href", "")).lower()
+
+
+def rendered(markdown: str) -> str:
+    """What a permissive renderer (raw HTML on, any link scheme) makes of ``markdown``."""
+    md = MarkdownIt("commonmark")
+    md.validateLink = lambda url: True  # type: ignore[method-assign]
+    return str(md.render(markdown))
+
+
+async def test_markdown_of_a_conversation(model: ScriptedModel) -> None:
+    agent = make(model, instructions="Use your tools.")
+    model.push(tool_calls(call("add", {"x": 2, "y": 3}, id="c1")), reply("It is **5**."))
+    await agent.user_message("Add 2 and 3")
+
+    text = export_markdown(agent)
+
+    assert text == f"""# tutor
+
+*agent tutor · id {agent.id} · model gpt\\-4o\\-mini · step 2\\/5 · 4 messages*
+
+## Instructions
+
+```text
+Use your tools.
+```
+
+## Conversation
+
+### 1 · User
+
+Add 2 and 3
+
+### 2 · Assistant
+
+Calls **add**:
+
+```json
+{{
+  "x": 2,
+  "y": 3
+}}
+```
+
+### 3 · Result of add
+
+```text
+5
+```
+
+### 4 · Assistant
+
+It is **5**.
+"""
+    assert "<strong>5</strong>" in rendered(text)
+
+
+async def test_hostile_text_is_escaped_in_html(model: ScriptedModel) -> None:
+    agent = make(model, name=f"<b>{IMAGE}</b>", instructions=SCRIPT)
+    model.push(tool_calls(call("add", {"x": SCRIPT, "y": 1}, id="c1")), reply(HOSTILE))
+    await agent.user_message(IMAGE)
+
+    page = export_html(agent)
+
+    assert page.startswith("<!DOCTYPE html>")
+    assert '<meta charset="utf-8">' in page
+    assert "default-src 'none'" in page
+    assert f"<title>{'&lt;b&gt;&lt;img src=x onerror=alert(2)&gt;&lt;/b&gt;'}</title>" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert_inert(page)
+
+
+async def test_hostile_text_is_inert_in_markdown(model: ScriptedModel) -> None:
+    agent = make(model, name=IMAGE, instructions=SCRIPT)
+    model.push(tool_calls(call(IMAGE, {}, id="c1")), reply(HOSTILE),
+               reply("[a](&#106;avascript:alert(4))"), reply("[r]: &#106;avascript:alert(5)"),
+               reply("[r]"))
+    await agent.user_message(f"{SCRIPT}```\n{IMAGE}")
+    for text in ("more", "again", "once more"):
+        await agent.user_message(text)
+
+    markdown = export_markdown(agent)
+
+    page = rendered(markdown)
+    assert_inert(page)
+    assert "<a " not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert f"Calls **{IMAGE.replace('<', '&lt;').replace('>', '&gt;')}**" not in page
+    assert "<strong>&lt;img src=x onerror=alert(2)&gt;</strong>" in page  # the tool's name
+
+
+async def test_a_message_cannot_break_out_of_its_place(model: ScriptedModel) -> None:
+    agent = make(model)
+    model.push(reply("```python\nprint('never closed')"), reply("> quote"), reply("fine"))
+    await agent.user_message("one")
+    await agent.user_message("two")
+    await agent.user_message("three ```` `")
+
+    page = rendered(export_markdown(agent))
+
+    assert page.count("<h3>") == 6
+    assert "<p>fine</p>" in page
+
+
+async def test_a_branch_is_exported_from_the_root(model: ScriptedModel) -> None:
+    agent = make(model)
+    model.push(reply("Once upon a time."), reply("A dragon."), reply("A robot."))
+    await agent.user_message("Start a story.")
+    dragon, robot = agent.fork("dragon"), agent.fork("robot")
+    await dragon.user_message("Add a dragon.")
+    await robot.user_message("Add a robot.")
+
+    text = export_markdown(robot)
+    page = export_html(robot)
+
+    assert "Once upon a time." in text and "A robot." in text and "dragon" not in text.lower()
+    assert "Once upon a time." in page and "A robot." in page and "A dragon." not in page
+
+
+async def test_the_tree_lists_what_each_branch_adds(model: ScriptedModel) -> None:
+    agent = make(model, name="story")
+    model.push(reply("Once upon a time."), reply("A dragon."), reply("A robot."), reply("Fire!"))
+    await agent.user_message("Start a story.")
+    dragon, robot = agent.fork("dragon"), agent.fork("robot")
+    await dragon.user_message("Add a dragon.")
+    await robot.user_message("Add a robot.")
+    fire = dragon.fork("fire")
+    await fire.user_message("Fire?")
+
+    text = export_tree_markdown(fire)
+
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert headings == [
+        "# story", "## story", "### 1 · User", "### 2 · Assistant",
+        "## dragon", "### 3 · User", "### 4 · Assistant",
+        "## fire", "### 5 · User", "### 6 · Assistant",
+        "## robot", "### 3 · User", "### 4 · Assistant",
+    ]
+    assert text.count("Once upon a time.") == 1
+    assert "*Continues after message 4 of dragon.*" in text
+    page = export_tree_html(agent)
+    assert page.count("<section") == 4 and page.count("Once upon a time.") == 1
+    assert_inert(page)
+
+
+async def test_the_tree_after_a_reset_shows_the_whole_new_history(model: ScriptedModel) -> None:
+    agent = make(model, name="root", messages=[{"role": "user", "content": "old"}])
+    fork = agent.fork("fork")
+    fork.reset([{"role": "user", "content": "brand new"}])
+
+    text = export_tree_markdown(agent)
+
+    assert "## fork" in text and "brand new" in text and "Continues after" not in text
+
+
+async def test_exports_write_the_file_they_return(model: ScriptedModel, tmp_path: Path) -> None:
+    agent = make(model)
+    model.push(reply("Hello"))
+    await agent.user_message("if a < b:\n```\nhi")
+
+    text = export_markdown(agent, tmp_path / "lesson.md")
+    page = export_html(agent, tmp_path / "lesson.html", title="Lesson 1")
+
+    assert (tmp_path / "lesson.md").read_text(encoding="utf-8") == text
+    assert (tmp_path / "lesson.html").read_text(encoding="utf-8") == page
+    assert "<title>Lesson 1</title>" in page
+    assert oct((tmp_path / "lesson.html").stat().st_mode & 0o777) == "0o644"
+    assert "````text\nif a < b:\n```\nhi\n````" in text
+
+
+@pytest.mark.parametrize("export", [export_markdown, export_html, export_tree_markdown])
+async def test_a_loaded_session_exports_the_same_text(
+    model: ScriptedModel, tmp_path: Path, export: Any,
+) -> None:
+    agent = make(model)
+    model.push(tool_calls(call("add", {"x": 1, "y": 1}, id="c1")), reply("2"), reply("3"))
+    await agent.user_message("1 + 1?")
+    fork = agent.fork("next")
+    await fork.user_message("and 1 + 2?")
+    save_session(tmp_path / "s.json", agent)
+
+    fragola = Fragola(api_key="k", base_url=model.base_url, max_retries=0)
+    session = load_session(tmp_path / "s.json", fragola, tools=[add])
+
+    assert export(session["next"]) == export(fork)
