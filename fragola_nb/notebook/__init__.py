@@ -1,0 +1,45 @@
+"""The notebook layer: ``%load_ext fragola_nb``.
+
+Loading registers the ``%%fragola`` cell magic, the ``%fragola_panel``, ``%fragola_tree``,
+``%fragola_agents`` and ``%fragola_reset`` line magics, and the input transformer that lets a
+``%%fragola`` cell run on the kernel's event loop (see ``magics``). Loading twice is harmless;
+``%unload_ext fragola_nb`` removes all of it and detaches the live panels.
+
+This package imports IPython and ipywidgets; the core (``fragola_nb`` itself) never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .magics import Extension, FragolaMagics
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension"]
+
+_ATTR = "_fragola_nb"  # the shell attribute the transformed cells call
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the magics and the transformer on ``ipython`` (once)."""
+    if isinstance(getattr(ipython, _ATTR, None), Extension):
+        return
+    ext = Extension(ipython)
+    setattr(ipython, _ATTR, ext)
+    ipython.register_magics(FragolaMagics(ipython, ext))
+    ipython.input_transformers_cleanup.append(ext.transform)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove the magics and the transformer; detach every live panel."""
+    ext = getattr(ipython, _ATTR, None)
+    if not isinstance(ext, Extension):
+        return
+    cleanup = ipython.input_transformers_cleanup
+    cleanup[:] = [t for t in cleanup if getattr(t, "__self__", None) is not ext]
+    magics = ipython.magics_manager.magics
+    for kind, names in FragolaMagics.magics.items():
+        for name in names:
+            magics[kind].pop(name, None)
+    ipython.magics_manager.registry.pop(FragolaMagics.__name__, None)
+    ext.detach_all()
+    delattr(ipython, _ATTR)

@@ -1,0 +1,170 @@
+"""The parts of a panel that show text: message blocks, the streaming reply, errors.
+
+Messages go into HTML widgets of at most ``BLOCK_SIZE`` messages each. Appending a message
+re-renders only the last block (from per-message HTML kept for it), and a new block is
+started every ``BLOCK_SIZE`` messages, so one more message costs the same at 5,000 messages
+as at 50: the browser receives one block, never the whole history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as widgets  # type: ignore[import-untyped]
+
+from ..render import escape, message_html, text_of, tool_names_of
+
+__all__ = ["BLOCK_SIZE", "PANEL_CSS", "MessageBlocks", "StreamView", "close_tree", "error_text"]
+
+BLOCK_SIZE = 50
+
+PANEL_CSS = """<style>
+.fragola-panel{border:1px solid rgba(127,127,127,.3);border-radius:6px;padding:6px;gap:4px}
+.fragola-streaming{white-space:pre-wrap;word-break:break-word;opacity:.8}
+.fragola-approval{border:1px dashed #d97706;border-radius:4px;padding:4px;margin:2px 0}
+.fragola-approval-error{color:#b91c1c;white-space:pre-wrap}
+.fragola-stores pre,.fragola-approval pre{white-space:pre-wrap;word-break:break-word;margin:2px 0}
+</style>"""
+
+
+def error_text(exc: BaseException) -> str:
+    """``ClassName: message``, with the cause when it says more (a ModelError's openai error)."""
+    text = f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__
+    if cause is not None and str(cause) not in text:
+        text += f"\ncaused by {type(cause).__name__}: {cause}"
+    return text
+
+
+def close_tree(widget: Any) -> None:
+    """Close a widget, its children and their layouts (their comms go away in the kernel
+    and in the browser), for views that are replaced."""
+    for child in getattr(widget, "children", ()):
+        close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+        if isinstance(part, widgets.Widget):
+            part.close()
+    widget.close()
+
+
+class MessageBlocks(widgets.VBox):  # type: ignore[misc]
+    """A conversation as HTML blocks of ``BLOCK_SIZE`` messages, from index ``start`` on."""
+
+    def __init__(self, start: int = 0) -> None:
+        super().__init__()
+        self.add_class("fragola-messages")
+        self.start = start
+        self._lock = threading.RLock()
+        self._blocks: list[Any] = []  # the HTML widgets, the last one growing
+        self._clear()
+
+    def _clear(self) -> None:
+        self._shown = self.start  # index of the next message to render
+        self._last: dict[str, Any] | None = None  # the last message rendered (by identity)
+        self._names: dict[str, str] | None = None  # tool call id -> tool name, all blocks
+        self._tail: list[str] = []  # the HTML of each message of the last block
+        old, self._blocks = self._blocks, []
+        self.children = ()
+        for block in old:
+            close_tree(block)
+
+    @property
+    def count(self) -> int:
+        """How many messages are shown."""
+        return self._shown - self.start
+
+    def update(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Show ``messages`` (the whole history), rendering only what is new. A history that
+        shrank or was replaced (``agent.reset``) is rendered again from scratch."""
+        with self._lock:
+            if len(messages) < self._shown or (
+                self._last is not None and messages[self._shown - 1] is not self._last
+            ):
+                self._clear()
+            if len(messages) <= self._shown:
+                return
+            if self._names is None:  # tool results shown may answer calls made before start
+                self._names = tool_names_of(messages[: self.start])
+            blocks, grew = self._blocks, False
+            for index in range(self._shown, len(messages)):
+                message = messages[index]
+                if not blocks or len(self._tail) >= BLOCK_SIZE:
+                    if blocks:
+                        self._write(blocks[-1])  # the full block keeps its final HTML
+                    block = widgets.HTML()
+                    block.add_class("fragola-block")
+                    blocks.append(block)
+                    self._tail, grew = [], True
+                tool_names_of([message], self._names)
+                self._tail.append(message_html(message, self._names, index))
+            self._write(blocks[-1])
+            if grew:
+                self.children = tuple(blocks)
+            self._shown, self._last = len(messages), messages[-1]
+
+    def _write(self, block: Any) -> None:
+        block.value = f'<div class="fragola-conversation">{"".join(self._tail)}</div>'
+
+
+class StreamView(widgets.HTML):  # type: ignore[misc]
+    """The reply as it streams, escaped, updated at most once per ``interval`` seconds.
+
+    A chunk arriving sooner is kept and flushed by a timer on the event loop it came from
+    (the trailing flush), so the last text always shows even when the stream pauses.
+    """
+
+    interval = 0.08  # at most 12.5 updates a second
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_class("fragola-streaming")
+        self._lock = threading.RLock()
+        self._text = ""
+        self._dirty = False
+        self._sent_at = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def feed(self, message: dict[str, Any]) -> None:
+        """Show the partial assistant ``message`` (a model_chunk event's ``message``)."""
+        text = text_of(message.get("content"))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            text += f"\n→ {function.get('name') or ''}({function.get('arguments') or ''})"
+        with self._lock:
+            self._text, self._dirty = text, True
+            if self._timer is not None:  # the pending flush will show it, on time
+                return
+            wait = self._sent_at + self.interval - time.monotonic()
+            if wait <= 0:
+                self._show()
+            else:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:  # no loop: the next chunk or flush() shows it
+                    return
+                self._timer = loop.call_later(wait, self.flush)
+
+    def flush(self) -> None:
+        """Show the text received so far now."""
+        with self._lock:
+            self._timer = None
+            if self._dirty:
+                self._show()
+
+    def clear(self) -> None:
+        """The message is stored (or the run ended): the blocks show it now."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._text, self._dirty = "", False
+            if self.value:  # type: ignore[has-type]
+                self.value = ""
+
+    def _show(self) -> None:
+        self._dirty, self._sent_at = False, time.monotonic()
+        self.value = f"<div>{escape(self._text)}</div>" if self._text else ""

@@ -1,0 +1,145 @@
+"""What a ``%%fragola`` line means: its options, the names it refers to, ``{var}`` in the text.
+
+Every mistake here is a one-line ``UsageError`` (IPython prints it without a traceback).
+
+Interpolation: ``{name}`` and ``{name.attr}`` in the cell's text (and line) are replaced by the
+value from the user namespace; ``{{name}}`` gives a literal ``{name}``. Only braces around a
+(dotted) Python name are special, so JSON such as ``{"a": {"b": 1}}`` and code pass through
+untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import keyword
+import math
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+
+__all__ = ["USAGE", "CellOptions", "interpolate", "lookup", "parse_name", "parse_options"]
+
+USAGE = (
+    "%%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA] [--model M] "
+    "[--temperature T] [--out VAR] [--no-stream]"
+)
+
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_PLACEHOLDER = re.compile(r"\{\{(" + _DOTTED + r")\}\}|\{(" + _DOTTED + r")\}")
+_DOTTED_NAME = re.compile(_DOTTED + r"\Z")
+
+
+@dataclass(frozen=True)
+class CellOptions:
+    """The parsed ``%%fragola`` line."""
+
+    agent: str | None = None
+    by: int | None = None
+    fork: str | None = None
+    json: str | None = None
+    model: str | None = None
+    temperature: float | None = None
+    out: str | None = None
+    stream: bool = True
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (usage: {USAGE})")
+
+
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--by takes a whole number >= 0, not {text!r}")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"--temperature takes a number, not {text!r}")
+    return value
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="%%fragola", add_help=False, allow_abbrev=False)
+    parser.add_argument("agent", nargs="?")
+    parser.add_argument("--by", type=_whole)
+    parser.add_argument("--fork")
+    parser.add_argument("--json")
+    parser.add_argument("--model")
+    parser.add_argument("--temperature", type=_number)
+    parser.add_argument("--out")
+    parser.add_argument("--no-stream", dest="stream", action="store_false")
+    return parser
+
+
+def parse_options(line: str) -> CellOptions:
+    """Parse the ``%%fragola`` line (after interpolation)."""
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"cannot read the %%fragola line: {exc} (usage: {USAGE})") from None
+    options = CellOptions(**vars(_parser().parse_args(words)))
+    if options.agent is not None:
+        parse_name(options.agent, "AGENT")
+    if options.json is not None:
+        parse_name(options.json, "--json")
+    for flag, target in (("--fork", options.fork), ("--out", options.out)):
+        if target is not None and not _assignable(target):
+            raise UsageError(f"{flag} takes a variable name, not {target!r}")
+    if options.model is not None and not options.model.strip():
+        raise UsageError("--model takes a model name")
+    if options.json is not None and options.by is not None:
+        raise UsageError("--by does not apply with --json (agent.json runs one turn)")
+    return options
+
+
+def parse_name(text: str, what: str) -> str:
+    """``text`` if it is a (dotted) Python name, else a usage error naming ``what``."""
+    if not _DOTTED_NAME.match(text) or any(keyword.iskeyword(p) for p in text.split(".")):
+        raise UsageError(f"{what} must be a variable name (or name.attr), not {text!r}")
+    return text
+
+
+def _assignable(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def lookup(name: str, namespace: Mapping[str, Any], what: str = "name") -> Any:
+    """The value of ``name`` or ``name.attr.attr`` in ``namespace``; a usage error if absent."""
+    first, *attrs = name.split(".")
+    if first not in namespace:
+        raise UsageError(f"{what}: {first!r} is not defined in the notebook")
+    value = namespace[first]
+    path = first
+    for attr in attrs:
+        try:
+            value = getattr(value, attr)
+        except Exception as exc:  # a property that raises is the same mistake for the user
+            raise UsageError(f"{what}: {path}.{attr}: {type(exc).__name__}: {exc}") from None
+        path = f"{path}.{attr}"
+    return value
+
+
+def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
+    """Replace ``{name}`` / ``{name.attr}`` with values; ``{{name}}`` stays ``{name}``."""
+
+    def substitute(match: re.Match[str]) -> str:
+        escaped, name = match.groups()
+        if escaped is not None:
+            return "{" + escaped + "}"
+        return str(lookup(name, namespace, "{" + name + "}"))
+
+    return _PLACEHOLDER.sub(substitute, text)

@@ -1,0 +1,242 @@
+"""The ``%%fragola`` cell magic, the line magics, and the input transformer behind them.
+
+A magic cannot ``await`` (IPython #11314) and a cell that blocks never sees a widget click
+(ipykernel #646). So, in a kernel, an input transformer rewrites a ``%%fragola`` cell into
+one top-level ``await`` before IPython sees the ``%%``: ipykernel then runs the cell as a
+coroutine on its own loop, which keeps serving widget messages (Stop gets through), and an
+interrupt cancels the coroutine, which stops the agent with its history repaired. Where the
+transformer is not in play (no running loop, as in a terminal IPython; ``%autoawait off``; a
+cell run from inside another cell; ``run_cell_magic("fragola", ...)`` called directly) the
+cell magic runs the same coroutine with ``fragola_nb.run_sync``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from IPython.core.async_helpers import _asyncio_runner
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
+
+from ..agent import Agent
+from ..errors import BadUsage
+from ..fragola import Fragola
+from ..sync import run_sync
+from .cellargs import lookup, parse_name
+from .textviews import AgentTable, ForkTreeText, show
+from .turn import Turn, TurnView
+
+__all__ = ["Extension", "FragolaMagics"]
+
+DEFAULT_AGENT = "assistant"
+
+
+class Extension:
+    """The loaded extension of one shell: its magics, transformer, and the panels it shows."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.turn_panels: dict[str, list[Any]] = {}  # agent id -> its turn panels
+        self.views: list[Any] = []  # every live panel and tree, detached on unload
+        self.default_fragola: Fragola | None = None
+        self.widgets = getattr(shell, "kernel", None) is not None
+        """Show live widget panels: in a kernel (a frontend that may render them; their
+        display also carries text and HTML forms), not in a terminal IPython."""
+
+    # -- the two ways a cell runs -------------------------------------------------------------
+
+    async def run_cell(self, line: str, body: str) -> None:
+        """The transformer's target: the turn runs on the loop running this cell."""
+        turn = Turn(self, line, body)
+        turn.prepare()
+        ticker = asyncio.ensure_future(_tick())
+        try:
+            await turn.run()
+        finally:
+            ticker.cancel()
+        turn.finish()
+
+    def run_cell_sync(self, line: str, body: str) -> None:
+        turn = Turn(self, line, body)
+        turn.prepare()
+        try:
+            run_sync(turn.run())
+        except KeyboardInterrupt:  # run_sync cancelled the turn and waited for the repair
+            turn.interrupted = True
+        turn.finish()
+
+    def transform(self, lines: list[str]) -> list[str]:
+        """``%%fragola ...`` -> ``await get_ipython()._fragola_nb.run_cell(line, body)``,
+        only where IPython will run it as a coroutine on a loop running now (ipykernel)."""
+        if not lines or not _is_fragola_cell(lines[0]) or not self._can_await():
+            return lines
+        line = lines[0].rstrip("\n")[len("%%fragola"):].strip()
+        body = "".join(lines[1:])
+        return [f"await get_ipython()._fragola_nb.run_cell({line!r}, {body!r})\n"]
+
+    def _can_await(self) -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        shell = self.shell
+        # Inside a running cell (``shell.run_cell`` from user code, ``%run x.ipynb``), an
+        # await cell would need a second loop run in this thread: let the magic take it.
+        nested = shell.display_trap.is_active
+        return bool(shell.autoawait) and shell.loop_runner is _asyncio_runner and not nested \
+            and getattr(shell, "trio_runner", None) is None
+
+    # -- agents and panels --------------------------------------------------------------------
+
+    def resolve_agent(self, name: str | None) -> Agent:
+        """The agent named on the line, else ``agent``, else a new default agent."""
+        ns = self.shell.user_ns
+        if name is not None:
+            value = lookup(name, ns, "agent")
+            if not isinstance(value, Agent):
+                raise UsageError(f"{name} is a {type(value).__name__}, not an Agent")
+            return value
+        if "agent" in ns:
+            if not isinstance(ns["agent"], Agent):
+                raise UsageError(
+                    f"`agent` is a {type(ns['agent']).__name__}, not an Agent: name the agent "
+                    "on the line (%%fragola NAME) or `del agent` to get a default one"
+                )
+            return ns["agent"]
+        fragola = ns.get("fragola")
+        if not isinstance(fragola, Fragola):
+            if self.default_fragola is None:
+                self.default_fragola = Fragola.from_env()
+            fragola = self.default_fragola
+        agent = fragola.agent(name=DEFAULT_AGENT)
+        ns["agent"] = agent
+        where = "offline, on the scripted model" if fragola.offline else f"model {fragola.model}"
+        print(f"fragola_nb: made a default agent {DEFAULT_AGENT!r}, bound to `agent`, {where}")
+        return agent
+
+    def agent_from_line(self, line: str, magic: str) -> Agent:
+        name = line.strip() or None
+        if name is None:
+            value = self.shell.user_ns.get("agent")
+            if not isinstance(value, Agent):
+                raise UsageError(f"%{magic} AGENT: name the agent (no `agent` in the notebook)")
+            return value
+        value = lookup(parse_name(name, "AGENT"), self.shell.user_ns, "agent")
+        if not isinstance(value, Agent):
+            raise UsageError(f"{name} is a {type(value).__name__}, not an Agent")
+        return value
+
+    def show_turn(self, agent: Agent, since: int) -> TurnView | None:
+        """Detach the agent's older turn panels; show a live one (None without a frontend)."""
+        self.detach_turn_panels(agent)
+        if not self.widgets:
+            return None
+        from .panel import AgentPanel
+
+        panel = AgentPanel(agent, since=since)
+        self.turn_panels.setdefault(agent.id, []).append(panel)
+        self.views.append(panel)
+        return TurnView(panel, show(panel, display_id=True))
+
+    def detach_turn_panels(self, agent: Agent) -> None:
+        for panel in self.turn_panels.pop(agent.id, []):
+            panel.detach()
+            self.views.remove(panel)
+
+    def detach_all(self) -> None:
+        for view in self.views:
+            view.detach()
+        self.views.clear()
+        self.turn_panels.clear()
+
+
+async def _tick() -> None:
+    """Wake the loop now and then while a turn runs. On an interrupt during an async cell,
+    ipykernel's SIGINT handler schedules the cancellation with tornado's ``add_callback``,
+    which, called on the loop's own thread, uses ``call_soon``: that does not wake a loop
+    asleep in ``select``. With nothing else to wake it (a request that hangs), the
+    interrupt would wait for the request to end."""
+    while True:
+        await asyncio.sleep(0.1)
+
+
+# check_complete (the console's "is this cell done?") skips transformers marked so: it must
+# still see a %%fragola cell as a cell magic, complete at a blank line.
+Extension.transform.has_side_effects = True  # type: ignore[attr-defined]
+
+
+def _is_fragola_cell(first: str) -> bool:
+    head = first.rstrip("\n")
+    return head == "%%fragola" or (head.startswith("%%fragola") and head[9].isspace())
+
+
+@magics_class
+class FragolaMagics(Magics):
+    """``%%fragola``, ``%fragola_panel``, ``%fragola_tree``, ``%fragola_agents``,
+    ``%fragola_reset``."""
+
+    def __init__(self, shell: Any, ext: Extension) -> None:
+        super().__init__(shell)
+        self.ext = ext
+
+    @no_var_expand
+    @cell_magic
+    def fragola(self, line: str, cell: str) -> None:
+        """Send the cell to an agent and show a live panel of the turn.
+
+        %%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA] [--model M]
+                  [--temperature T] [--out VAR] [--no-stream]
+
+        AGENT: an Agent in the notebook (default: `agent`, made on first use). {name} and
+        {name.attr} in the text are replaced by their values; {{name}} gives {name}.
+        --by N: at most N model calls. --fork NAME: fork the agent, send to the fork, bind it
+        to NAME. --json SCHEMA: structured output with a pydantic model or JSON Schema.
+        --model/--temperature: for this turn only. --out VAR: bind the AgentState (JsonResult
+        with --json). --no-stream: do not stream the reply.
+        """
+        self.ext.run_cell_sync(line, cell)
+
+    @line_magic
+    def fragola_panel(self, line: str) -> None:
+        """%fragola_panel [AGENT]: the agent's full, live panel."""
+        agent = self.ext.agent_from_line(line, "fragola_panel")
+        if not self.ext.widgets:
+            show(agent)
+            return
+        from .panel import AgentPanel
+
+        panel = AgentPanel(agent)
+        self.ext.views.append(panel)
+        show(panel)
+
+    @line_magic
+    def fragola_tree(self, line: str) -> None:
+        """%fragola_tree [AGENT]: the agent, its ancestors and its forks, as a tree."""
+        agent = self.ext.agent_from_line(line, "fragola_tree")
+        if not self.ext.widgets:
+            show(ForkTreeText(agent))
+            return
+        from .tree import ForkTree
+
+        tree = ForkTree(agent)
+        self.ext.views.append(tree)
+        show(tree)
+
+    @line_magic
+    def fragola_agents(self, line: str) -> None:
+        """%fragola_agents: the agents in the notebook's variables."""
+        named = [(var, value) for var, value in self.ext.shell.user_ns.items()
+                 if isinstance(value, Agent) and not var.startswith("_")]
+        show(AgentTable(named))
+
+    @line_magic
+    def fragola_reset(self, line: str) -> None:
+        """%fragola_reset [AGENT]: clear the agent's history and step count."""
+        agent = self.ext.agent_from_line(line, "fragola_reset")
+        try:
+            agent.reset()
+        except BadUsage as exc:
+            raise UsageError(str(exc)) from None
+        self.ext.detach_turn_panels(agent)
+        print(f"fragola_nb: {agent.name!r} reset (no messages, step count 0)")

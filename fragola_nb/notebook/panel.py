@@ -1,0 +1,285 @@
+"""``AgentPanel``: a live view of one agent, and the buttons that steer it.
+
+The panel is a view: it subscribes to the agent's events and calls its public methods
+(``step``, ``stop_sync``, ``reset``, ``fork``, and through its approval boxes ``approve``,
+``reject``, ``inject``). Events may arrive in any thread (the kernel's loop or fragola_nb's
+background loop); setting widget traits from there is fine.
+
+    panel = AgentPanel(agent)            # the whole history
+    panel = AgentPanel(agent, since=4)   # a turn panel: messages from index 4 on
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets  # type: ignore[import-untyped]
+
+from ..errors import FragolaError
+from ..render import CSS, conversation_html, escape
+from .approvals import Approvals
+from .blocks import PANEL_CSS, MessageBlocks, StreamView, close_tree, error_text
+from .runner import launch
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..events import Subscription
+
+__all__ = ["AgentPanel"]
+
+_log = logging.getLogger("fragola_nb")
+
+Handler = Callable[["AgentPanel", Any], None]
+
+
+def _observer(method: Handler) -> Handler:
+    """Only this panel's agent (listeners are copied to forks), and never raise: a view must
+    not break the run it shows."""
+
+    @functools.wraps(method)
+    def listener(self: AgentPanel, event: Any) -> None:
+        if self._detached or event.context.agent is not self.agent:
+            return
+        try:
+            method(self, event)
+        except Exception:
+            _log.exception("fragola_nb: the panel of %s failed to update", self.agent.name)
+
+    return listener
+
+
+def _button(description: str, css_class: str, style: str = "") -> Any:
+    button = widgets.Button(description=description, button_style=style)
+    button.add_class(css_class)
+    return button
+
+
+def _html(css_class: str) -> Any:
+    widget = widgets.HTML()
+    widget.add_class(css_class)
+    return widget
+
+
+class AgentPanel(widgets.VBox):  # type: ignore[misc]
+    """Header (name, id, model, status badge, steps), messages, the streaming reply,
+    approval controls, Stop/Step/Reset/Fork, tools and stores of one agent."""
+
+    def __init__(self, agent: Agent, since: int | None = None) -> None:
+        super().__init__()
+        self.agent = agent
+        self.since = since
+        self.on_fork: Callable[[Agent], None] | None = None
+        """Called with a fork made by the Fork button (a ForkTree sets it); when None the
+        fork's panel is shown inside this one."""
+        self._lock = threading.RLock()
+        self._detached = False
+        self.add_class("fragola-panel")
+        self.header, self.status_badge = _html("fragola-header"), _html("fragola-status")
+        self._status_class = ""
+        self.error_box = _html("fragola-error")
+        self.messages = MessageBlocks(since or 0)
+        self.streaming = StreamView()
+        self.approvals = Approvals(agent, self.show_error)
+        self.stop_button = _button("Stop", "fragola-stop", "warning")
+        self.step_button = _button("Step", "fragola-step")
+        self.reset_button = _button("Reset", "fragola-reset")
+        self.fork_name = widgets.Text(placeholder="fork name (optional)")
+        self.fork_name.add_class("fragola-fork-name")
+        self.fork_button = _button("Fork", "fragola-fork")
+        self.tools_box, self.stores_box = _html("fragola-tools"), _html("fragola-stores")
+        self.forks_box = widgets.VBox()
+        self.forks_box.add_class("fragola-forks")
+        self.stop_button.on_click(self._stop)
+        self.step_button.on_click(self._step)
+        self.reset_button.on_click(self._reset)
+        self.fork_button.on_click(self._fork)
+        buttons = (self.stop_button, self.step_button, self.reset_button, self.fork_name,
+                   self.fork_button)
+        self.children = (
+            widgets.HTML(CSS + PANEL_CSS),
+            widgets.HBox([self.header, self.status_badge]),
+            self.error_box, self.messages, self.streaming, self.approvals,
+            widgets.HBox(list(buttons)), self.tools_box, self.stores_box, self.forks_box,
+        )
+        self._subscriptions: list[Subscription] = [
+            agent.on_after_state_update(self._on_state_update),
+            agent.on_status_change(self._on_status_change),
+            agent.on_model_chunk(self._on_model_chunk),
+            agent.on_after_step(self._on_after_step),
+        ]
+        self._store_unsubscribes = [
+            store.on_change(self._on_store_change) for store in agent.stores.values()
+        ]
+        self.sync_now()
+
+    # -- the API the magics use -------------------------------------------------------------
+
+    def detach(self) -> None:
+        """Stop following the agent; the view keeps its last state, its controls disabled."""
+        with self._lock:
+            if self._detached:
+                return
+            self._detached = True
+            for subscription in self._subscriptions:
+                subscription.unsubscribe()
+            for unsubscribe in self._store_unsubscribes:
+                unsubscribe()
+            self.streaming.flush()
+            self.approvals.freeze()
+            for control in (self.stop_button, self.step_button, self.reset_button,
+                            self.fork_name, self.fork_button):
+                control.disabled = True
+
+    def close(self) -> None:
+        """Detach, and close every widget of the panel (for a view that is replaced)."""
+        with contextlib.suppress(Exception):  # Widget.__del__ calls this, at exit too
+            self.detach()
+            for child in self.children:
+                close_tree(child)
+        super().close()
+
+    def show_error(self, exc: BaseException) -> None:
+        """Show ``exc`` readably (class name, message, cause), escaped."""
+        self.error_box.value = escape(error_text(exc))
+
+    def sync_now(self) -> None:
+        """Show everything as it is now, the streamed text included."""
+        self.streaming.flush()
+        self._refresh()
+
+    # -- events -----------------------------------------------------------------------------
+
+    @_observer
+    def _on_state_update(self, event: Any) -> None:
+        if event.reason == "ai_message":
+            self.streaming.clear()  # the stored message replaces the streamed text
+        self._refresh()
+
+    @_observer
+    def _on_status_change(self, event: Any) -> None:
+        if event.status == "generating":
+            self.error_box.value = ""  # a new run: the last error is old news
+        else:
+            self.streaming.clear()
+        self._refresh()
+
+    @_observer
+    def _on_model_chunk(self, event: Any) -> None:
+        self.streaming.feed(event.message)
+
+    @_observer
+    def _on_after_step(self, event: Any) -> None:
+        self._refresh()
+
+    def _on_store_change(self, value: Any) -> None:
+        try:
+            self._render_stores()
+        except Exception:  # a store's set() must not fail because of its view
+            _log.exception("fragola_nb: the panel of %s failed to show a store", self.agent.name)
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        with self._lock:
+            agent, state = self.agent, self.agent.state
+            self.messages.update(state.messages)
+            fork = f" · fork of {escape(agent.fork_of)}" if agent.fork_of else ""
+            self.header.value = (
+                f"<b>{escape(agent.name)}</b> <code>{escape(agent.id)}</code> · model "
+                f"{escape(agent.model)} · steps <span class='fragola-steps'>"
+                f"{state.step_count}/{agent.options.max_step}</span>{fork}"
+            )
+            status = state.status
+            if self._status_class != f"fragola-status-{status}":
+                if self._status_class:
+                    self.status_badge.remove_class(self._status_class)
+                self._status_class = f"fragola-status-{status}"
+                self.status_badge.add_class(self._status_class)
+            self.status_badge.value = escape(status)
+            if not self._detached:
+                self.stop_button.disabled = status == "idle"
+                for button in (self.step_button, self.reset_button, self.fork_button):
+                    button.disabled = status == "generating"
+            self.approvals.sync()
+            self.tools_box.value = self._tools_html()
+            self._render_stores()
+
+    def _tools_html(self) -> str:
+        items = []
+        for tool in self.agent.options.tools:
+            flag = " (dynamic)" if tool.is_dynamic else ""
+            flag += " (needs approval)" if tool.require_approval is not False else ""
+            about = f" — {escape(tool.description)}" if tool.description else ""
+            items.append(f"<li><b>{escape(tool.name)}</b>{flag}{about}</li>")
+        listed = "".join(items)
+        return f"<details><summary>tools ({len(items)})</summary><ul>{listed}</ul></details>"
+
+    def _render_stores(self) -> None:
+        parts = []
+        for namespace, store in self.agent.stores.items():
+            try:
+                value = json.dumps(store.get(), indent=2, ensure_ascii=False, default=str)
+            except (TypeError, ValueError):
+                value = repr(store.get())
+            parts.append(f"<div><b>{escape(namespace)}</b><pre>{escape(value)}</pre></div>")
+        self.stores_box.value = (
+            f"<details open><summary>stores ({len(parts)})</summary>{''.join(parts)}</details>"
+            if parts else ""
+        )
+
+    # -- buttons ----------------------------------------------------------------------------
+
+    def _stop(self, _: Any) -> None:
+        if self.agent.status != "idle":
+            self.agent.stop_sync()  # returns at once; the run settles and the events say so
+
+    def _step(self, _: Any) -> None:
+        self.error_box.value = ""
+        launch(self.agent.step, on_error=self.show_error)
+
+    def _reset(self, _: Any) -> None:
+        try:
+            self.agent.reset()
+        except FragolaError as exc:
+            self.show_error(exc)
+
+    def _fork(self, _: Any) -> None:
+        try:
+            fork = self.agent.fork(self.fork_name.value.strip() or None)
+        except FragolaError as exc:
+            self.show_error(exc)
+            return
+        for subscription in self._subscriptions:  # the fork got copies of our listeners
+            fork.off(subscription.event, subscription.listener)
+        self.fork_name.value = ""
+        if self.on_fork is not None:
+            self.on_fork(fork)
+        else:
+            self.forks_box.children = (*self.forks_box.children, AgentPanel(fork))
+
+    # -- outside a live notebook ------------------------------------------------------------
+
+    def html(self) -> str:
+        """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
+        agent, state = self.agent, self.agent.state
+        return conversation_html(
+            state.messages[self.since or 0:], title=agent.name, status=state.status,
+            subtitle=f"id {agent.id} · model {agent.model} · "
+            f"steps {state.step_count}/{agent.options.max_step}",
+        )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
+        data["text/plain"] = repr(self)
+        data["text/html"] = self.html()
+        return data
+
+    def __repr__(self) -> str:
+        since = f", since={self.since}" if self.since else ""
+        return f"AgentPanel({self.agent!r}{since})"

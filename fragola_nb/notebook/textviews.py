@@ -1,0 +1,113 @@
+"""Static text and HTML forms the magics display where no widget can live.
+
+In a plain IPython terminal (no kernel, so no widget frontend) the magics display these
+objects: IPython prints their ``_repr_pretty_`` text, and a notebook renderer would use their
+escaped ``_repr_html_``. They are snapshots, taken when made.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from IPython.display import display
+
+from ..agent import Agent
+from ..render import conversation_html, transcript_text
+
+__all__ = ["AgentTable", "ForkTreeText", "TurnTranscript", "show"]
+
+
+def show(obj: Any, **kwargs: Any) -> Any:
+    """``IPython.display.display`` (untyped there); returns the handle for ``display_id``."""
+    return display(obj, **kwargs)  # type: ignore[no-untyped-call]
+
+
+class TurnTranscript:
+    """The messages one ``%%fragola`` turn added to an agent."""
+
+    def __init__(self, agent: Agent, since: int) -> None:
+        state = agent.state
+        self.messages = state.messages[since:]
+        self.title = agent.name
+        self.status = state.status
+        self.subtitle = (
+            f"id {agent.id} · step {state.step_count}/{agent.options.max_step}"
+            f" · outcome {state.outcome}"
+        )
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(f"── {self.title} ({self.status}, {self.subtitle}) ──")
+        if self.messages:
+            printer.text("\n" + transcript_text(self.messages))
+
+    def _repr_html_(self) -> str:
+        return conversation_html(
+            self.messages, title=self.title, status=self.status, subtitle=self.subtitle
+        )
+
+
+class AgentTable:
+    """``%fragola_agents``: the agents bound to names in the user namespace."""
+
+    COLUMNS = ("variable", "name", "id", "status", "messages", "fork_of")
+
+    def __init__(self, named: Iterable[tuple[str, Agent]]) -> None:
+        self.rows = [
+            (var, a.name, a.id, a.status, str(a.message_count), a.fork_of or "")
+            for var, a in named
+        ]
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        if not self.rows:
+            printer.text("no agents in the namespace")
+            return
+        table = [self.COLUMNS, *self.rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(self.COLUMNS))]
+        printer.text("\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in table
+        ))
+
+    def _repr_html_(self) -> str:
+        if not self.rows:
+            return "<p>no agents in the namespace</p>"
+        head = "".join(f"<th>{c}</th>" for c in self.COLUMNS)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+            for row in self.rows
+        )
+        return f'<table class="fragola-agents"><tr>{head}</tr>{body}</table>'
+
+
+class ForkTreeText:
+    """An agent's family as an indented tree (from its root), the agent itself marked."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.lines = [
+            ("  " * depth + ("└ " if depth else "") + _node(node), node is agent)
+            for depth, node in _walk(agent.root, 0)
+        ]
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text("\n".join(("* " if me else "  ") + text for text, me in self.lines))
+
+    def _repr_html_(self) -> str:
+        items = "".join(
+            f"<div>{'<b>' if me else ''}{html.escape(text)}{'</b>' if me else ''}</div>"
+            for text, me in self.lines
+        )
+        return f'<div class="fragola-tree-text" style="white-space:pre">{items}</div>'
+
+
+def _walk(node: Agent, depth: int) -> Iterator[tuple[int, Agent]]:
+    yield depth, node
+    for child in node.forks:
+        yield from _walk(child, depth + 1)
+
+
+def _node(agent: Agent) -> str:
+    added = agent.message_count - agent.fork_point
+    since = f", +{added} since fork" if agent.parent is not None else ""
+    return f"{agent.name} [{agent.id}] {agent.status}, {agent.message_count} messages{since}"

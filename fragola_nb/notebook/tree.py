@@ -1,0 +1,206 @@
+"""``ForkTree``: an agent and all its forks as a tree; selecting a node shows that branch.
+
+The tree itself is an anywidget (``TreeView``) whose view draws the synced ``nodes`` with
+``textContent`` only (names come from users and models) and sets ``selected`` on a click.
+Below it, the Python side shows the selected agent's :class:`AgentPanel`.
+
+    tree = ForkTree(agent)     # the tree of agent.root, with agent selected
+    tree.select(fork)          # what a click on fork's node does
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import anywidget
+import ipywidgets as widgets  # type: ignore[import-untyped]
+import traitlets
+
+from .blocks import close_tree
+from .panel import AgentPanel
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..events import Listener
+
+__all__ = ["ForkTree", "TreeView"]
+
+_log = logging.getLogger("fragola_nb")
+
+ESM = r"""
+function row(node, selected, model) {
+  const item = document.createElement("div");
+  item.className = "fragola-tree-node" + (node.id === selected ? " fragola-tree-selected" : "");
+  item.dataset.agentId = node.id;
+  item.setAttribute("role", "treeitem");
+  item.tabIndex = 0;
+  item.style.paddingLeft = (4 + 18 * node.depth) + "px";
+  const part = (cls, text) => {
+    const span = document.createElement("span");
+    span.className = cls;
+    span.textContent = text;
+    item.append(span);
+  };
+  part("fragola-tree-name", (node.depth ? "\u2514 " : "") + node.name);
+  part("fragola-tree-id", node.id);
+  part("fragola-tree-count", node.messages + " msg");
+  if (node.parent !== null) part("fragola-tree-added", "+" + node.added + " since fork");
+  const status = String(node.status).replace(/[^a-z]/g, "");
+  part("fragola-tree-status fragola-tree-status-" + status, status);
+  const choose = () => { model.set("selected", node.id); model.save_changes(); };
+  item.addEventListener("click", choose);
+  item.addEventListener("keydown", (e) => { if (e.key === "Enter") choose(); });
+  return item;
+}
+
+function render({ model, el }) {
+  el.classList.add("fragola-tree");
+  el.setAttribute("role", "tree");
+  const draw = () => {
+    const selected = model.get("selected");
+    el.replaceChildren(...(model.get("nodes") || []).map((n) => row(n, selected, model)));
+  };
+  draw();
+  model.on("change:nodes", draw);
+  model.on("change:selected", draw);
+  return () => { model.off("change:nodes", draw); model.off("change:selected", draw); };
+}
+
+export default { render };
+"""
+
+CSS = """
+.fragola-tree{font-family:var(--jp-content-font-family,system-ui,sans-serif);font-size:13px}
+.fragola-tree-node{cursor:pointer;padding:2px 4px;border-radius:4px;display:flex;gap:8px}
+.fragola-tree-node:hover{background:rgba(127,127,127,.12)}
+.fragola-tree-selected{background:rgba(59,130,246,.18);font-weight:600}
+.fragola-tree-id,.fragola-tree-count{color:#666;font-family:var(--jp-code-font-family,monospace)}
+.fragola-tree-added{color:#059669}
+.fragola-tree-status{font-size:11px;border-radius:8px;padding:0 6px;color:#fff;background:#059669}
+.fragola-tree-status-generating{background:#2563eb}.fragola-tree-status-waiting{background:#d97706}
+"""
+
+
+class TreeView(anywidget.AnyWidget):
+    """The drawn tree: ``nodes`` (id, name, parent, depth, messages, status, added) in
+    depth-first order, and the ``selected`` agent id (set by the view on a click)."""
+
+    _esm = ESM
+    _css = CSS
+    nodes = traitlets.List(traitlets.Dict()).tag(sync=True)
+    selected = traitlets.Unicode("").tag(sync=True)
+
+
+def node_of(agent: Agent, depth: int) -> dict[str, Any]:
+    count = agent.message_count
+    return {
+        "id": agent.id, "name": agent.name, "parent": agent.fork_of, "depth": depth,
+        "messages": count, "status": agent.status, "added": count - agent.fork_point,
+    }
+
+
+class ForkTree(widgets.VBox):  # type: ignore[misc]
+    """The tree of ``agent.root`` and every fork, and the selected branch's panel below."""
+
+    def __init__(self, agent: Agent) -> None:
+        super().__init__()
+        self.agent = agent
+        self.add_class("fragola-fork-tree")
+        self.view = TreeView()
+        self.view.add_class("fragola-tree")
+        self.branch = widgets.VBox()
+        self.branch.add_class("fragola-tree-branch")
+        self.panel: AgentPanel | None = None
+        self.agents: dict[str, Agent] = {}
+        self._listeners: dict[str, list[tuple[str, Listener]]] = {}
+        self._lock = threading.RLock()
+        self._detached = False
+        self.children = (self.view, self.branch)
+        self.refresh()
+        self.view.observe(self._on_selected, names="selected")
+        self.select(agent)
+
+    @property
+    def selected(self) -> Agent | None:
+        return self.agents.get(self.view.selected)
+
+    def select(self, agent: Agent | str) -> None:
+        """Show that agent's branch (an agent of this tree, or its id)."""
+        self.view.selected = agent if isinstance(agent, str) else agent.id
+
+    def refresh(self) -> None:
+        """Redraw the nodes, following forks made since (also called on every event)."""
+        with self._lock:
+            if self._detached:
+                return
+            nodes: list[dict[str, Any]] = []
+            stack: list[tuple[Agent, int]] = [(self.agent.root, 0)]
+            while stack:
+                agent, depth = stack.pop()
+                if agent.id not in self.agents:
+                    self._watch(agent)
+                nodes.append(node_of(agent, depth))
+                stack.extend((fork, depth + 1) for fork in reversed(agent.forks))
+            self.view.nodes = nodes
+
+    def detach(self) -> None:
+        """Stop following the agents; the tree and the panel keep their last state."""
+        with self._lock:
+            self._detached = True
+            for agent_id, listeners in self._listeners.items():
+                for event, listener in listeners:
+                    self.agents[agent_id].off(event, listener)
+            self._listeners.clear()
+            if self.panel is not None:
+                self.panel.detach()
+
+    def close(self) -> None:
+        """Detach, and close the tree's widgets and the shown panel."""
+        with contextlib.suppress(Exception):  # Widget.__del__ calls this, at exit too
+            self.detach()
+            for child in self.children:
+                close_tree(child)
+        super().close()
+
+    def _watch(self, agent: Agent) -> None:
+        for listeners in self._listeners.values():  # copies inherited from its parent
+            for event, listener in listeners:
+                agent.off(event, listener)
+
+        def changed(event: Any) -> None:
+            try:
+                self.refresh()
+            except Exception:  # a view must not break the run it shows
+                _log.exception("fragola_nb: the fork tree failed to update")
+
+        self.agents[agent.id] = agent
+        self._listeners[agent.id] = [("after_state_update", changed), ("status_change", changed)]
+        agent.on_after_state_update(changed)
+        agent.on_status_change(changed)
+
+    def _on_selected(self, change: dict[str, Any]) -> None:
+        with self._lock:
+            if self._detached:
+                return
+            agent = self.agents.get(change["new"])
+            if agent is None:
+                self.refresh()  # a fork made elsewhere since the last event?
+                agent = self.agents.get(change["new"])
+            if agent is None:  # not an agent of this tree: keep showing the current branch
+                if self.panel is not None:
+                    self.view.selected = self.panel.agent.id
+                return
+            if self.panel is not None and self.panel.agent is agent:
+                return
+            if self.panel is not None:
+                self.panel.close()
+            self.panel = AgentPanel(agent)
+            self.panel.on_fork = self._forked
+            self.branch.children = (self.panel,)
+
+    def _forked(self, fork: Agent) -> None:
+        self.refresh()
+        self.select(fork)

@@ -1,0 +1,210 @@
+"""One ``%%fragola`` turn: prepare it (sync), run it (one coroutine), show how it ended (sync).
+
+Both ways a cell reaches us run the same coroutine: the input transformer turns the cell into
+``await ...run_cell(line, body)`` so it runs on the kernel's own loop (widget clicks get through,
+an interrupt cancels it), and the plain cell magic runs it with ``fragola_nb.run_sync``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from IPython.core.error import UsageError
+
+from ..agent import Agent
+from ..errors import BadUsage, FragolaError
+from ..jsonmode import JsonResult
+from ..schemas import load_json_schema
+from ..state import AgentState
+from .cellargs import CellOptions, interpolate, lookup, parse_options
+from .textviews import TurnTranscript, show
+
+if TYPE_CHECKING:
+    from ..events import Event
+    from .magics import Extension
+
+__all__ = ["Turn", "TurnSettings", "TurnView"]
+
+
+class TurnSettings:
+    """Request settings for one turn (``--model``, ``--temperature``, streaming), set by a
+    ``before_model_invocation`` listener rather than on the agent's options. They last until
+    the agent is idle again, so a run resumed by an approval click keeps them; a fork made
+    while paused carries them until it is idle too."""
+
+    def __init__(self, agent: Agent, settings: dict[str, Any], drop: tuple[str, ...]) -> None:
+        self.agent, self.settings, self.drop = agent, settings, drop
+        self.on_idle: Callable[[], None] | None = None  # once, when idle after a pause
+
+    def install(self) -> TurnSettings:
+        self.agent.on_before_model_invocation(self._apply)
+        self.agent.on_status_change(self._status)
+        return self
+
+    def release(self, agent: Agent | None = None) -> None:
+        agent = agent or self.agent
+        agent.off("before_model_invocation", self._apply)
+        agent.off("status_change", self._status)
+
+    def _apply(self, event: Event) -> dict[str, Any]:
+        config: dict[str, Any] = event.config  # type: ignore[attr-defined]
+        for key in self.drop:
+            config.pop(key, None)
+        config.update(self.settings)
+        return config
+
+    def _status(self, event: Event) -> None:
+        if event.status != "idle":  # type: ignore[attr-defined]
+            return
+        agent = event.context.agent
+        self.release(agent)
+        if agent is self.agent and self.on_idle is not None:
+            on_idle, self.on_idle = self.on_idle, None
+            on_idle()
+
+
+class TurnView:
+    """A turn panel on display. ``refresh`` re-sends the display so its static text/html
+    fallback (what nbconvert and GitHub show) holds the conversation as it is now."""
+
+    def __init__(self, panel: Any, handle: Any) -> None:
+        self.panel, self.handle = panel, handle
+
+    def show_error(self, exc: BaseException) -> None:
+        self.panel.show_error(exc)
+
+    def refresh(self) -> None:
+        self.panel.sync_now()
+        if self.handle is not None:
+            self.handle.update(self.panel)
+
+
+class Turn:
+    """``%%fragola [AGENT] [options]`` with ``body`` as the user message."""
+
+    def __init__(self, ext: Extension, line: str, body: str) -> None:
+        self.ext, self.line, self.body = ext, line, body
+        self.result: AgentState | JsonResult[Any] | None = None
+        self.error: FragolaError | None = None
+        self.interrupted = False
+
+    def prepare(self) -> None:
+        """Check everything, then make the side effects: default agent, fork, panel."""
+        ns = self.ext.shell.user_ns
+        self.options = options = parse_options(interpolate(self.line, ns))
+        self.text = interpolate(self.body, ns).strip()
+        if not self.text:
+            raise UsageError("the cell is empty: write the message below the %%fragola line")
+        self.schema = None if options.json is None else _schema(lookup(options.json, ns, "--json"))
+        agent = self.ext.resolve_agent(options.agent)
+        if agent.status != "idle":
+            raise UsageError(
+                f"agent {agent.name!r} is {agent.status}"
+                + (": decide its pending calls or stop it first" if agent.status == "waiting"
+                   else ": wait for the run in progress or stop it")
+            )
+        if options.fork is not None:
+            agent = agent.fork(options.fork)
+            ns[options.fork] = agent
+        self.agent = agent
+        self.var = options.fork or options.agent or "agent"  # how the notebook names it
+        self.since = agent.message_count
+        self.panel: TurnView | None = self.ext.show_turn(agent, self.since)
+        self.settings = TurnSettings(agent, *_request_settings(options)).install()
+
+    async def run(self) -> None:
+        """The turn itself. Errors and interruptions are recorded for ``finish``."""
+        try:
+            if self.schema is not None:
+                self.result = await self.agent.json(self.text, self.schema)
+            else:
+                self.result = await self.agent.user_message(self.text, by=self.options.by)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # The agent repaired its history when cancelled; the cell ends normally.
+            self.interrupted = True
+        except FragolaError as exc:
+            self.error = exc
+        finally:
+            if self.agent.status != "waiting":
+                self.settings.release()
+
+    def finish(self) -> None:
+        """Show the outcome: the panel's final form (or a transcript), and one-line notes."""
+        agent, options = self.agent, self.options
+        if self.panel is not None:
+            if self.error is not None:
+                self.panel.show_error(self.error)
+            self.panel.refresh()
+            if agent.status == "waiting":
+                self.settings.on_idle = self.panel.refresh
+        else:
+            show(TurnTranscript(agent, self.since))
+        if self.interrupted:
+            print("fragola_nb: interrupted: the agent stopped (its history is kept valid)")
+        if self.error is not None:
+            print(f"fragola_nb: {type(self.error).__name__}: {_first_line(self.error)}",
+                  file=sys.stderr)
+        if isinstance(self.result, JsonResult):
+            if self.result.success:
+                show(self.result.data)
+            else:
+                print(f"fragola_nb: the reply does not match the schema: {self.result.error}",
+                      file=sys.stderr)
+        state = agent.state
+        if state.status == "waiting":
+            self._say_waiting(state)
+        elif state.outcome == "step_limit" and self.result is not None:
+            print(f"fragola_nb: {agent.name!r} used its step budget; "
+                  f"`await {self.var}.step()` lets it go on")
+        if options.out is not None and self.result is not None:
+            self.ext.shell.user_ns[options.out] = self.result
+
+    def _say_waiting(self, state: AgentState) -> None:
+        v = self.var
+        where = "use the controls above" if self.panel is not None else (
+            f"decide each with {v}.approve(id) / {v}.reject(id, reason) / "
+            f"{v}.inject(id, result), then `await {v}.step()`"
+        )
+        print(f"fragola_nb: {self.agent.name!r} is waiting on {len(state.pending)} "
+              f"tool call(s): {where}")
+        if self.panel is None:
+            for pending in state.pending:
+                print(f"  {pending.id}: {pending.name}({pending.arguments}) [{pending.reason}]")
+
+
+def _request_settings(options: CellOptions) -> tuple[dict[str, Any], tuple[str, ...]]:
+    settings: dict[str, Any] = {}
+    if options.model is not None:
+        settings["model"] = options.model
+    if options.temperature is not None:
+        settings["temperature"] = options.temperature
+    if options.stream:
+        settings["stream"] = True
+        return settings, ()
+    return settings, ("stream", "stream_options")
+
+
+def _schema(value: Any) -> Any:
+    if isinstance(value, (str, dict)):
+        try:
+            load_json_schema(value)
+        except BadUsage as exc:
+            raise UsageError(f"--json: {exc}") from None
+        return value
+    if isinstance(value, type) and (
+        issubclass(value, pydantic.BaseModel) or hasattr(value, "__fields__")
+    ):
+        return value  # a pydantic v2 model, or a pydantic.v1 one
+    raise UsageError(
+        f"--json takes a pydantic model class or a JSON Schema, not {type(value).__name__}"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+

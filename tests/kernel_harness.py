@@ -1,0 +1,160 @@
+"""A real Jupyter kernel driven the way JupyterLab drives it: execute requests, and comm
+messages for widget clicks and edits. Used by the notebook-layer tests.
+
+    with Kernel() as kernel:
+        kernel.execute("import ipywidgets as w; b = w.Button(); b.add_class('go'); display(b)")
+        kernel.click("go")                       # the comm message a browser sends on click
+        kernel.set_value("my-text", "hello")     # an edit in a Text/Textarea
+        assert kernel.eval("b.description") == ...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_client.manager import KernelManager
+
+
+@dataclass
+class Result:
+    """What one execute request produced."""
+
+    stdout: str = ""
+    stderr: str = ""
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+
+    @property
+    def data(self) -> list[dict[str, Any]]:
+        """The ``data`` bundles of display_data / execute_result outputs."""
+        return [o["data"] for o in self.outputs if "data" in o]
+
+
+class Kernel:
+    """A python3 kernel in a subprocess, with a model of its widgets built from iopub."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self._env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        self._env.update(env or {})
+        self.widgets: dict[str, dict[str, Any]] = {}  # comm id -> latest state
+        self.iopub_log: list[dict[str, Any]] = []
+
+    def __enter__(self) -> Kernel:
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(env=self._env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+    # -- iopub --------------------------------------------------------------------------------
+
+    def _absorb(self, msg: dict[str, Any]) -> None:
+        self.iopub_log.append(msg)
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "comm_open":
+            self.widgets[content["comm_id"]] = dict(content["data"].get("state", {}))
+        elif kind == "comm_msg":
+            data = content.get("data", {})
+            if data.get("method") == "update" and content["comm_id"] in self.widgets:
+                self.widgets[content["comm_id"]].update(data.get("state", {}))
+        elif kind == "comm_close":
+            self.widgets.pop(content["comm_id"], None)
+
+    def drain(self, timeout: float = 0.2) -> None:
+        """Read whatever iopub has now (widget updates sent in the background)."""
+        while True:
+            try:
+                self._absorb(self.kc.get_iopub_msg(timeout=timeout))
+            except queue.Empty:
+                return
+
+    def execute(self, code: str, timeout: float = 60, allow_error: bool = False) -> Result:
+        msg_id = self.kc.execute(code)
+        result = Result()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.5)
+            except queue.Empty:
+                continue
+            self._absorb(msg)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                if content["name"] == "stdout":
+                    result.stdout += content["text"]
+                else:
+                    result.stderr += content["text"]
+            elif kind in ("display_data", "execute_result", "update_display_data"):
+                result.outputs.append(content)
+            elif kind == "error":
+                result.error = content
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        else:
+            raise TimeoutError(f"the kernel did not finish within {timeout}s:\n{code}")
+        if result.error is not None and not allow_error:
+            raise AssertionError("cell raised:\n" + "\n".join(result.error["traceback"]))
+        return result
+
+    def eval(self, expression: str) -> Any:
+        """The value of a JSON-serialisable expression in the kernel."""
+        out = self.execute(f"import json as _j; print(_j.dumps({expression}))").stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    # -- widgets ------------------------------------------------------------------------------
+
+    def find(self, css_class: str, *, nth: int = -1) -> str:
+        """The comm id of the widget carrying ``css_class`` (the newest one by default)."""
+        self.drain(0.05)
+        ids = [cid for cid, state in self.widgets.items()
+               if css_class in (state.get("_dom_classes") or ())]
+        if not ids:
+            raise LookupError(f"no widget with class {css_class!r}")
+        return ids[nth]
+
+    def state(self, css_class: str, *, nth: int = -1) -> dict[str, Any]:
+        return self.widgets[self.find(css_class, nth=nth)]
+
+    def send(self, comm_id: str, data: dict[str, Any]) -> None:
+        self.kc.shell_channel.send(
+            self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        )
+
+    def click(self, css_class: str, *, nth: int = -1) -> None:
+        """What a browser sends when a person clicks a Button."""
+        self.send(self.find(css_class, nth=nth),
+                  {"method": "custom", "content": {"event": "click"}})
+
+    def set_value(self, css_class: str, value: Any, *, nth: int = -1) -> None:
+        """What a browser sends when a person edits a Text, Textarea or Dropdown."""
+        comm_id = self.find(css_class, nth=nth)
+        self.send(comm_id, {"method": "update", "state": {"value": value}, "buffer_paths": []})
+        self.widgets[comm_id]["value"] = value
+
+    def send_state(self, comm_id: str, state: dict[str, Any]) -> None:
+        """What a browser (or an anywidget view) sends when it changes synced traits."""
+        self.send(comm_id, {"method": "update", "state": state, "buffer_paths": []})
+        self.widgets[comm_id].update(state)
+
+    def wait_for(self, expression: str, timeout: float = 20) -> Any:
+        """Poll ``expression`` in the kernel until it is truthy; returns its value."""
+        deadline = time.monotonic() + timeout
+        value = None
+        while time.monotonic() < deadline:
+            value = self.eval(expression)
+            if value:
+                return value
+            time.sleep(0.1)
+        raise TimeoutError(f"{expression} stayed {value!r} for {timeout}s")

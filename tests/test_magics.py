@@ -1,0 +1,515 @@
+"""The magics in a real IPython ``InteractiveShell``, in-process (a terminal IPython: no kernel).
+
+Agents talk to the scripted model of the ``model`` fixture (its traffic is schema-checked), so
+each test can look at the exact requests a cell produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pydantic
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+
+from fragola_nb import Fragola, JsonResult, run_sync, tool
+from fragola_nb.agent import Agent
+from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
+
+
+class City(pydantic.BaseModel):
+    name: str
+    population: int
+
+
+class AddArgs(pydantic.BaseModel):
+    a: int
+    b: int
+
+
+@pytest.fixture
+def shell() -> Iterator[InteractiveShell]:
+    ip = InteractiveShell.instance()
+    ip.extension_manager.load_extension("fragola_nb")
+    try:
+        yield ip
+    finally:
+        ip.extension_manager.unload_extension("fragola_nb")
+        ip.reset(new_session=False)
+
+
+@pytest.fixture
+def fragola(shell: InteractiveShell, model: ScriptedModel) -> Fragola:
+    """``fragola`` in the notebook, on the scripted model."""
+    instance = Fragola(model="base-model", api_key="test-key", base_url=model.base_url,
+                       max_retries=0)
+    shell.user_ns["fragola"] = instance
+    return instance
+
+
+def run(shell: InteractiveShell, cell: str) -> ExecutionResult:
+    return shell.run_cell(cell, store_history=False)
+
+
+def usage_error(shell: InteractiveShell, cell: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run a cell that must fail with a one-line UsageError; return that line."""
+    result = run(shell, cell)
+    assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("UsageError: "), err
+    return lines[0]
+
+
+# -- loading --------------------------------------------------------------------------------
+
+
+def test_loading_registers_the_magics_and_one_transformer_even_when_loaded_twice(
+    shell: InteractiveShell,
+) -> None:
+    from fragola_nb.notebook import load_ipython_extension
+
+    load_ipython_extension(shell)
+    magics = shell.magics_manager.magics
+    assert "fragola" in magics["cell"]
+    assert {"fragola_panel", "fragola_tree", "fragola_agents", "fragola_reset"} <= set(
+        magics["line"]
+    )
+    ours = [t for t in shell.input_transformers_cleanup
+            if getattr(t, "__self__", None) is shell._fragola_nb]
+    assert len(ours) == 1
+
+
+def test_unloading_removes_everything_and_detaches_live_panels(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel
+) -> None:
+    shell._fragola_nb.widgets = True  # as in a kernel: live panels
+    model.push(reply("hi"))
+    run(shell, "%%fragola\nhello")
+    run(shell, "%fragola_panel agent")
+    panels = [v for v in shell._fragola_nb.views if isinstance(v, AgentPanel)]
+    assert len(panels) == 2 and not panels[0].reset_button.disabled
+    shell.extension_manager.unload_extension("fragola_nb")
+    assert all(p.reset_button.disabled for p in panels)  # detached: controls off
+    assert "fragola" not in shell.magics_manager.magics["cell"]
+    assert not hasattr(shell, "_fragola_nb")
+    assert shell.transform_cell("%%fragola\nhi").startswith("get_ipython().run_cell_magic")
+    assert isinstance(run(shell, "%%fragola\nhi").error_in_exec, UsageError)  # not found
+    shell.extension_manager.load_extension("fragola_nb")  # for the fixture's unload
+
+
+# -- the default agent ----------------------------------------------------------------------
+
+
+def test_a_default_agent_runs_offline_and_says_so(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = run(shell, "%%fragola\nHello there")
+    assert result.success
+    out, err = capsys.readouterr()
+    assert "no OPENAI_API_KEY set, running offline on the scripted demo model" in err
+    assert "made a default agent 'assistant', bound to `agent`, offline" in out
+    assert "[user] Hello there" in out
+    assert "[assistant] (scripted model) You said: Hello there" in out
+    agent = shell.user_ns["agent"]
+    assert isinstance(agent, Agent) and agent.name == "assistant" and agent.fragola.offline
+    run(shell, "%%fragola\nAgain")
+    out, err = capsys.readouterr()
+    assert "default agent" not in out and not err
+    assert shell.user_ns["agent"] is agent and agent.message_count == 4
+    agent.fragola.scripted_model.stop()
+
+
+def test_the_default_agent_uses_fragola_from_the_notebook(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model.push(reply("Hi!"))
+    run(shell, "%%fragola\nHello")
+    assert "made a default agent 'assistant', bound to `agent`, model base-model" in (
+        capsys.readouterr().out
+    )
+    assert shell.user_ns["agent"].fragola is fragola
+    assert model.requests[0]["model"] == "base-model"
+
+
+def test_an_agent_named_on_the_line_gets_the_message(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    writer = fragola.agent(name="writer")
+    shell.user_ns["team"] = type("Team", (), {"writer": writer})()
+    model.push(reply("one"), reply("two"))
+    run(shell, "%%fragola team.writer\nFirst")
+    shell.user_ns["writer"] = writer
+    run(shell, "%%fragola writer\nSecond")
+    assert [m["content"] for m in writer.state.messages] == ["First", "one", "Second", "two"]
+    assert "agent" not in shell.user_ns
+
+
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("%%fragola nobody\nhi", "agent: 'nobody' is not defined in the notebook"),
+        ("%%fragola text\nhi", "text is a str, not an Agent"),
+        ("%%fragola 3d\nhi", "AGENT must be a variable name"),
+        ("%%fragola --by many\nhi", "--by takes a whole number >= 0, not 'many'"),
+        ("%%fragola --by -1\nhi", "--by takes a whole number >= 0, not '-1'"),
+        ("%%fragola --temperature hot\nhi", "--temperature takes a number, not 'hot'"),
+        ("%%fragola --fork 1st\nhi", "--fork takes a variable name, not '1st'"),
+        ("%%fragola --out a.b\nhi", "--out takes a variable name, not 'a.b'"),
+        ("%%fragola --json Missing\nhi", "--json: 'Missing' is not defined in the notebook"),
+        ("%%fragola --json text\nhi", "--json: the schema string is not valid JSON"),
+        ("%%fragola --json number\nhi", "--json takes a pydantic model class or a JSON Schema, "
+         "not int"),
+        ("%%fragola --json City --by 2\nhi", "--by does not apply with --json"),
+        ("%%fragola --bogus\nhi", "unrecognized arguments: --bogus (usage: %%fragola [AGENT]"),
+        ("%%fragola --model\nhi", "argument --model: expected one argument"),
+        ("%%fragola 'open\nhi", "cannot read the %%fragola line: No closing quotation"),
+        ("%%fragola\n   \n", "the cell is empty"),
+        ("%%fragola\nTell me about {nothing}", "{nothing}: 'nothing' is not defined"),
+        ("%%fragola\nTell me about {text.missing}", "{text.missing}: text.missing: "
+         "AttributeError"),
+    ],
+)
+def test_mistakes_are_one_line_usage_errors_and_send_nothing(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str], cell: str, message: str,
+) -> None:
+    shell.user_ns.update(agent=fragola.agent(name="a"), text="words", number=3, City=City)
+    capsys.readouterr()
+    assert message in usage_error(shell, cell, capsys)
+    assert model.requests == [] and shell.user_ns["agent"].message_count == 0
+
+
+def test_a_variable_called_agent_that_is_no_agent_is_not_overwritten(
+    shell: InteractiveShell, fragola: Fragola, capsys: pytest.CaptureFixture[str],
+) -> None:
+    shell.user_ns["agent"] = "007"
+    assert "`agent` is a str, not an Agent" in usage_error(shell, "%%fragola\nhi", capsys)
+    assert shell.user_ns["agent"] == "007"
+
+
+# -- options ----------------------------------------------------------------------------------
+
+
+def test_interpolation_from_the_namespace_leaves_other_braces_alone(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    shell.user_ns.update(agent=fragola.agent(name="a"), city="Paris",
+                         trip=type("Trip", (), {"days": 3})())
+    model.push(reply("ok"))
+    run(shell, '%%fragola\n{trip.days} days in {city}; literal {{city}}; '
+               'JSON {"a": {"b": 1}} and {not a name}')
+    assert model.requests[0]["messages"][-1]["content"] == (
+        '3 days in Paris; literal {city}; JSON {"a": {"b": 1}} and {not a name}'
+    )
+
+
+def test_options_on_the_line_are_interpolated_too(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    shell.user_ns.update(agent=fragola.agent(name="a"), chosen="gpt-special")
+    model.push(reply("ok"))
+    run(shell, "%%fragola --model {chosen}\nhi")
+    assert model.requests[0]["model"] == "gpt-special"
+
+
+def test_model_and_temperature_apply_to_one_turn_only(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", model_settings={"temperature": 1})
+    model.push(reply("one"), reply("two"))
+    run(shell, "%%fragola --model gpt-other --temperature 0.25\nfirst")
+    run(shell, "%%fragola\nsecond")
+    first, second = model.requests
+    assert (first["model"], first["temperature"]) == ("gpt-other", 0.25)
+    assert (second["model"], second["temperature"]) == ("base-model", 1)
+    assert agent.options.model_settings == {"temperature": 1}
+
+
+def test_the_magic_streams_unless_told_not_to(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", model_settings={"stream": True})
+    model.push(reply("streamed"), reply("whole"))
+    run(shell, "%%fragola\nfirst")
+    run(shell, "%%fragola --no-stream\nsecond")
+    assert model.requests[0]["stream"] is True
+    assert "stream" not in model.requests[1]
+    assert [m["content"] for m in agent.state.messages] == ["first", "streamed", "second",
+                                                             "whole"]
+    assert agent.options.model_settings == {"stream": True}
+
+
+def test_by_caps_the_model_calls_of_the_turn(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b)
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add])
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("never asked"))
+    run(shell, "%%fragola --by 1 --out st\nadd")
+    assert len(model.requests) == 1
+    assert agent.state.outcome == "step_limit" and agent.state.messages[-1]["content"] == "3"
+    assert "'a' used its step budget" in capsys.readouterr().out
+    assert shell.user_ns["st"] == agent.state
+
+
+def test_fork_sends_to_a_new_fork_bound_to_the_name(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    agent = shell.user_ns["agent"] = fragola.agent(name="a")
+    model.push(reply("base"), reply("branch reply"))
+    run(shell, "%%fragola\nbase question")
+    run(shell, "%%fragola --fork idea --out st\nwhat if?")
+    idea = shell.user_ns["idea"]
+    assert isinstance(idea, Agent) and idea.name == "idea" and idea.fork_of == agent.id
+    assert agent.message_count == 2
+    assert [m["content"] for m in idea.state.messages] == ["base question", "base", "what if?",
+                                                            "branch reply"]
+    assert shell.user_ns["st"] == idea.state
+
+
+def test_json_with_a_pydantic_model_shows_and_binds_the_result(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shell.user_ns.update(agent=fragola.agent(name="a"), City=City)
+    model.push(reply('{"name": "Lyon", "population": 522000}'))
+    run(shell, "%%fragola --json City --out result\nA French city")
+    result = shell.user_ns["result"]
+    assert isinstance(result, JsonResult) and result.success
+    assert result.data == City(name="Lyon", population=522000)
+    assert "City(name='Lyon', population=522000)" in capsys.readouterr().out
+    assert model.requests[0]["response_format"]["json_schema"]["name"] == "City"
+
+
+def test_json_with_a_json_schema_and_a_reply_that_does_not_match(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    shell.user_ns.update(agent=fragola.agent(name="a"), schema=schema)
+    model.push(reply('{"n": "many"}'))
+    result = run(shell, "%%fragola --json schema --out r\ncount")
+    assert result.success
+    assert "the reply does not match the schema: n: 'many' is not of type 'integer'" in (
+        capsys.readouterr().err
+    )
+    assert shell.user_ns["r"].success is False
+
+
+def test_an_api_error_is_one_line_and_the_agent_stays_usable(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agent = shell.user_ns["agent"] = fragola.agent(name="a")
+    model.push(fail(500, "the server is on fire"), reply("better now"))
+    result = run(shell, "%%fragola --out st\nhello")
+    assert result.success and "st" not in shell.user_ns
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "fragola_nb: ModelHTTPError: the model API answered HTTP 500: the server is on fire"
+    ]
+    assert agent.status == "idle"
+    run(shell, "%%fragola\nagain")
+    assert agent.state.messages[-1]["content"] == "better now"
+
+
+def test_a_paused_turn_lists_the_calls_and_keeps_its_settings_until_it_ends(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b,
+               require_approval=True)
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add])
+    model.push(tool_calls(call("add", {"a": 2, "b": 3}, id="call_9")), reply("5"),
+               reply("next"))
+    run(shell, "%%fragola --model gpt-careful\nadd 2 and 3")
+    out = capsys.readouterr().out
+    assert "'a' is waiting on 1 tool call(s): decide each with agent.approve(id)" in out
+    assert "call_9: add({'a': 2, 'b': 3}) [approval]" in out
+    agent.approve("call_9")
+    state = run_sync(agent.step())
+    assert state.outcome == "finished" and state.messages[-1]["content"] == "5"
+    run(shell, "%%fragola\nnext one")
+    assert [r["model"] for r in model.requests] == ["gpt-careful", "gpt-careful", "base-model"]
+
+
+def test_a_busy_agent_is_a_usage_error(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b,
+               require_approval=True)
+    shell.user_ns["agent"] = fragola.agent(name="a", tools=[add])
+    model.push(tool_calls(call("add", {"a": 2, "b": 3})))
+    run(shell, "%%fragola\nadd")
+    capsys.readouterr()
+    line = usage_error(shell, "%%fragola\nmore", capsys)
+    assert "agent 'a' is waiting: decide its pending calls or stop it first" in line
+
+
+def test_ctrl_c_stops_the_turn_gracefully(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agent = shell.user_ns["agent"] = fragola.agent(name="a")
+    model.push(hang(), reply("after the interrupt"))
+
+    def interrupt() -> None:
+        assert model.wait_for_requests(1, timeout=10)
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C in a terminal IPython sends
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    result = run(shell, "%%fragola\nwait for it")
+    assert result.success
+    out, err = capsys.readouterr()
+    assert "fragola_nb: interrupted: the agent stopped" in out and "Traceback" not in err
+    assert agent.status == "idle" and agent.state.outcome == "stopped"
+    assert agent.state.messages == [{"role": "user", "content": "wait for it"}]
+    run(shell, "%%fragola\nagain")
+    assert agent.state.messages[-1]["content"] == "after the interrupt"
+
+
+# -- the transformer path, in-process ---------------------------------------------------------
+
+
+def test_with_a_running_loop_the_cell_becomes_an_await_on_that_loop(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agent = shell.user_ns["agent"] = fragola.agent(name="a")
+    seen: list[Any] = []
+    agent.on_before_step(lambda event: seen.append(asyncio.get_running_loop()))
+    assert "run_cell_magic" in shell.transform_cell("%%fragola\nhi")  # no loop runs here
+    model.push(reply("on the loop"))
+    raw = "%%fragola --out st\nhi"
+
+    async def as_ipykernel_does() -> tuple[Any, ExecutionResult]:
+        transformed = shell.transform_cell(raw)
+        assert transformed.startswith("await get_ipython()._fragola_nb.run_cell(")
+        assert shell.should_run_async(raw, transformed_cell=transformed)
+        result = await shell.run_cell_async(raw, transformed_cell=transformed)
+        return asyncio.get_running_loop(), result
+
+    loop, result = asyncio.run(as_ipykernel_does())
+    assert result.success and seen == [loop]
+    assert shell.user_ns["st"].messages[-1]["content"] == "on the loop"
+    assert "[assistant] on the loop" in capsys.readouterr().out
+    # the console's "is this cell complete?" still sees a cell magic, complete at a blank line
+    assert shell.check_complete("%%fragola\nhi\n")[0] == "incomplete"
+
+
+def test_the_transformer_leaves_alone_what_it_cannot_await(shell: InteractiveShell) -> None:
+    async def check() -> None:
+        def transformed(cell: str) -> str:
+            return shell.transform_cell(cell)
+
+        assert transformed("\n%%fragola  --by 2\nhi").startswith(
+            "await get_ipython()._fragola_nb.run_cell('--by 2', 'hi\\n')"
+        )
+        assert "run_cell_magic('fragolas'" in transformed("%%fragolas\nhi")
+        assert "await" not in transformed("%%fragola?")
+        shell.autoawait = False
+        try:
+            assert "run_cell_magic('fragola'" in transformed("%%fragola\nhi")
+        finally:
+            shell.autoawait = True
+        with shell.display_trap:  # inside a running cell: shell.run_cell from user code
+            assert "run_cell_magic('fragola'" in transformed("%%fragola\nhi")
+
+    asyncio.run(check())
+
+
+# -- outside a notebook: what a terminal shows -----------------------------------------------
+
+
+def test_a_terminal_shows_the_turn_as_a_transcript(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b)
+    agent = shell.user_ns["agent"] = fragola.agent(name="calc", tools=[add])
+    model.push(reply("earlier"), tool_calls(call("add", {"a": 2, "b": 3}, id="c1")),
+               reply("It is 5."))
+    run(shell, "%%fragola\nwarm up")
+    capsys.readouterr()
+    run(shell, "%%fragola\nadd 2 and 3")
+    out = capsys.readouterr().out
+    assert out == (
+        f"── calc (idle, id {agent.id} · step 2/5 · outcome finished) ──\n"
+        "[user] add 2 and 3\n"
+        '[assistant calls add] {"a": 2, "b": 3}\n'
+        "[tool add] 5\n"
+        "[assistant] It is 5.\n"
+    )
+
+
+def test_line_magics_in_a_terminal(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agent = shell.user_ns["agent"] = fragola.agent(name="main")
+    model.push(reply("hello back"))
+    run(shell, "%%fragola\nhello")
+    branch = shell.user_ns["branch"] = agent.fork("branch")
+    shell.user_ns["_hidden"] = agent
+    capsys.readouterr()
+    run(shell, "%fragola_agents")
+    assert capsys.readouterr().out.splitlines() == [
+        "variable  name    id        status  messages  fork_of",
+        f"agent     main    {agent.id}  idle    2",
+        f"branch    branch  {branch.id}  idle    2         {agent.id}",
+    ]
+    run(shell, "%fragola_tree branch")
+    assert capsys.readouterr().out.splitlines() == [
+        f"  main [{agent.id}] idle, 2 messages",
+        f"*   └ branch [{branch.id}] idle, 2 messages, +0 since fork",
+    ]
+    run(shell, "%fragola_panel")
+    assert "[assistant] hello back" in capsys.readouterr().out
+    run(shell, "%fragola_reset agent")
+    assert "fragola_nb: 'main' reset" in capsys.readouterr().out
+    assert agent.message_count == 0 and branch.message_count == 2
+    assert "'ghost' is not defined" in usage_error(shell, "%fragola_tree ghost", capsys)
+    del shell.user_ns["agent"]
+    assert "name the agent" in usage_error(shell, "%fragola_panel", capsys)
+    run(shell, "%fragola_agents")
+    assert "branch" in capsys.readouterr().out
+
+
+# -- live panels (what a kernel gets), in-process --------------------------------------------
+
+
+def test_each_turn_gets_a_live_panel_and_older_ones_are_detached(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ext = shell._fragola_nb
+    ext.widgets = True
+    agent = shell.user_ns["agent"] = fragola.agent(name="a")
+    model.push(reply("one"), reply("two"))
+    run(shell, "%%fragola\nfirst")
+    [first] = ext.views
+    run(shell, "%%fragola\nsecond")
+    [second] = ext.views
+    assert (first.since, second.since) == (0, 2)
+    assert first.reset_button.disabled and not second.reset_button.disabled
+    out = capsys.readouterr().out
+    assert "AgentPanel(Agent(name='a'" in out and "[assistant]" not in out
+    run(shell, "%fragola_tree")
+    assert isinstance(ext.views[-1], ForkTree)
+    run(shell, "%fragola_reset")
+    assert second.reset_button.disabled and agent.message_count == 0
+    assert ext.views == [ext.views[-1]]  # only the tree is still live

@@ -1,0 +1,274 @@
+"""``%%fragola`` in a real kernel: the cell runs as a coroutine on the kernel's loop, widget
+clicks get through during and after it, an interrupt stops it gracefully, and a notebook of
+``%%fragola`` cells runs top to bottom headless.
+
+The scripted model runs in the test process (the ``model`` fixture, schema-checked), so a test
+can wait for a request to arrive while the kernel is busy with the cell that sent it.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from kernel_harness import Kernel, Result
+from nbclient import NotebookClient
+
+from fragola_nb.scripted import ScriptedModel, call, demo_brain, fail, hang, reply, tool_calls
+
+CONFIG = Path(__file__).parent.parent / "jupyter-config" / "ipython"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+SECRET = "sk-test-SECRET-123"
+
+SETUP = """
+import asyncio, threading
+from fragola_nb import Fragola, tool
+
+@tool(require_approval=True)
+def add(a: int, b: int) -> int:
+    '''Add two numbers.'''
+    return a + b
+
+def where(event):
+    # the thread and loop each model call of a turn is made from
+    seen.append([threading.current_thread().name,
+                 asyncio.get_running_loop() is get_ipython().kernel.io_loop.asyncio_loop])
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
+    """A kernel that loads fragola_nb through the opt-in startup file: no %load_ext."""
+    ipython_dir = tmp_path_factory.mktemp("ipython")
+    shutil.copytree(CONFIG / "profile_default", ipython_dir / "profile_default")
+    with Kernel(env={"IPYTHONDIR": str(ipython_dir)}) as running:
+        running.execute(SETUP)
+        yield running
+
+
+def new_agent(kernel: Kernel, model: ScriptedModel, name: str, **options: str) -> None:
+    """``name`` in the kernel: an agent on this test's scripted model."""
+    extra = "".join(f", {key}={value}" for key, value in options.items())
+    kernel.execute(
+        f"fragola = Fragola(api_key='k', base_url={model.base_url!r}, max_retries=0)\n"
+        f"{name} = fragola.agent(name={name!r}{extra})\nseen = []\n{name}.on_before_step(where)"
+    )
+
+
+def start(kernel: Kernel, code: str) -> str:
+    """Send a cell without waiting for it (the test acts while it runs)."""
+    return str(kernel.kc.execute(code))
+
+
+def collect(kernel: Kernel, msg_id: str, timeout: float = 30) -> Result:
+    """Wait for the cell ``msg_id`` to finish; what it produced, as ``Kernel.execute`` says."""
+    deadline = time.monotonic() + timeout
+    while not any(m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
+                  and m["content"]["execution_state"] == "idle" for m in kernel.iopub_log):
+        assert time.monotonic() < deadline, "the cell did not finish"
+        try:
+            kernel._absorb(kernel.kc.get_iopub_msg(timeout=0.5))
+        except queue.Empty:
+            pass
+    result = Result()
+    for msg in kernel.iopub_log:
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            if content["name"] == "stdout":
+                result.stdout += content["text"]
+            else:
+                result.stderr += content["text"]
+        elif kind in ("display_data", "execute_result", "update_display_data"):
+            result.outputs.append(content)
+        elif kind == "error":
+            result.error = content
+    return result
+
+
+def until(check: Callable[[], Any], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def widget(kernel: Kernel, css_class: str) -> dict[str, Any]:
+    """The newest widget with ``css_class``, as the browser has it now ({} if none yet)."""
+    kernel.drain(0.1)
+    try:
+        return kernel.state(css_class)
+    except LookupError:
+        return {}
+
+
+def updates(kernel: Kernel, display_id: str) -> list[str]:
+    """The text/html of each update of one display, in order."""
+    kernel.drain()
+    return [m["content"]["data"]["text/html"] for m in kernel.iopub_log
+            if m["msg_type"] == "update_display_data"
+            and m["content"]["transient"]["display_id"] == display_id]
+
+
+def test_a_cell_runs_on_the_kernel_loop_and_leaves_a_static_copy(
+    kernel: Kernel, model: ScriptedModel
+) -> None:
+    assert kernel.eval("'fragola' in get_ipython().magics_manager.magics['cell']")
+    new_agent(kernel, model, "helper")
+    model.push(reply("Hello from the model"))
+    result = kernel.execute("%%fragola helper --out st\nHi <b>there</b>")
+    assert kernel.eval("seen") == [["MainThread", True]]  # the transformer path, not run_sync
+    assert kernel.eval("st.messages[-1]['content']") == "Hello from the model"
+    shown, *rest = result.outputs
+    assert WIDGET in shown["data"] and shown["transient"]["display_id"]
+    final = rest[-1]  # the display, updated at the end of the turn for nbconvert and GitHub
+    assert final["transient"] == shown["transient"] and WIDGET in final["data"]
+    assert "Hello from the model" in final["data"]["text/html"]
+    assert "Hi &lt;b&gt;there&lt;/b&gt;" in final["data"]["text/html"]
+    assert result.stdout == result.stderr == ""
+
+
+def test_a_paused_turn_ends_the_cell_and_a_click_resumes_it_in_place(
+    kernel: Kernel, model: ScriptedModel
+) -> None:
+    new_agent(kernel, model, "calc", tools="[add]")
+    model.push(tool_calls(call("add", {"a": 2, "b": 3})), reply("It is 5."))
+    result = kernel.execute("%%fragola calc --model gpt-careful\nAdd 2 and 3")
+    assert "'calc' is waiting on 1 tool call(s): use the controls above" in result.stdout
+    assert kernel.eval("calc.status") == "waiting"
+    display_id = result.outputs[0]["transient"]["display_id"]
+    kernel.click("fragola-approve")  # while the kernel is idle, as after a real cell
+    kernel.wait_for("calc.status == 'idle'")
+    assert kernel.eval("[m['content'] for m in calc.state.messages[-2:]]") == ["5", "It is 5."]
+    assert [r["model"] for r in model.requests] == ["gpt-careful", "gpt-careful"]
+    until(lambda: any("It is 5." in html for html in updates(kernel, display_id)))
+
+
+def test_stop_clicked_while_the_cell_runs_gets_through(
+    kernel: Kernel, model: ScriptedModel
+) -> None:
+    new_agent(kernel, model, "slow")
+    model.push(hang())
+    msg_id = start(kernel, "%%fragola slow\nTake your time")
+    assert model.wait_for_requests(1, timeout=20)
+    until(lambda: widget(kernel, "fragola-stop").get("disabled") is False)
+    kernel.click("fragola-stop")
+    result = collect(kernel, msg_id)
+    assert result.error is None and "Traceback" not in result.stderr
+    assert kernel.eval("[slow.status, slow.state.outcome, slow.state.messages]") == [
+        "idle", "stopped", [{"role": "user", "content": "Take your time"}]
+    ]
+
+
+def test_interrupting_the_kernel_stops_the_turn_and_the_next_cell_works(
+    kernel: Kernel, model: ScriptedModel
+) -> None:
+    new_agent(kernel, model, "sleepy")
+    model.push(hang(), reply("awake"))
+    msg_id = start(kernel, "%%fragola sleepy\nWait for me")
+    assert model.wait_for_requests(1, timeout=20)
+    kernel.km.interrupt_kernel()
+    result = collect(kernel, msg_id)
+    assert result.error is None and "Traceback" not in result.stderr
+    assert "fragola_nb: interrupted: the agent stopped" in result.stdout
+    assert kernel.eval("[sleepy.status, sleepy.state.outcome, sleepy.state.messages]") == [
+        "idle", "stopped", [{"role": "user", "content": "Wait for me"}]
+    ]
+    kernel.execute("%%fragola sleepy\nStill there?")
+    assert kernel.eval("sleepy.state.messages[-1]['content']") == "awake"
+
+
+def test_mistakes_and_api_errors_are_one_line(kernel: Kernel, model: ScriptedModel) -> None:
+    new_agent(kernel, model, "fragile")
+    bad = kernel.execute("%%fragola fragile --by lots\nhi", allow_error=True)
+    assert bad.stderr.startswith("UsageError: argument --by: --by takes a whole number")
+    assert len(bad.stderr.strip().splitlines()) == 1 and bad.error is None
+    model.push(fail(503, "overloaded, try later"))
+    failed = kernel.execute("%%fragola fragile\nhi")
+    assert failed.stderr == (
+        "fragola_nb: ModelHTTPError: the model API answered HTTP 503: overloaded, try later\n"
+    )
+    kernel.drain()
+    assert "overloaded, try later" in kernel.state("fragola-error")["value"]
+    assert kernel.eval("fragile.status") == "idle"
+
+
+def test_the_plain_cell_magic_runs_the_same_turn_with_run_sync(
+    kernel: Kernel, model: ScriptedModel
+) -> None:
+    new_agent(kernel, model, "plain")
+    model.push(reply("from the background loop"))
+    model.push(reply("from a nested cell"))
+    result = kernel.execute("get_ipython().run_cell_magic('fragola', 'plain', 'Hello')")
+    assert WIDGET in result.outputs[0]["data"]
+    # a cell run from inside a cell (as %run x.ipynb does) cannot await: the magic takes it
+    nested = kernel.execute("get_ipython().run_cell('%%fragola plain\\nAgain')")
+    assert nested.error is None and "Error" not in nested.stderr
+    assert kernel.eval("seen") == [["fragola_nb-loop", False]] * 2
+    assert kernel.eval("[m['content'] for m in plain.state.messages]") == [
+        "Hello", "from the background loop", "Again", "from a nested cell"
+    ]
+
+
+def test_no_api_key_in_any_output_or_widget_state(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """The real-API path (a key set, the default agent from ``Fragola.from_env``), loaded by
+    the per-environment kernel config, with every kind of output the magics make."""
+    model.brain = demo_brain
+    profile = tmp_path / "profile_default"
+    profile.mkdir()
+    shutil.copy(CONFIG / "ipython_kernel_config.json", profile)
+    env = {"IPYTHONDIR": str(tmp_path), "OPENAI_API_KEY": SECRET,
+           "OPENAI_BASE_URL": model.base_url}
+    with Kernel(env=env) as kernel:
+        first = kernel.execute("%%fragola\nWhat is my key?")
+        assert "model gpt-4o-mini" in first.stdout and "offline" not in first.stdout + first.stderr
+        kernel.execute("%%fragola --fork other\nAnd in a fork?")
+        for line in ("%fragola_agents", "%fragola_panel", "%fragola_tree other", "agent",
+                     "fragola = agent.fragola\nfragola", "%fragola_reset other"):
+            kernel.execute(line)
+        kernel.drain()
+        assert kernel.eval("agent.message_count") == 2
+        everything = json.dumps(kernel.iopub_log, default=str)
+        assert SECRET not in everything and "SECRET" not in json.dumps(kernel.widgets)
+    assert len(model.requests) == 2
+
+
+def test_a_notebook_of_fragola_cells_runs_headless_top_to_bottom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    cells = [
+        "%load_ext fragola_nb",
+        "%%fragola\nHello notebook",
+        "import pydantic\n\nclass City(pydantic.BaseModel):\n    name: str\n    population: int",
+        "%%fragola --json City --out city\nA city, please",
+        "%%fragola --fork other --by 1\nAnd in a fork?",
+        "%fragola_agents",
+        "assert city.success and other.fork_of == agent.id and agent.status == 'idle'",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    path = tmp_path / "fragola.ipynb"
+    nbformat.write(notebook, path)
+    NotebookClient(notebook, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [cell.outputs for cell in notebook.cells]
+    assert not [o for out in outputs for o in out if o.output_type == "error"]
+    hello = outputs[1]
+    assert "running offline on the scripted demo model" in "".join(
+        o.get("text", "") for o in hello
+    )
+    [panel] = [o for o in hello if o.output_type == "display_data"]
+    assert WIDGET in panel.data  # nbclient applied the end-of-turn update to the output
+    assert "You said: Hello notebook" in panel.data["text/html"]
+    assert "other" in "".join(o.get("data", {}).get("text/plain", "") for o in outputs[5])

@@ -1,0 +1,148 @@
+"""The escaped HTML and text forms of a conversation: hostile text always shows as text."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from typing import Any
+
+from fragola_nb.render import (
+    CSS,
+    conversation_html,
+    markdown_html,
+    message_html,
+    messages_html,
+    transcript_text,
+)
+
+SCRIPT = "<script>alert('x')</script>"
+IMG = '<img src=x onerror="alert(1)">'
+HOSTILE = f"{SCRIPT} and {IMG} and <a href='javascript:alert(2)'>link</a>"
+
+# Every tag the renderer may produce (markdown-it's safe subset and the message frames).
+ALLOWED_TAGS = {
+    "a", "b", "blockquote", "br", "code", "details", "div", "em", "h1", "h2", "h3", "h4",
+    "h5", "h6", "hr", "i", "li", "ol", "p", "pre", "small", "span", "strong", "style",
+    "summary", "ul",
+}
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+
+def assert_inert(html: str) -> None:
+    """``html`` holds only harmless tags: no script, no image, no event handler attribute,
+    no javascript: link. (Shared with the widget tests.)"""
+    parser = _Tags()
+    parser.feed(html)
+    parser.close()
+    for tag, attrs in parser.tags:
+        assert tag in ALLOWED_TAGS, f"unexpected <{tag}> in {html[:300]!r}"
+        for name, value in attrs:
+            assert not name.startswith("on"), f"event handler {name} on <{tag}>"
+            assert not (value or "").strip().lower().startswith(("javascript:", "data:")), value
+
+
+def rendered(message: dict[str, Any]) -> str:
+    html = message_html(message, {"call_1": "run"})
+    assert_inert(html)
+    return html
+
+
+def test_assistant_markdown_escapes_raw_html() -> None:
+    html = rendered({"role": "assistant", "content": f"# Title\n\n{HOSTILE}\n\n<div>{IMG}</div>"})
+    assert "&lt;script&gt;alert(" in html
+    assert "&lt;img src=x onerror=" in html
+    assert "<h1>Title</h1>" in html  # markdown still works
+
+
+def test_markdown_refuses_javascript_links_and_images() -> None:
+    html = markdown_html("[click](javascript:alert(1)) [ok](https://example.com) "
+                         "![pic](https://evil.example/x.png)")
+    assert_inert(html)
+    assert 'href="javascript' not in html
+    assert '<a href="https://example.com">ok</a>' in html
+    assert "<img" not in html
+    assert "evil.example" in html  # the image shows as its source text, never fetched
+
+
+def test_tool_call_name_and_arguments_are_escaped() -> None:
+    html = rendered({
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": 'call_1"><script>', "type": "function",
+                        "function": {"name": IMG, "arguments": f'{{"q": "{SCRIPT}"}}'}}],
+    })
+    assert "<script" not in html and "<img" not in html
+    assert "&lt;img src=x" in html
+    assert "&lt;script&gt;" in html
+    assert 'data-call-id="call_1&quot;&gt;&lt;script&gt;"' in html
+
+
+def test_tool_result_is_escaped_with_its_tool_name() -> None:
+    html = message_html({"role": "tool", "tool_call_id": "call_1", "content": HOSTILE},
+                        {"call_1": SCRIPT})
+    assert_inert(html)
+    assert "result of <b>&lt;script&gt;" in html
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
+
+
+def test_user_multi_part_content_is_escaped() -> None:
+    html = rendered({"role": "user", "content": [
+        {"type": "text", "text": HOSTILE},
+        {"type": "image_url", "image_url": {"url": 'javascript:alert(1)"><img src=x>'}},
+        {"type": "input_audio", "input_audio": {"data": "..."}},
+    ]})
+    assert "&lt;script&gt;" in html
+    assert "[image: javascript:alert(1)&quot;&gt;&lt;img src=x&gt;]" in html
+    assert "[input_audio]" in html
+
+
+def test_system_and_unknown_roles_are_escaped() -> None:
+    html = rendered({"role": "system", "content": SCRIPT})
+    assert "&lt;script&gt;" in html
+    html = rendered({"role": f'x"{IMG}', "content": "hi"})
+    assert "fragola-msg-x&quot;&lt;img" in html
+
+
+def test_messages_html_names_results_across_the_slice_it_renders() -> None:
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c9", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c9", "content": "found"},
+    ]
+    # Rendering only the result still names its tool when given the map from earlier blocks.
+    html = messages_html(messages[1:], start=1, tool_names={"c9": "lookup"})
+    assert 'data-index="1"' in html and "result of <b>lookup</b>" in html
+    assert "result of <b>lookup</b>" in messages_html(messages)
+
+
+def test_conversation_html_escapes_its_title_and_has_the_css_once() -> None:
+    html = conversation_html([{"role": "user", "content": SCRIPT}], title=IMG,
+                             status="waiting", subtitle=SCRIPT)
+    assert_inert(html)
+    assert html.count(CSS) == 1
+    assert "fragola-status-waiting" in html
+    assert "<b>&lt;img src=x" in html
+
+
+def test_transcript_text() -> None:
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "add 1 and 2"}]},
+        {"role": "assistant", "content": "Let me add.", "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "3"},
+        {"role": "assistant", "content": SCRIPT},
+    ]
+    assert transcript_text(messages).splitlines() == [
+        "[user] add 1 and 2",
+        "[assistant] Let me add.",
+        '[assistant calls add] {"a": 1, "b": 2}',
+        "[tool add] 3",
+        f"[assistant] {SCRIPT}",  # text for a terminal: shown as typed, nothing to escape
+    ]

@@ -1,0 +1,546 @@
+"""The notebook widgets in-process: panels, approvals, the fork tree, blocks and streaming.
+
+Agents run against the scripted model (schema-checked by the ``model`` fixture); buttons are
+clicked with ``Button.click()``, which runs the same handlers a browser's click does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import ipywidgets as widgets
+import pydantic
+import pytest
+from test_render import assert_inert
+
+from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
+from fragola_nb.agent import Agent
+from fragola_nb.notebook.blocks import BLOCK_SIZE, StreamView
+from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.tree import ESM, ForkTree
+from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
+
+API_KEY = "sk-test-DO-NOT-SHOW-4242"
+SCRIPT = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(2)>"
+
+
+class AddArgs(pydantic.BaseModel):
+    a: int
+    b: int
+
+
+def add_tool(*, require_approval: bool = True) -> Tool:
+    return tool(name="add", description="Add two numbers.", schema=AddArgs,
+                handler=lambda p: p.a + p.b, require_approval=require_approval)
+
+
+def make_agent(model: ScriptedModel, *tools: Tool, **options: Any) -> Agent:
+    fragola = Fragola(api_key=API_KEY, base_url=model.base_url, max_retries=0)
+    return fragola.agent(name="tester", tools=list(tools), **options)
+
+
+async def until(check: Callable[[], Any], timeout: float = 10.0) -> None:
+    """Wait for observable state (the run a click started goes on in the background)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting for the widgets"
+        await asyncio.sleep(0.01)
+
+
+def every_widget(root: Any) -> Iterator[Any]:
+    yield root
+    for child in getattr(root, "children", ()):
+        yield from every_widget(child)
+
+
+def shown(panel: AgentPanel) -> str:
+    return "".join(block.value for block in panel.messages.children)
+
+
+def box(panel: AgentPanel, index: int = 0) -> Any:
+    return list(panel.approvals.boxes.values())[index]
+
+
+# -- the panel follows the agent --------------------------------------------------------------
+
+
+async def test_panel_shows_each_message_as_it_is_added(model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    panel = AgentPanel(agent)
+    seen: list[tuple[int, int]] = []
+    agent.on_after_state_update(lambda e: seen.append((panel.messages.count, agent.message_count)))
+    model.push(reply("Hello **there**"))
+    await agent.user_message("hi <you>")
+    assert seen == [(1, 1), (2, 2)]
+    html = shown(panel)
+    assert html.index("hi &lt;you&gt;") < html.index("Hello <strong>there</strong>")
+    assert "fragola-msg-user" in html and "fragola-msg-assistant" in html
+    assert "steps <span class='fragola-steps'>1/5</span>" in panel.header.value
+    assert "<b>tester</b>" in panel.header.value and agent.id in panel.header.value
+
+
+async def test_status_badge_and_step_count_follow_the_run(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool(require_approval=False))
+    panel = AgentPanel(agent)
+    badges: list[tuple[str, tuple[str, ...]]] = []
+    agent.on_status_change(lambda e: badges.append((e.status, panel.status_badge._dom_classes)))
+    model.push(tool_calls(call("add", {"a": 2, "b": 3})), reply("5"))
+    await agent.user_message("add")
+    assert badges == [
+        ("generating", ("fragola-status", "fragola-status-generating")),
+        ("idle", ("fragola-status", "fragola-status-idle")),
+    ]
+    assert panel.status_badge.value == "idle"
+    assert "2/5" in panel.header.value
+    assert panel.stop_button.disabled and not panel.step_button.disabled
+
+
+async def test_tool_calls_and_results_are_shown_collapsible(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool(require_approval=False))
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 2, "b": 3})), reply("It is 5."))
+    await agent.user_message("add")
+    html = shown(panel)
+    assert '<details class="fragola-tool-call" data-call-id="call_1">' in html
+    assert "calls <b>add</b>" in html and "&quot;a&quot;: 2" in html
+    assert "result of <b>add</b></summary><div class=\"fragola-result-text\">5</div>" in html
+    assert "Add two numbers." in panel.tools_box.value and "<b>add</b>" in panel.tools_box.value
+
+
+async def test_a_failing_run_started_from_the_panel_shows_its_error(model: ScriptedModel) -> None:
+    agent = make_agent(model, messages=[{"role": "user", "content": "go"}])
+    panel = AgentPanel(agent)
+    model.push(fail(500, "<b>boom</b>"))
+    panel.step_button.click()
+    await until(lambda: panel.error_box.value and agent.status == "idle")
+    assert panel.error_box.value.startswith("ModelHTTPError: ")
+    assert "&lt;b&gt;boom&lt;/b&gt;" in panel.error_box.value
+    assert "fragola-error" in panel.error_box._dom_classes
+    panel.show_error(ListenerError("listener <x> raised", event="ai_message"))
+    assert panel.error_box.value == "ListenerError: listener &lt;x&gt; raised"
+    model.push(reply("fine"))
+    panel.step_button.click()  # a new run clears the old error
+    await until(lambda: agent.message_count == 2)
+    assert panel.error_box.value == ""
+
+
+# -- approvals --------------------------------------------------------------------------------
+
+
+async def test_approve_by_click_resumes_the_run_in_the_same_panel(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("three"))
+    await agent.user_message("add")
+    assert agent.status == "waiting" and panel.status_badge.value == "waiting"
+    approval = box(panel)
+    assert "fragola-approval" in approval._dom_classes
+    assert "fragola-call-call_1" in approval._dom_classes
+    assert 'data-call-id="call_1"' in approval.header.value
+    assert "<b>add</b>" in approval.header.value and "&quot;a&quot;: 1" in approval.header.value
+    approval.approve.click()
+    await until(lambda: agent.status == "idle")
+    assert [m["role"] for m in agent.state.messages] == ["user", "assistant", "tool", "assistant"]
+    assert "result of <b>add</b>" in shown(panel) and "three" in shown(panel)
+    assert panel.approvals.children == () and panel.status_badge.value == "idle"
+
+
+async def test_edited_arguments_are_validated_before_approval(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("done"))
+    await agent.user_message("add")
+    approval = box(panel)
+    assert json.loads(approval.args_edit.value) == {"a": 1, "b": 2}
+    for wrong, says in [("{not json", "not valid JSON"), ("[1, 2]", "must be a JSON object"),
+                        ('{"a": "one", "b": 2}', "InvalidArguments: invalid arguments for add")]:
+        approval.args_edit.value = wrong
+        approval.edit_approve.click()
+        assert says in approval.error.value
+        assert agent.status == "waiting" and agent.state.pending[0].decision is None
+        assert not approval.approve.disabled
+    approval.args_edit.value = '{"a": 20, "b": 22}'
+    approval.edit_approve.click()
+    assert approval.error.value == ""
+    await until(lambda: agent.status == "idle")
+    assert agent.state.messages[2]["content"] == "42"
+
+
+async def test_reject_with_a_reason_tells_the_model(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("ok, I won't"))
+    await agent.user_message("add")
+    box(panel).reason.value = "not <now>"
+    box(panel).reject.click()
+    await until(lambda: agent.status == "idle")
+    assert agent.state.messages[2]["content"] == (
+        "The user rejected this call to add. Reason: not <now>")
+    assert "Reason: not &lt;now&gt;" in shown(panel)
+
+
+async def test_inject_a_result_by_hand_for_a_dynamic_tool(model: ScriptedModel) -> None:
+    lookup = tool(name="lookup", description="Ask a person.", handler="dynamic")
+    agent = make_agent(model, lookup)
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("lookup", {"q": "x"})), reply("thanks"))
+    await agent.user_message("look it up")
+    approval = box(panel)
+    assert "dynamic" in approval.header.value
+    assert approval.approve.disabled and approval.edit_approve.disabled
+    assert approval.approve not in list(every_widget(approval))
+    approval.inject_text.value = "the answer <is> 7"
+    approval.inject.click()
+    await until(lambda: agent.status == "idle")
+    assert agent.state.messages[2]["content"] == "the answer <is> 7"
+
+
+async def test_each_pending_call_is_decided_on_its_own(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 2}),
+                          call("add", {"a": 3, "b": 3})), reply("done"))
+    await agent.user_message("add thrice")
+    assert [b.call_id for b in panel.approvals.boxes.values()] == ["call_1", "call_2", "call_3"]
+    box(panel, 1).reason.value = "no"
+    box(panel, 1).reject.click()
+    box(panel, 0).approve.click()
+    await asyncio.sleep(0)  # nothing was launched: one call is still undecided
+    assert agent.status == "waiting" and len(model.requests) == 1
+    assert box(panel, 1).decision.value == "<i>rejected: no</i>" and box(panel, 1).reject.disabled
+    assert box(panel, 0).decision.value == "<i>approved</i>"
+    box(panel, 1).approve.click()  # already decided: said, nothing changes
+    assert "already decided" in box(panel, 1).error.value
+    box(panel, 2).inject_text.value = "six"
+    box(panel, 2).inject.click()
+    await until(lambda: agent.status == "idle")
+    assert [m.get("content") for m in agent.state.messages[2:5]] == [
+        "2", "The user rejected this call to add. Reason: no", "six"]
+
+
+# -- the buttons ------------------------------------------------------------------------------
+
+
+async def test_stop_button_cancels_a_hanging_request(model: ScriptedModel) -> None:
+    agent = make_agent(model, messages=[{"role": "user", "content": "wait"}])
+    panel = AgentPanel(agent)
+    model.push(hang())
+    panel.step_button.click()
+    await until(lambda: len(model.requests) == 1)
+    assert panel.status_badge.value == "generating" and not panel.stop_button.disabled
+    assert panel.step_button.disabled and panel.reset_button.disabled
+    panel.reset_button.click()  # disabled in a browser; called anyway it says why
+    assert panel.error_box.value.startswith("BadUsage: ")
+    panel.stop_button.click()
+    await until(lambda: agent.status == "idle")
+    assert "fragola-status-idle" in panel.status_badge._dom_classes
+    assert agent.state.messages == [{"role": "user", "content": "wait"}]
+
+
+async def test_reset_button_clears_the_panel(model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    panel = AgentPanel(agent)
+    model.push(reply("one"))
+    await agent.user_message("hi")
+    panel.reset_button.click()
+    assert agent.message_count == 0 and panel.messages.children == ()
+    assert "0/5" in panel.header.value
+    model.push(reply("again"))
+    await agent.user_message("new start")
+    assert "new start" in shown(panel) and "one" not in shown(panel)
+
+
+async def test_fork_button_shows_the_fork_panel(model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    panel = AgentPanel(agent)
+    model.push(reply("root reply"))
+    await agent.user_message("hi")
+    panel.fork_name.value = "branch <b>"
+    panel.fork_button.click()
+    (fork_panel,) = panel.forks_box.children
+    fork = fork_panel.agent
+    assert fork.name == "branch <b>" and fork.fork_of == agent.id
+    assert "<b>branch &lt;b&gt;</b>" in fork_panel.header.value
+    model.push(reply("fork reply"))
+    await fork.user_message("only in the fork")
+    assert "only in the fork" in shown(fork_panel)
+    assert "only in the fork" not in shown(panel) and panel.messages.count == 2
+
+
+async def test_detach_freezes_the_view(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})))
+    await agent.user_message("add")
+    panel.detach()
+    assert box(panel).approve.disabled and panel.step_button.disabled
+    agent.reject("call_1", "later")
+    assert box(panel).decision.value == ""  # the view keeps its last state
+    assert panel.messages.count == 2
+
+
+async def test_stores_are_shown_and_refreshed(model: ScriptedModel) -> None:
+    store = create_store({"visits": 0}, "counter")
+    agent = Fragola(api_key=API_KEY, base_url=model.base_url).agent(name="s", stores=[store])
+    panel = AgentPanel(agent)
+    assert "<b>counter</b>" in panel.stores_box.value
+    assert "&quot;visits&quot;: 0" in panel.stores_box.value
+    store.update(lambda v: {"visits": v["visits"] + 1})
+    assert "&quot;visits&quot;: 1" in panel.stores_box.value
+    panel.detach()
+    store.set({"visits": 9})
+    assert "&quot;visits&quot;: 1" in panel.stores_box.value
+
+
+# -- the fork tree ----------------------------------------------------------------------------
+
+
+async def test_fork_tree_nodes_and_selection(model: ScriptedModel) -> None:
+    root = make_agent(model)
+    model.push(reply("a"), reply("b"))
+    await root.user_message("one")
+    left = root.fork("left")
+    await left.user_message("two")
+    tree = ForkTree(left)
+    assert tree.view.selected == left.id and tree.panel is not None and tree.panel.agent is left
+    assert "fragola-tree" in tree.view._dom_classes
+    assert tree.view.nodes == [
+        {"id": root.id, "name": "tester", "parent": None, "depth": 0, "messages": 2,
+         "status": "idle", "added": 2},
+        {"id": left.id, "name": "left", "parent": root.id, "depth": 1, "messages": 4,
+         "status": "idle", "added": 2},
+    ]
+    tree.view.selected = root.id  # what the view's click does (model.set + save_changes)
+    assert tree.panel.agent is root and tree.branch.children == (tree.panel,)
+    tree.view.selected = "no-such-agent"
+    assert tree.view.selected == root.id and tree.panel.agent is root
+    tree.panel.fork_name.value = "right"
+    tree.panel.fork_button.click()  # a fork from the tree's panel joins the tree, selected
+    right = root.forks[1]
+    assert tree.view.selected == right.id and tree.panel.agent is right
+    assert [n["name"] for n in tree.view.nodes] == ["tester", "left", "right"]
+    deeper = left.fork("deeper")  # made elsewhere: found by the next event or refresh()
+    tree.refresh()
+    assert [(n["name"], n["depth"]) for n in tree.view.nodes] == [
+        ("tester", 0), ("left", 1), ("deeper", 2), ("right", 1)]
+    model.push(reply("c"))
+    await deeper.user_message("three")
+    assert tree.view.nodes[2]["messages"] == 6 and tree.view.nodes[2]["added"] == 2
+    tree.detach()  # the tree keeps its last state
+    model.push(reply("d"))
+    await deeper.user_message("four")
+    tree.view.selected = left.id
+    assert tree.view.nodes[2]["messages"] == 6 and tree.panel.agent is right
+
+
+# A DOM stand-in just big enough for the view: setting innerHTML fails the test.
+FAKE_DOM = """
+class El {
+  constructor() { this.children = []; this.dataset = {}; this.style = {}; this.on = {};
+    this.className = ""; this.text = "";
+    this.classList = { add: (c) => { this.className = (this.className + " " + c).trim(); } }; }
+  set textContent(t) { this.text = String(t); }
+  get textContent() { return this.text + this.children.map((c) => c.textContent).join(""); }
+  set innerHTML(v) { throw new Error("innerHTML"); }
+  append(...c) { this.children.push(...c); } replaceChildren(...c) { this.children = c; }
+  setAttribute() {} addEventListener(k, f) { this.on[k] = f; }
+}
+globalThis.document = { createElement: () => new El() };
+const { default: view } = await import(process.argv[2]);
+const state = JSON.parse(process.argv[3]), handlers = {}, saved = [];
+const model = { get: (k) => state[k], set: (k, v) => { state[k] = v; },
+  save_changes: () => { saved.push(state.selected); handlers["change:selected"](); },
+  on: (e, f) => { handlers[e] = f; }, off: () => {} };
+const el = new El();
+view.render({ model, el });
+el.children[1].on.click();
+console.log(JSON.stringify({ root: el.className, saved, nodes: el.children.map(
+  (c) => [c.className, c.dataset.agentId, c.textContent]) }));
+"""
+
+
+def test_the_tree_view_draws_with_text_only() -> None:
+    assert "innerHTML" not in ESM and "insertAdjacentHTML" not in ESM
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the view's ESM")
+def test_the_tree_view_draws_nodes_and_selects_on_click(tmp_path: Any) -> None:
+    (tmp_path / "tree.mjs").write_text(ESM)
+    (tmp_path / "draw.mjs").write_text(FAKE_DOM)
+    state = {"selected": "a1", "nodes": [
+        {"id": "a1", "name": IMG, "parent": None, "depth": 0, "messages": 2, "status": "idle",
+         "added": 2},
+        {"id": "b2", "name": "fork", "parent": "a1", "depth": 1, "messages": 5,
+         "status": "waiting", "added": 3}]}
+    out = subprocess.run(
+        ["node", str(tmp_path / "draw.mjs"), str(tmp_path / "tree.mjs"), json.dumps(state)],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout
+    drawn = json.loads(out)
+    assert drawn["root"] == "fragola-tree" and drawn["saved"] == ["b2"]
+    assert drawn["nodes"] == [
+        ["fragola-tree-node", "a1", f"{IMG}a12 msgidle"],
+        ["fragola-tree-node fragola-tree-selected", "b2", "\u2514 forkb25 msg+3 since forkwaiting"],
+    ]
+
+
+# -- long histories and streaming -------------------------------------------------------------
+
+
+def history(count: int) -> list[dict[str, Any]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"}
+            for i in range(count)]
+
+
+async def sent_per_turn(model: ScriptedModel, count: int) -> tuple[int, int]:
+    """Characters of HTML sent to the browser for one turn (two messages) after ``count``."""
+    agent = make_agent(model, messages=history(count))
+    panel = AgentPanel(agent)
+    assert len(panel.messages.children) == -(-count // BLOCK_SIZE)
+    sent: list[int] = []
+
+    def watch(block: Any) -> None:
+        block.observe(lambda change: sent.append(len(change["new"])), names="value")
+
+    for block in panel.messages.children:
+        watch(block)
+    panel.messages.observe(
+        lambda change: [watch(b) for b in change["new"] if b not in change["old"]],
+        names="children")
+    model.push(reply("the reply"))
+    await agent.user_message("one more")
+    return sum(sent), len(shown(panel))
+
+
+async def test_appending_costs_the_same_at_5000_messages_as_at_50(model: ScriptedModel) -> None:
+    small, _ = await sent_per_turn(model, 75)  # both tails hold 25 messages
+    large, whole = await sent_per_turn(model, 5025)
+    assert small > 0
+    assert large <= small * 1.1  # the same work: only the last block is sent again
+    assert large < whole / 50
+
+
+async def test_a_turn_panel_shows_messages_from_since(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool(require_approval=False))
+    model.push(tool_calls(call("add", {"a": 1, "b": 1})))
+    await agent.user_message("first", by=1)  # stops after the tool ran: budget used
+    panel = AgentPanel(agent, since=2)
+    model.push(reply("two"))
+    await agent.step()
+    html = shown(panel)
+    assert "first" not in html and 'data-index="2"' in html
+    assert "result of <b>add</b>" in html  # named from a call made before `since`
+    assert "two" in html and panel.messages.count == 2
+    assert "first" not in panel._repr_mimebundle_()["text/html"]
+
+
+async def test_streaming_updates_are_batched(model: ScriptedModel) -> None:
+    agent = make_agent(model, model_settings={"stream": True})
+    panel = AgentPanel(agent)
+    updates: list[tuple[float, str]] = []
+    panel.streaming.observe(lambda c: updates.append((time.monotonic(), c["new"])), names="value")
+    text = " ".join(f"w{i}" for i in range(150))  # ~600 characters, one per chunk
+    model.chunk_size, model.chunk_delay = 1, 0.002
+    model.push(reply(text))
+    started = time.monotonic()
+    await agent.user_message("stream please")
+    elapsed = time.monotonic() - started
+    shows = [(t, v) for t, v in updates if v]
+    assert len(shows) >= 3, "the reply should show while it streams"
+    assert len(shows) <= 20 * elapsed + 2
+    for t, _ in shows:  # never more than ~12 in any one second
+        assert sum(1 for u, _ in shows if t <= u < t + 1) <= 13
+    assert updates[-1][1] == ""  # cleared once the message is stored
+    assert text in shown(panel)
+
+
+async def test_stream_view_flushes_the_last_text_after_a_pause() -> None:
+    view = StreamView()
+    view.feed({"content": "one"})
+    view.feed({"content": "one two"})  # too soon: kept for the trailing flush
+    view.feed({"content": "one two <three>"})
+    assert view.value == "<div>one</div>"
+    await until(lambda: "three" in view.value, timeout=2)
+    assert view.value == "<div>one two &lt;three&gt;</div>"
+    view.clear()
+    assert view.value == ""
+
+
+# -- safe display -----------------------------------------------------------------------------
+
+
+async def hostile_views(model: ScriptedModel) -> tuple[AgentPanel, ForkTree]:
+    shady = tool(name="shady", description=SCRIPT, schema=AddArgs,
+                 handler=lambda p: IMG, require_approval=lambda p, c: p.a == 1)
+    store = create_store({"note": SCRIPT, IMG: 1}, f"ns{IMG}")
+    fragola = Fragola(api_key=API_KEY, base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name=IMG, tools=[shady], stores=[store])
+    model.push(tool_calls(call("shady", {"a": 2, "b": 0}), content=SCRIPT),
+               tool_calls(call("shady", {"a": 1, "b": 2, "c": SCRIPT})))
+    panel = AgentPanel(agent)
+    await agent.user_message(f"{SCRIPT} {IMG}")  # pauses on the second call
+    panel.show_error(RuntimeError(SCRIPT))
+    return panel, ForkTree(agent.fork(f"fork {SCRIPT}"))
+
+
+async def test_hostile_text_is_escaped_in_every_widget(model: ScriptedModel) -> None:
+    panel, tree = await hostile_views(model)
+    for widget in [*every_widget(panel), *every_widget(tree)]:
+        assert not getattr(widget, "description_allow_html", False)
+        if isinstance(widget, widgets.HTML):
+            assert_inert(widget.value)
+    escaped_script, escaped_img = "&lt;script&gt;alert(1)", "&lt;img src=x onerror=alert(2)&gt;"
+    assert escaped_img in panel.header.value  # the agent's name
+    assert escaped_script in shown(panel)  # the user message and the reply
+    assert f"result-text\">{escaped_img}" in shown(panel)  # a tool result
+    assert escaped_script in box(panel).header.value  # a tool argument
+    assert escaped_script in panel.stores_box.value and escaped_img in panel.stores_box.value
+    assert escaped_script in panel.tools_box.value  # a tool description
+    assert escaped_script in panel.error_box.value
+    assert tree.panel is not None and escaped_script in tree.panel.header.value  # a fork name
+    assert tree.view.nodes[1]["name"] == f"fork {SCRIPT}"  # data, drawn with textContent
+
+
+async def test_no_api_key_in_any_widget_state(model: ScriptedModel) -> None:
+    panel, tree = await hostile_views(model)
+    bundle = json.dumps(panel._repr_mimebundle_())
+    states = [w.get_state() for w in [*every_widget(panel), *every_widget(tree)]]
+    assert API_KEY not in json.dumps(states, default=str) and API_KEY not in bundle
+
+
+async def test_the_text_html_fallback_holds_the_conversation(model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    panel = AgentPanel(agent)
+    model.push(reply(f"answer {SCRIPT}"))
+    await agent.user_message("question")
+    bundle = panel._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
+    assert bundle["text/plain"].startswith("AgentPanel(Agent(name='tester'")
+    html = bundle["text/html"]
+    assert_inert(html)
+    assert "question" in html and "answer &lt;script&gt;" in html
+    assert "fragola-status-idle" in html
+
+
+@pytest.mark.parametrize("reason", ["approval", "dynamic"])
+async def test_panel_of_a_paused_agent_shows_its_controls_at_once(
+    model: ScriptedModel, reason: str
+) -> None:
+    handler: Any = "dynamic" if reason == "dynamic" else (lambda p: 0)
+    kind = tool(name="t", description="", schema=AddArgs, handler=handler,
+                require_approval=reason == "approval")
+    agent = make_agent(model, kind)
+    model.push(tool_calls(call("t", {"a": 1, "b": 2})))
+    await agent.user_message("go")
+    panel = AgentPanel(agent)  # made while waiting: e.g. %fragola_panel after the cell ended
+    assert [b.call_id for b in panel.approvals.boxes.values()] == ["call_1"]
+    assert panel.status_badge.value == "waiting" and not panel.stop_button.disabled
+    panel.stop_button.click()  # stopping a waiting agent cancels its pending calls
+    assert agent.status == "idle" and panel.approvals.children == ()
