@@ -29,7 +29,7 @@ import logging
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ListenerError
 
@@ -37,7 +37,14 @@ if TYPE_CHECKING:
     from .context import AgentContext
     from .tools import Tool
 
-__all__ = ["EVENT_NAMES", "Listeners", "Subscription", "ToolCallConfig"]
+__all__ = [
+    "EVENT_NAMES",
+    "Listeners",
+    "Subscription",
+    "ToolCallConfig",
+    "is_transient",
+    "transient",
+]
 
 
 @dataclass
@@ -147,6 +154,22 @@ EVENTS: dict[str, tuple[type[Event], str | None]] = {
 EVENT_NAMES = tuple(EVENTS)
 
 Listener = Callable[[Any], Any]
+L = TypeVar("L", bound=Callable[..., Any])
+
+
+def transient(listener: L) -> L:
+    """Mark ``listener`` as part of a live view (a notebook panel), not of the agent.
+
+    A transient listener is not copied to forks and not saved in sessions. On a method, mark
+    the function in the class body; bound methods read the mark through to it.
+    """
+    target: Any = getattr(listener, "__func__", listener)
+    target.__fragola_transient__ = True
+    return listener
+
+
+def is_transient(listener: Listener) -> bool:
+    return bool(getattr(listener, "__fragola_transient__", False))
 
 
 class Subscription:
@@ -195,7 +218,9 @@ class Listeners:
 
     def copy(self) -> Listeners:
         other = Listeners()
-        other._by_event = {name: list(fns) for name, fns in self._by_event.items()}
+        other._by_event = {
+            name: [fn for fn in fns if not is_transient(fn)] for name, fns in self._by_event.items()
+        }
         return other
 
     async def emit(self, name: str, event: Event) -> Event:
@@ -247,6 +272,14 @@ _log = logging.getLogger("fragola_nb")
 def claim(tasks: list[asyncio.Task[Any]]) -> None:
     """Mark observer tasks whose errors a turn will raise, so they are not logged too."""
     _claimed.update(tasks)
+
+
+def release(tasks: list[asyncio.Task[Any]]) -> None:
+    """Give back claimed observer tasks that no turn will await: their errors are logged."""
+    for task in tasks:
+        _claimed.discard(task)
+        if task.done():
+            _settled(task)  # it already settled while claimed, so nothing was logged then
 
 
 def _schedule(name: str, listener: Listener, awaitable: Any) -> asyncio.Task[Any] | None:

@@ -17,7 +17,7 @@ import pydantic
 
 from .agent import Agent
 from .errors import BadUsage, SessionError
-from .events import Listener
+from .events import Listener, is_transient
 from .fragola import Fragola
 from .history import History
 from .session_restore import label
@@ -136,6 +136,8 @@ class _Dump:
         out: dict[str, list[str]] = {}
         for event, fns in agent._listeners._by_event.items():
             for fn in fns:
+                if is_transient(fn):
+                    continue  # a notebook panel's listener: part of the view, not the agent
                 name = listener_name(fn)
                 known = self.listener_names.setdefault(name, fn)
                 if known is not fn and known != fn:

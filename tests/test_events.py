@@ -522,3 +522,22 @@ async def test_off_removes_an_inherited_listener_from_the_fork_only(model):
     assert seen == ["parent"]
     with pytest.raises(BadUsage):
         fork.off("no_such_event", log)
+
+
+def test_transient_listeners_stay_with_their_agent_when_forked(model):
+    from fragola_nb.events import is_transient, transient
+
+    agent = make_fragola(model).agent("viewed")
+
+    def view(event: Any) -> None:
+        pass
+
+    def kept(event: Any) -> None:
+        pass
+
+    agent.on_status_change(transient(view))
+    agent.on_status_change(kept)
+    assert is_transient(view) and not is_transient(kept)
+    fork = agent.fork()
+    assert fork._listeners._by_event["status_change"] == [kept]
+    assert agent._listeners._by_event["status_change"] == [view, kept]

@@ -544,3 +544,19 @@ async def test_panel_of_a_paused_agent_shows_its_controls_at_once(
     assert panel.status_badge.value == "waiting" and not panel.stop_button.disabled
     panel.stop_button.click()  # stopping a waiting agent cancels its pending calls
     assert agent.status == "idle" and panel.approvals.children == ()
+
+
+async def test_panel_listeners_are_not_copied_to_forks_nor_saved(model, tmp_path):
+    from fragola_nb import load_session, save_session
+
+    model.push(reply("hello"))
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent("viewed")
+    panel = AgentPanel(agent)
+    await agent.user_message("hi")
+    fork = agent.fork("branch")
+    assert not any(fork._listeners.has(name) for name in ("after_state_update", "model_chunk"))
+    path = save_session(tmp_path / "s.json", agent)
+    session = load_session(path, Fragola(api_key="test-key", base_url=model.base_url))
+    assert [a.name for a in session.agents] == ["viewed", "branch"]
+    panel.detach()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
 from ..errors import FragolaError
+from ..events import transient
 from ..render import CSS, conversation_html, escape
 from .approvals import Approvals
 from .blocks import PANEL_CSS, MessageBlocks, StreamView, close_tree, error_text
@@ -108,10 +109,11 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
             widgets.HBox(list(buttons)), self.tools_box, self.stores_box, self.forks_box,
         )
         self._subscriptions: list[Subscription] = [
-            agent.on_after_state_update(self._on_state_update),
-            agent.on_status_change(self._on_status_change),
-            agent.on_model_chunk(self._on_model_chunk),
-            agent.on_after_step(self._on_after_step),
+            # transient: a view's listeners are not copied to forks nor saved in sessions
+            agent.on_after_state_update(transient(self._on_state_update)),
+            agent.on_status_change(transient(self._on_status_change)),
+            agent.on_model_chunk(transient(self._on_model_chunk)),
+            agent.on_after_step(transient(self._on_after_step)),
         ]
         self._store_unsubscribes = [
             store.on_change(self._on_store_change) for store in agent.stores.values()

@@ -19,6 +19,7 @@ import anywidget
 import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
+from ..events import transient
 from .blocks import close_tree
 from .panel import AgentPanel
 
@@ -170,6 +171,7 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
             for event, listener in listeners:
                 agent.off(event, listener)
 
+        @transient  # the view's listener: not copied to forks nor saved in sessions
         def changed(event: Any) -> None:
             try:
                 self.refresh()
