@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .render import CSS, conversation_html, escape, messages_html, pretty_arguments, text_of
+from .render import (
+    CSS,
+    conversation_html,
+    escape,
+    message_html,
+    messages_html,
+    pretty_arguments,
+    text_of,
+)
 from .render import tool_names_of as _tool_names
 
 if TYPE_CHECKING:
@@ -34,7 +42,9 @@ if TYPE_CHECKING:
 __all__ = ["export_html", "export_markdown", "export_tree_html", "export_tree_markdown"]
 
 Messages = list[dict[str, Any]]
-_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# Inline text (names, titles) escapes what Markdown gives meaning to mid-line; "-", "/" and
+# "." only matter at the start of a line, which inline text never is.
+_PUNCTUATION = re.compile(r"([\\`*_\[\]<>!|~#&])")
 # Outside code, text that a renderer might turn into markup: "<" (raw HTML, autolinks), "!["
 # (images), a script scheme. Links are also judged on markdown-it's parse (entities decoded).
 _RISKY = re.compile(r"<|!\[|(?i:\b(java|vb|live)script\s*:|\bdata\s*:\s*\w+/)")
@@ -74,6 +84,10 @@ def export_tree_markdown(agent: Agent, path: str | os.PathLike[str] | None = Non
     lines = [f"# {_inline(title or root.name)}", ""]
     for node, start, messages in _branches(root):
         lines += [f"## {_inline(node.name)}", "", _about(node, len(messages)), ""]
+        if node.instructions and (node.parent is None
+                                  or node.instructions != node.parent.instructions):
+            # A prompt experiment compares branches by their instructions: show each change.
+            lines += ["Instructions:", "", _fence(node.instructions, "text"), ""]
         if start:
             lines += [f"*Continues after message {start} of "
                       f"{_inline(node.parent.name if node.parent else '')}.*", ""]
@@ -92,6 +106,10 @@ def export_tree_html(agent: Agent, path: str | os.PathLike[str] | None = None, *
         note = (f"<p><small>continues after message {start} of "
                 f"{escape(node.parent.name if node.parent else '')}</small></p>" if start else "")
         body = messages_html(messages[start:], start, _tool_names(messages[:start]))
+        if node.instructions and (node.parent is None
+                                  or node.instructions != node.parent.instructions):
+            role = "developer" if node.options.use_developer_role else "system"
+            body = message_html({"role": role, "content": node.instructions}) + body
         sections.append(f'<section class="fragola-conversation"><h2>{escape(node.name)}</h2>'
                         f"<p><small>{escape(_subtitle(node))}</small></p>{note}{body}</section>")
     heading = f"<h1>{escape(title or root.name)}</h1>"
@@ -121,7 +139,7 @@ def _branches(root: Agent) -> Iterator[tuple[Agent, int, Messages]]:
 def _subtitle(agent: Agent) -> str:
     fork = f" · fork of {agent.fork_of} at message {agent.fork_point}" if agent.fork_of else ""
     return (f"agent {agent.name} · id {agent.id} · model {agent.model} · "
-            f"step {agent.step_count}/{agent.options.max_step}{fork}")
+            f"step {agent.step_count} of {agent.options.max_step}{fork}")
 
 
 def _about(agent: Agent, count: int) -> str:

@@ -65,12 +65,18 @@ class Fragola:
 
     @classmethod
     def scripted(
-        cls, script: Sequence[Any] = (), *, model: str = "scripted", **scripted_options: Any
+        cls,
+        script: Sequence[Any] = (),
+        *,
+        model: str = "scripted",
+        stores: Sequence[Store[Any]] = (),
+        **scripted_options: Any,
     ) -> Fragola:
         """A Fragola on the scripted model shipped with the package (offline, no API key).
 
         With no ``script``, the demo brain answers: it calls a tool the user names, reports
-        tool results, fills JSON schemas, and echoes anything else.
+        tool results, fills JSON schemas, and echoes anything else. ``scripted_options`` go
+        to ``ScriptedModel`` (``chunk_size``, ``chunk_delay``, ``brain``).
         """
         from .scripted import ScriptedModel, demo_brain
 
@@ -78,14 +84,19 @@ class Fragola:
             scripted_options.setdefault("brain", demo_brain)
         scripted = ScriptedModel(list(script), **scripted_options).start()
         fragola = cls(model=model, api_key="scripted-offline", base_url=scripted.base_url,
-                      max_retries=0)
+                      stores=stores, max_retries=0)
         fragola.scripted_model = scripted
         return fragola
 
     @classmethod
     def from_env(cls, model: str = DEFAULT_MODEL, **options: Any) -> Fragola:
         """The real API when ``OPENAI_API_KEY`` is set, else the offline scripted model
-        (and a one-line notice on stderr saying so)."""
+        (and a one-line notice on stderr saying so).
+
+        Offline, ``model`` and ``stores`` are kept (the scripted model answers to any model
+        name); options that only concern a real API connection (``base_url``, ``timeout``,
+        ``max_retries``, headers...) have nothing to apply to and are left out.
+        """
         import os
 
         if options.get("api_key") or options.get("client") or os.environ.get("OPENAI_API_KEY"):
@@ -94,7 +105,7 @@ class Fragola:
             "fragola_nb: no OPENAI_API_KEY set, running offline on the scripted demo model",
             file=sys.stderr,
         )
-        return cls.scripted()
+        return cls.scripted(model=model, stores=options.get("stores", ()))
 
     async def aclose(self) -> None:
         """Close the HTTP client made for the running event loop and stop the scripted

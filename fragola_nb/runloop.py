@@ -200,12 +200,23 @@ async def _carry_out(agent: Agent, pending: PendingCall) -> None:
     if tool is None:
         agent._answer(pending.id, f"Error: the tool {pending.name!r} was removed before it ran.")
         return
-    params = pending.params if decision.params is None else decision.params
-    await _execute(agent, tool, pending.id, params, pending.arguments)
+    if decision.params is None:
+        await _execute(agent, tool, pending.id, pending.params, pending.arguments)
+        return
+    # The model will read this result against the arguments it sent: say they were changed,
+    # so the history stays an exact record of what ran.
+    edited = serialize_result(decision.params)
+    note = f"(The user edited the arguments before this call ran: {edited})"
+    await _execute(agent, tool, pending.id, decision.params, pending.arguments, note)
 
 
 async def _execute(
-    agent: Agent, tool: Tool, call_id: str, params: Any, arguments: dict[str, Any]
+    agent: Agent,
+    tool: Tool,
+    call_id: str,
+    params: Any,
+    arguments: dict[str, Any],
+    note: str | None = None,
 ) -> None:
     config = ToolCallConfig(tool=tool, params=params, id=call_id, arguments=arguments)
     if agent._listeners.has("before_tool_call"):
@@ -221,15 +232,18 @@ async def _execute(
             result = await tool.invoke(config.params, agent.context)
         except Exception as exc:
             result = _failure(f"the tool {tool.name!r}", exc)
-    await _finish(agent, tool.name, call_id, config.params, result)
+    await _finish(agent, tool.name, call_id, config.params, result, note)
 
 
-async def _finish(agent: Agent, name: str, call_id: str, params: Any, result: Any) -> None:
+async def _finish(
+    agent: Agent, name: str, call_id: str, params: Any, result: Any, note: str | None = None
+) -> None:
     if agent._listeners.has("tool_call"):
         event = await emit(agent, "tool_call", ToolCallEvent(agent.context, name, params,
                                                              result, call_id))
         result = event.result
-    message = agent._answer(call_id, serialize_result(result))
+    content = serialize_result(result)
+    message = agent._answer(call_id, f"{note}\n{content}" if note else content)
     await emit(agent, "after_tool_call",
                AfterToolCallEvent(agent.context, name, params, result, call_id, message))
 

@@ -567,3 +567,16 @@ async def test_aclose_closes_the_client_and_stops_an_own_scripted_model():
     after = openai.AsyncOpenAI(api_key="k", base_url=base_url, max_retries=0, timeout=2)
     with pytest.raises(openai.APIConnectionError):
         await after.models.list()
+
+
+def test_from_env_offline_keeps_the_model_name_and_stores(monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    shared = create_store({"n": 1}, "shared")
+    fragola = Fragola.from_env(model="gpt-4o", stores=[shared])
+    try:
+        assert fragola.offline and fragola.model == "gpt-4o"
+        assert fragola.get_store("shared") is shared
+        assert "running offline" in capsys.readouterr().err
+    finally:
+        assert fragola.scripted_model is not None
+        fragola.scripted_model.stop()

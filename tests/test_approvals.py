@@ -279,7 +279,10 @@ async def test_approve_with_edited_arguments(model: ScriptedModel) -> None:
 
     assert ledger.runs == [Transfer(to="bob", amount=50)]
     assert isinstance(ledger.runs[0], Transfer)
-    assert state.messages[2] == answered("c1", "sent 50 to bob")
+    # The model is told its arguments were changed, so the history stays an exact record.
+    assert state.messages[2] == answered(
+        "c1", '(The user edited the arguments before this call ran: {"to": "bob", "amount": 50})'
+        "\nsent 50 to bob")
     # What the model asked for stays in the history as it asked it.
     assert state.messages[1] == asked(("c1", "transfer", {"to": "bob", "amount": 5000}))
 
@@ -368,9 +371,12 @@ async def test_edited_arguments_follow_the_tool_schema_kind(model: ScriptedModel
     state = await agent.step()
 
     assert received == [("Oslo", 3), {"n": 2}, {"n": "not checked"}]
-    assert state.messages[2:5] == [answered("c1", "3 nights in Oslo"),
-                                   answered("c2", "strict ran"),
-                                   answered("c3", "loose ran")]
+    edited = "(The user edited the arguments before this call ran: {}"
+    assert state.messages[2:5] == [
+        answered("c1", edited.format('{"city": "Oslo", "nights": 3})\n3 nights in Oslo')),
+        answered("c2", edited.format('{"n": 2})\nstrict ran')),
+        answered("c3", edited.format('{"n": "not checked"})\nloose ran')),
+    ]
 
 
 async def test_reject_tells_the_model_why(model: ScriptedModel) -> None:

@@ -75,7 +75,7 @@ async def test_markdown_of_a_conversation(model: ScriptedModel) -> None:
 
     assert text == f"""# tutor
 
-*agent tutor · id {agent.id} · model gpt\\-4o\\-mini · step 2\\/5 · 4 messages*
+*agent tutor · id {agent.id} · model gpt-4o-mini · step 2 of 5 · 4 messages*
 
 ## Instructions
 
@@ -241,3 +241,17 @@ async def test_a_loaded_session_exports_the_same_text(
     session = load_session(tmp_path / "s.json", fragola, tools=[add])
 
     assert export(session["next"]) == export(fork)
+
+
+def test_tree_exports_show_each_branch_whose_instructions_changed(model: ScriptedModel) -> None:
+    root = make(model, instructions="Answer in English.")
+    same = root.fork("same")
+    french = root.fork("french")
+    french.set_instructions("Answer in French.")
+    markdown = export_tree_markdown(root)
+    assert markdown.count("Answer in English.") == 1  # the root's; "same" did not change them
+    assert "Answer in French." in markdown.split("## french", 1)[1]
+    assert "Instructions" not in markdown.split("## same", 1)[1].split("## french", 1)[0]
+    page = export_tree_html(root)
+    assert page.count("Answer in English.") == 1 and page.count("Answer in French.") == 1
+    assert same.instructions == "Answer in English."

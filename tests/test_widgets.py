@@ -170,7 +170,8 @@ async def test_edited_arguments_are_validated_before_approval(model: ScriptedMod
     approval.edit_approve.click()
     assert approval.error.value == ""
     await until(lambda: agent.status == "idle")
-    assert agent.state.messages[2]["content"] == "42"
+    assert agent.state.messages[2]["content"] == (
+        '(The user edited the arguments before this call ran: {"a": 20, "b": 22})\n42')
 
 
 async def test_reject_with_a_reason_tells_the_model(model: ScriptedModel) -> None:
@@ -560,3 +561,17 @@ async def test_panel_listeners_are_not_copied_to_forks_nor_saved(model, tmp_path
     session = load_session(path, Fragola(api_key="test-key", base_url=model.base_url))
     assert [a.name for a in session.agents] == ["viewed", "branch"]
     panel.detach()
+
+
+async def test_fork_tree_has_a_static_text_and_html_form(model):
+    model.push(reply("hello <b>there</b>"))
+    agent = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0).agent("root")
+    await agent.user_message("hi")
+    agent.fork("branch <i>")
+    tree = ForkTree(agent)
+    bundle = tree._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "root [" in bundle["text/plain"] and "branch <i> [" in bundle["text/plain"]
+    assert "branch &lt;i&gt;" in bundle["text/html"] and "<i>" not in bundle["text/html"]
+    assert "hello &lt;b&gt;there&lt;/b&gt;" in bundle["text/html"]
+    tree.close()

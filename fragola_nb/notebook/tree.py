@@ -158,6 +158,16 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
             if self.panel is not None:
                 self.panel.detach()
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        # Next to the live view, a static tree (and the selected branch) for nbconvert/GitHub.
+        from .textviews import ForkTreeText
+
+        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
+        text = ForkTreeText(self.selected or self.agent)
+        data["text/plain"] = "\n".join(("* " if me else "  ") + line for line, me in text.lines)
+        data["text/html"] = text._repr_html_() + (self.panel.html() if self.panel else "")
+        return data
+
     def close(self) -> None:
         """Detach, and close the tree's widgets and the shown panel."""
         with contextlib.suppress(Exception):  # Widget.__del__ calls this, at exit too
