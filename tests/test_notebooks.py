@@ -1,18 +1,47 @@
-"""The notebooks are the user guide: each must run top to bottom offline in a real kernel."""
+"""The notebooks are the user guide: each must run top to bottom offline in a real kernel.
+
+They are written by ``notebooks/build.py`` (stored without outputs); the quickstart is also
+run the way a newcomer runs it, clicking Approve and a node of the fork tree.
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 import pytest
+from kernel_harness import Kernel
 from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+HERE = Path(__file__).parent.parent / "notebooks"
+NOTEBOOKS = sorted(HERE.glob("*.ipynb"))
+GUIDE = {"quickstart", "tools_and_approvals", "forks_and_tree", "json_and_streaming",
+         "teaching_example"}
+OFFLINE_NOTICE = "running offline on the scripted demo model"
 
 
-def test_there_are_notebooks() -> None:
-    assert any(path.name == "quickstart.ipynb" for path in NOTEBOOKS)
+def test_the_user_guide_is_there() -> None:
+    assert GUIDE <= {path.stem for path in NOTEBOOKS}
+
+
+def test_the_notebooks_are_what_build_py_writes() -> None:
+    run = subprocess.run([sys.executable, str(HERE / "build.py"), "--check"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_stored_clean(path: Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    # A guide that checks nothing cannot fail when the library breaks it.
+    assert any("assert " in cell.source for cell in code)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -26,4 +55,51 @@ def test_notebook_runs_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs)
-    assert "running offline on the scripted demo model" in text
+    # Every notebook starts with Fragola.from_env(), which must say it is offline (some
+    # lessons also script exact replies with Fragola.scripted, which is always offline).
+    assert OFFLINE_NOTICE in text
+
+
+def _cells(name: str) -> list[str]:
+    notebook = nbformat.read(HERE / f"{name}.ipynb", as_version=4)
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def _until(check: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the kernel did not get there")
+        time.sleep(0.1)
+
+
+def test_quickstart_with_clicks() -> None:
+    """The issue's "done when": run the quickstart offline, approve the tool call by clicking,
+    fork, and pick a branch in the tree; the headless fallback cell then does nothing."""
+    cells = _cells("quickstart")
+    approval = next(i for i, s in enumerate(cells) if s.startswith("%%fragola calculator\n")
+                    and "transfer" in s)
+    tree = next(i for i, s in enumerate(cells) if s.startswith("%fragola_tree"))
+    with Kernel() as kernel:
+        for source in cells[:approval + 1]:
+            result = kernel.execute(source)
+        assert "waiting on 1 tool call" in result.stdout
+        assert kernel.eval("calculator.status") == "waiting"
+        assert kernel.state("fragola-approval") is not None
+        kernel.click("fragola-approve")
+        kernel.wait_for("calculator.status == 'idle'")
+        fallback = kernel.execute(cells[approval + 1])
+        assert "approving" not in fallback.stdout  # the click decided it
+        assert "sent: [('Alice', 5)]" in fallback.stdout
+        for source in cells[approval + 2:tree + 1]:
+            kernel.execute(source)
+        fork_id = kernel.eval("what_if.id")
+        kernel.send_state(kernel.find("fragola-tree"), {"selected": fork_id})
+
+        def shows_the_fork() -> bool:
+            kernel.drain(0.05)
+            return "<b>what_if</b>" in kernel.state("fragola-header")["value"]
+
+        _until(shows_the_fork)
+        for source in cells[tree + 1:]:
+            kernel.execute(source)
