@@ -182,7 +182,9 @@ async def test_decisions_made_before_saving_are_carried_out_after_loading(
 
     assert [(r.to, r.amount) for r in bank.runs] == [("carol", 7)]
     assert decided.state.messages[6:8] == [
-        {"role": "tool", "tool_call_id": "t1", "content": "sent 7 to carol"},
+        {"role": "tool", "tool_call_id": "t1",
+         "content": '(The user edited the arguments before this call ran: '
+                    '{"to": "carol", "amount": 7})\nsent 7 to carol'},
         {"role": "tool", "tool_call_id": "d1", "content": '{"ok": true}'},
     ]
     assert rejected.state.messages[6] == {

@@ -94,7 +94,8 @@ def test_edited_arguments_wrong_then_right(kernel: Kernel) -> None:
     kernel.set_value("fragola-args-edit", '{"a": 40, "b": 2}')
     kernel.click("fragola-edit-approve")
     kernel.wait_for("agent.status == 'idle' and len(agent.state.messages) == 4")
-    assert kernel.eval("agent.state.messages[2]['content']") == "42"
+    assert kernel.eval("agent.state.messages[2]['content']") == (
+        '(The user edited the arguments before this call ran: {"a": 40, "b": 2})\n42')
 
 
 def test_reject_with_a_typed_reason_and_inject_a_typed_result(kernel: Kernel) -> None:
