@@ -1,0 +1,80 @@
+"""Shared pieces: the lean server in its own process, and small statistics helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+class LeanServer:
+    """``bench/lean_server.py`` in a child process; stops when closed (or when we die)."""
+
+    def __init__(self, dump: str | None = None) -> None:
+        env = dict(os.environ)
+        if dump:
+            env["BENCH_DUMP"] = dump  # the server appends each request body to this file
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "lean_server.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("PORT "):
+            self.close()
+            raise RuntimeError(f"lean server did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def stats(self) -> dict[str, int]:
+        """``{"requests": N, "streamed": M}`` served so far."""
+        with urllib.request.urlopen(f"{self.base_url}/stats", timeout=5) as response:
+            return dict(json.load(response))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # the server exits when its stdin closes
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> LeanServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def median_ci(values: list[float]) -> tuple[float, float]:
+    """An approximate 95% confidence interval of the median (order statistics)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    half = 1.96 * math.sqrt(n) / 2
+    low, high = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    return ordered[low], ordered[high]
+
+
+def spread(values: list[float]) -> float:
+    """Half the interquartile range relative to the median (a robust noise figure)."""
+    if len(values) < 4:
+        return 0.0
+    q = statistics.quantiles(values, n=4)
+    mid = statistics.median(values)
+    return (q[2] - q[0]) / 2 / mid if mid else 0.0
