@@ -20,6 +20,7 @@ from .events import (
     StatusChangeEvent,
     Subscription,
     claim,
+    release,
 )
 from .history import History
 from .schemas import ArgumentsRejected
@@ -74,6 +75,7 @@ class Agent:
         self._listeners = Listeners()
         self._stop_requested = False
         self._cancel_requested = False
+        self._turn_began = False
         self._task: asyncio.Task[AgentState] | None = None
         self._task_loop: asyncio.AbstractEventLoop | None = None
         self._turn_settings: dict[str, Any] = {}
@@ -163,6 +165,9 @@ class Agent:
     async def step(self, *, by: int | None = None) -> AgentState:
         """Run without a new user message; also resumes a paused agent."""
         self._check_can_start(resuming=True)
+        if not len(self._history) and self.options.instructions is None:
+            # The request would hold no message at all, which the API always refuses.
+            raise BadUsage(f"agent {self.name!r} has no message to send: use user_message()")
         return await self._drive(None, self._budget(by, after_user_message=False))
 
     async def json(
@@ -189,9 +194,10 @@ class Agent:
                 event = UserMessageEvent(self.context, message)
                 try:
                     await self._listeners.emit("user_message", event)
-                except (_StopNow, asyncio.CancelledError):
-                    # stop_sync() or cancellation while a listener ran: the user message that
-                    # started the turn is kept, with the changes of the listeners that finished.
+                except (_StopNow, asyncio.CancelledError, KeyboardInterrupt):
+                    # stop_sync(), cancellation or Ctrl-C while a listener ran: the user message
+                    # that started the turn is kept, with the changes of the listeners that
+                    # finished.
                     keep(event.message)
                     raise
                 message = event.message
@@ -232,23 +238,31 @@ class Agent:
         self._in_turn = True
         try:
             self._set_status("generating")
-        except ListenerError:
-            # A status_change listener raised before anything ran: stay as we were, usable.
+        except BaseException:
+            # A status_change listener raised (or was interrupted) before anything ran: stay
+            # as we were, usable.
             self._status, self._in_turn = previous, False
             raise
+        self._turn_began = False
         task = loop.create_task(self._turn(start, budget))
         self._task, self._task_loop = task, loop
         try:
             return await task
         except asyncio.CancelledError:
+            if not self._turn_began:
+                # Cancelled before its first step, the turn did nothing, not even settle: the
+                # agent would stay "generating" for good.
+                self._settle("stopped")
             if self._cancel_requested and task.done():
                 return self.state  # stop_sync(): the turn already settled
             raise
         finally:
             self._task = self._task_loop = None
             self._in_turn = False
+            self._release_observers()
 
     async def _turn(self, start: Callable[[], Awaitable[None]] | None, budget: int) -> AgentState:
+        self._turn_began = True
         try:
             if start is not None:
                 await start()
@@ -286,17 +300,19 @@ class Agent:
         if error is not None:
             raise error
 
-    def _repair(self) -> ListenerError | None:
+    def _repair(self) -> BaseException | None:
         """Answer every unanswered call as cancelled; return the first listener error."""
         self._pending.clear()
-        error: ListenerError | None = None
+        error: BaseException | None = None
         for call in runloop.unanswered_calls(self):
             try:
                 self._answer(call["id"], runloop.CANCELLED, "cancelled")
-            except ListenerError as exc:  # the answer is stored before listeners hear of it
-                error = error or exc
             except _StopNow:
                 pass  # stop_sync() from a listener while the turn already ends: nothing to stop
+            except BaseException as exc:  # the answer is stored before listeners hear of it
+                # KeyboardInterrupt too: stopping here would leave calls unanswered and the
+                # agent "generating" for good; it is raised once the state is complete.
+                error = error or exc
         return error
 
     # -- stopping ---------------------------------------------------------------------------
@@ -314,10 +330,14 @@ class Agent:
         if self._status == "waiting":
             self._settle("stopped")
             return
-        task, loop = self._task, self._task_loop
-        if self._status != "generating" or task is None or loop is None:
+        if self._status != "generating":
             return
         self._stop_requested = True
+        task, loop = self._task, self._task_loop
+        if task is None or loop is None or not self._turn_began:
+            # The turn has not begun: cancelled now, it would not even store the user message
+            # that started it. Stopped at its first boundary, it keeps it and calls no model.
+            return
         self._cancel_requested = True
         try:
             running = asyncio.get_running_loop()
@@ -434,6 +454,13 @@ class Agent:
         if tasks and self._in_turn:
             claim(tasks)
             self._observer_tasks.extend(tasks)
+
+    def _release_observers(self) -> None:
+        """A turn that ended early (an error, cancellation, ``stop_sync()``) did not wait for
+        its async observers. They go on as observers fired outside a turn do, their errors
+        logged: left here, the next turn would wait on them and raise their errors as its own."""
+        tasks, self._observer_tasks = self._observer_tasks, []
+        release(tasks)
 
     async def _drain_observers(self) -> None:
         tasks, self._observer_tasks = self._observer_tasks, []

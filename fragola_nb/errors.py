@@ -17,8 +17,16 @@
                                   truncated or hostile, names a tool or listener not given to
                                   ``load_session``, or holds a value that is not JSON
 
-A ``ModelError`` keeps the ``openai`` exception as its ``__cause__``. Whatever is raised, the
-agent is left idle with a complete, valid history, so the next call works.
+A ``ModelError`` keeps the ``openai`` exception as its ``__cause__``, or whatever else the
+client raised (a body that is not JSON escapes it as a bare ``json.JSONDecodeError``). It has
+no cause when fragola_nb itself found the fault: a stream that ends before its
+``finish_reason`` (``ModelConnectionError``), a choice with no message, or fields that could
+not be sent back in the next request (``ModelResponseError``: content that is not text, a
+tool call without a unique id or a name, arguments that are not a string).
+
+Whatever is raised, even ``KeyboardInterrupt`` or cancellation in the middle of a run, the
+agent is left idle with a complete, valid history (every tool call answered, no half-built
+reply), so the next call works.
 
 Reaching the step budget is not an error (see ``AgentState.outcome == "step_limit"``), and a
 tool that fails does not raise either: its error goes back to the model as the tool's result.

@@ -116,22 +116,59 @@ def _error_text(exc: openai.APIStatusError) -> str:
 
 
 def _message_from_response(response: Any) -> dict[str, Any]:
+    # The client builds its objects without validating them, so any field of a hostile or
+    # broken body may be missing or of any type: check what is read, never trust it.
     choices = getattr(response, "choices", None)
     if not choices:
         raise ModelResponseError("the model API answered with no choices")
-    message = choices[0].message
-    if message is None:
+    if not isinstance(choices, list):
+        raise ModelResponseError(f"the model API's choices are a {type(choices).__name__}")
+    message = getattr(choices[0], "message", None)
+    if not isinstance(message, pydantic.BaseModel):
         raise ModelResponseError("the model API answered a choice with no message")
-    tool_calls = [
-        {
-            "id": call.id,
+    tool_calls = getattr(message, "tool_calls", None)
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise ModelResponseError("the model API's tool_calls are not a list")
+    calls: list[dict[str, Any]] = []
+    for call in tool_calls or ():
+        function = getattr(call, "function", None)
+        calls.append({
+            "id": getattr(call, "id", None),
             "type": "function",
-            "function": {"name": call.function.name, "arguments": call.function.arguments},
-        }
-        for call in (message.tool_calls or ())
-        if getattr(call, "function", None) is not None
-    ]
-    return assistant_message(message.content, tool_calls, getattr(message, "refusal", None))
+            "function": {"name": getattr(function, "name", None),
+                         "arguments": getattr(function, "arguments", None)},
+        })
+    return _checked_message(getattr(message, "content", None), calls,
+                           getattr(message, "refusal", None))
+
+
+def _checked_message(
+    content: Any, tool_calls: list[dict[str, Any]], refusal: Any
+) -> dict[str, Any]:
+    """The assistant message, or ``ModelResponseError`` when it could not be sent back.
+
+    Whatever is stored goes out again in every later request, so a value of the wrong type,
+    a tool call without id or name, or two calls with one id would break the conversation
+    for good; a missing arguments string means no arguments, as the run loop reads it.
+    """
+    for value, what in ((content, "content"), (refusal, "refusal")):
+        if value is not None and not isinstance(value, str):
+            raise ModelResponseError(
+                f"the model API's message {what} is not text but {type(value).__name__}"
+            )
+    seen: set[str] = set()
+    for call in tool_calls:
+        call_id, function = call["id"], call["function"]
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            raise ModelResponseError(f"a tool call came without a unique id ({call_id!r})")
+        if not isinstance(function["name"], str) or not function["name"]:
+            raise ModelResponseError(f"the tool call {call_id!r} came without a name")
+        if function["arguments"] is None:
+            function["arguments"] = ""
+        elif not isinstance(function["arguments"], str):
+            raise ModelResponseError(f"the arguments of the tool call {call_id!r} are not a string")
+        seen.add(call_id)
+    return assistant_message(content, tool_calls, refusal)
 
 
 def assistant_message(
@@ -155,23 +192,33 @@ async def _stream(
     refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finished = False
+    spoke = False  # a delta came: without any, the stream held a choice with no message
     stream = await client.chat.completions.create(**request)
     try:
         async for chunk in stream:
-            if not chunk.choices:
+            choices = getattr(chunk, "choices", None)
+            if not choices:
                 continue  # the usage chunk
-            choice = chunk.choices[0]
-            delta = choice.delta
+            if not isinstance(choices, list):
+                raise ModelResponseError("a streamed chunk's choices are not a list")
+            choice = choices[0]
+            if not isinstance(choice, pydantic.BaseModel):
+                raise ModelResponseError("a streamed chunk's choice is not an object")
+            delta = getattr(choice, "delta", None)
             piece = ""
             if delta is not None:
-                if delta.content:
-                    piece = delta.content
-                    text.append(piece)
-                if getattr(delta, "refusal", None):
-                    refusal.append(delta.refusal)
-                for part in delta.tool_calls or ():
+                if not isinstance(delta, pydantic.BaseModel):
+                    raise ModelResponseError("a streamed chunk's delta is not an object")
+                spoke = True
+                piece = _piece(getattr(delta, "content", None), "content")
+                text.append(piece)
+                refusal.append(_piece(getattr(delta, "refusal", None), "refusal"))
+                parts = getattr(delta, "tool_calls", None)
+                if parts is not None and not isinstance(parts, list):
+                    raise ModelResponseError("a streamed chunk's tool_calls are not a list")
+                for part in parts or ():
                     _merge_tool_call(calls, part)
-            if choice.finish_reason is not None:
+            if getattr(choice, "finish_reason", None) is not None:
                 finished = True
             if on_chunk is not None:
                 partial = assistant_message("".join(text), _ordered(calls), "".join(refusal))
@@ -180,28 +227,38 @@ async def _stream(
         await stream.close()
     if not finished:
         raise ModelConnectionError("the model API's stream ended before the reply was complete")
-    for call in calls.values():
-        if not call["id"] or not call["function"]["name"]:
-            raise ModelResponseError("a streamed tool call came without its id or name")
-    return assistant_message("".join(text), _ordered(calls), "".join(refusal) or None)
+    if not spoke:
+        raise ModelResponseError("the model API streamed a choice with no message")
+    return _checked_message("".join(text), _ordered(calls), "".join(refusal) or None)
+
+
+def _piece(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ModelResponseError(f"a streamed {what} delta is not text but {type(value).__name__}")
+    return value
 
 
 def _merge_tool_call(calls: dict[int, dict[str, Any]], part: Any) -> None:
-    call = calls.get(part.index)
+    index = getattr(part, "index", None)
+    if not isinstance(index, int):
+        raise ModelResponseError("a streamed tool call delta came without its index")
+    call = calls.get(index)
     if call is None:
-        call = calls[part.index] = {
+        call = calls[index] = {
             "id": "",
             "type": "function",
             "function": {"name": "", "arguments": ""},
         }
-    if part.id:
-        call["id"] = part.id
-    function = part.function
+    call_id = getattr(part, "id", None)
+    if call_id:
+        call["id"] = call_id
+    function = getattr(part, "function", None)
     if function is not None:
-        if function.name:
-            call["function"]["name"] += function.name
-        if function.arguments:
-            call["function"]["arguments"] += function.arguments
+        call["function"]["name"] += _piece(getattr(function, "name", None), "tool name")
+        call["function"]["arguments"] += _piece(getattr(function, "arguments", None),
+                                                "tool arguments")
 
 
 def _ordered(calls: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,11 +29,24 @@ def background_loop() -> asyncio.AbstractEventLoop:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
             thread = threading.Thread(
-                target=loop.run_forever, name="fragola_nb-loop", daemon=True
+                target=_serve, args=(loop,), name="fragola_nb-loop", daemon=True
             )
             thread.start()
             _loop = loop
         return _loop
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    # asyncio lets a KeyboardInterrupt or SystemExit raised by a task (a tool handler that
+    # raises it) escape run_forever. That would end this thread, and every later call would
+    # wait forever on a loop that no longer runs. The task has stored the exception, so the
+    # waiting caller receives it from its future; the loop just goes on.
+    while True:
+        try:
+            loop.run_forever()
+            return
+        except (KeyboardInterrupt, SystemExit):
+            continue
 
 
 def run_sync(awaitable: Awaitable[T], *, timeout: float | None = None) -> T:
