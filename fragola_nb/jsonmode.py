@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import jsonschema
 import pydantic
 
 from .errors import FragolaError, InvalidToolDefinition, JsonModeError, ModelError
@@ -97,6 +96,8 @@ def _prepare(schema: Any) -> tuple[Any, dict[str, Any]]:
             raw = load_json_schema(schema)
         except InvalidToolDefinition as exc:
             raise JsonModeError(str(exc)) from exc
+        import jsonschema  # imported when needed: it costs seconds at import time
+
         validator = jsonschema.validators.validator_for(raw)(raw)
 
         def validate_raw(document: Any) -> Any:

@@ -13,7 +13,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import jsonschema
 import pydantic
 
 from .errors import InvalidToolDefinition
@@ -91,6 +90,8 @@ class JsonSchema(ToolSchema):
         parameters = load_json_schema(schema)
         super().__init__(parameters)
         self.validates = validate
+        import jsonschema  # imported when needed: it costs seconds at import time
+
         self._validator = jsonschema.validators.validator_for(parameters)(parameters)
 
     def parse(self, arguments: dict[str, Any]) -> Any:
@@ -112,6 +113,8 @@ def load_json_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
             raise InvalidToolDefinition(f"the schema string is not valid JSON: {exc}") from exc
     if not isinstance(schema, dict):
         raise InvalidToolDefinition("a JSON Schema must be a JSON object")
+    import jsonschema  # imported when needed: it costs seconds at import time
+
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:

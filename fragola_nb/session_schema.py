@@ -10,13 +10,11 @@ settings) are plain data, never interpreted. Semantic checks follow in ``session
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from typing import Any
-
-import jsonschema
-from jsonschema.exceptions import best_match
 
 from .errors import SessionError
 from .events import EVENT_NAMES
@@ -134,14 +132,20 @@ SCHEMA: dict[str, Any] = {
     }),
 }
 
-# "integer" means a Python int: JSON Schema would take 3.0, which is not a count we can use.
-_types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
-)
-_Validator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-    jsonschema.Draft202012Validator, type_checker=_types
-)
-_VALIDATOR = _Validator(SCHEMA)
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    # Built on first use: importing jsonschema costs seconds (its format checkers), and
+    # ``import fragola_nb`` should not pay that for a session it may never load.
+    import jsonschema
+
+    # "integer" means a Python int: JSON Schema would take 3.0, not a count we can use.
+    types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    )
+    validator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        jsonschema.Draft202012Validator, type_checker=types
+    )
+    return validator(SCHEMA)
 
 
 def _finite(text: str) -> float:
@@ -175,7 +179,9 @@ def parse_session(data: bytes | str) -> dict[str, Any]:
             f"(this fragola_nb reads version {VERSION})"
         )
     try:
-        error = best_match(_VALIDATOR.iter_errors(document))
+        from jsonschema.exceptions import best_match
+
+        error = best_match(_validator().iter_errors(document))
     except RecursionError as exc:
         raise SessionError("not a session file: the JSON is nested too deeply") from exc
     if error is not None:
