@@ -22,12 +22,20 @@ __all__ = ["BLOCK_SIZE", "PANEL_CSS", "MessageBlocks", "StreamView", "close_tree
 
 BLOCK_SIZE = 50
 
+# The last rules: approval buttons as wide as their label ("Approve edited arguments" was cut
+# to "Approve edited a..."), and one "disconnected" mark per panel (ipywidgets puts a red
+# broken-link icon on every widget without a kernel: a notebook reopened from its saved widget
+# state showed nine of them in one panel, one per inner widget).
 PANEL_CSS = """<style>
 .fragola-panel{border:1px solid rgba(127,127,127,.3);border-radius:6px;padding:6px;gap:4px}
 .fragola-streaming{white-space:pre-wrap;word-break:break-word;opacity:.8}
 .fragola-approval{border:1px dashed #d97706;border-radius:4px;padding:4px;margin:2px 0}
 .fragola-approval-error{color:#b91c1c;white-space:pre-wrap}
 .fragola-stores pre,.fragola-approval pre{white-space:pre-wrap;word-break:break-word;margin:2px 0}
+.fragola-approval .jupyter-button{width:auto;align-self:flex-start;
+  min-width:var(--jp-widgets-inline-width-short,148px)}
+.fragola-panel .jupyter-widgets-disconnected::before,
+.fragola-fork-tree .jupyter-widgets-disconnected::before{display:none}
 </style>"""
 
 

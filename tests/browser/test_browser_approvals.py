@@ -1,0 +1,142 @@
+"""Approval by clicking, in JupyterLab: ``%%fragola`` turns pause on a tool call that needs
+approval; a person decides each from its panel (Approve, Reject with a typed reason, Approve
+edited arguments, Inject a typed result) and the run resumes in the same panel.
+
+One notebook holds four paused agents, one per test (one kernel, one Run All). Each agent's
+final answer quotes the tool message the model received, so seeing it in the panel proves
+the decision reached the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from . import jlab_harness as h
+from . import scenarios
+from .conftest import UI, SharedNotebook, Tab, expect, shared_ui
+
+pytestmark = pytest.mark.timeout(240)
+
+NOTEBOOK = "approvals.ipynb"
+# cells: title, setup, then one %%fragola cell per agent, in scenarios.APPROVERS order
+TURN_CELL = {agent: 2 + i for i, agent in enumerate(scenarios.APPROVERS)}
+
+
+@pytest.fixture(scope="module")
+def notebook(browser: Any, lab: h.LabServer) -> Iterator[SharedNotebook]:
+    tab = Tab.open(browser)
+    try:
+        yield SharedNotebook(tab)
+    finally:
+        tab.close()
+        lab.shutdown_all_kernels(wait=False)
+
+
+def _prepare(ui: UI) -> None:
+    scenarios.approvals(ui.lab.root, NOTEBOOK)
+    ui.open_and_run_all(NOTEBOOK)
+    ui.shot("run-all-four-paused")
+
+
+@pytest.fixture
+def ui(notebook: SharedNotebook, lab: h.LabServer,
+       request: pytest.FixtureRequest) -> Iterator[UI]:
+    yield from shared_ui(notebook, lab, request, _prepare)
+
+
+def paused_panel(ui: UI, agent: str) -> Any:
+    """The agent's turn panel, checked to be waiting with all the approval controls."""
+    panel = h.cell(ui.page, TURN_CELL[agent]).locator(".fragola-panel")
+    expect(panel).to_be_visible()
+    expect(panel.locator(".fragola-header")).to_contain_text(agent)
+    badge = panel.locator(".fragola-status")
+    expect(badge).to_have_text("waiting")
+    expect(badge).to_have_class(re.compile(r"\bfragola-status-waiting\b"))
+    box = panel.locator(".fragola-approval")
+    expect(box).to_have_count(1)
+    expect(box).to_contain_text("add")
+    expect(box).to_contain_text("call_1")
+    expect(box).to_contain_text("needs your approval")
+    expect(box.locator("pre.fragola-args")).to_contain_text('"x": 2')
+    for control in (".fragola-approve", ".fragola-args-edit textarea", ".fragola-edit-approve",
+                    ".fragola-reason input", ".fragola-reject", ".fragola-inject-text textarea",
+                    ".fragola-inject"):
+        expect(box.locator(control)).to_be_visible()
+        expect(box.locator(control)).to_be_enabled()
+    expect(panel.locator(".fragola-stop")).to_be_enabled()  # a paused run can be stopped
+    ui.shot("waiting-for-approval", panel)
+    return panel
+
+
+def expect_answered(panel: Any, tool_text: str) -> None:
+    """The tool message shows ``tool_text``, the final answer quotes it, the agent is idle
+    and the approval controls are gone."""
+    expect(panel.locator(".fragola-status")).to_have_text("idle", timeout=30_000)
+    expect(panel.locator(".fragola-tool-result .fragola-result-text")).to_have_text(
+        tool_text, use_inner_text=True)
+    expect(panel.locator(".fragola-msg-assistant").last).to_contain_text(
+        "Final answer, the tool said: " + tool_text)
+    expect(panel.locator(".fragola-approval")).to_have_count(0)
+    expect(panel.locator(".fragola-error")).to_have_text("")
+
+
+def test_approve_runs_the_tool_and_the_run_ends(ui: UI) -> None:
+    panel = paused_panel(ui, "approver")
+    panel.locator(".fragola-approve").click()
+    expect_answered(panel, "5")
+    expect(panel.locator(".fragola-steps")).to_have_text("2/5")
+    ui.shot("approved", panel)
+    ui.assert_clean()
+
+
+def test_reject_with_a_typed_reason(ui: UI) -> None:
+    panel = paused_panel(ui, "rejecter")
+    panel.locator(".fragola-reason input").fill("numbers this small, add them yourself")
+    ui.shot("reason-typed", panel)
+    panel.locator(".fragola-reject").click()
+    expect_answered(
+        panel,
+        "The user rejected this call to add. Reason: numbers this small, add them yourself",
+    )
+    ui.shot("rejected", panel)
+    ui.assert_clean()
+
+
+def test_edit_arguments_wrong_then_right(ui: UI) -> None:
+    panel = paused_panel(ui, "editor")
+    editor = panel.locator(".fragola-args-edit textarea")
+    expect(editor).to_have_value('{\n  "x": 2,\n  "y": 3\n}')
+    error = panel.locator(".fragola-approval-error")
+
+    editor.fill('{"x": "forty", "y": 2}')  # not an int: the tool's schema refuses it
+    panel.locator(".fragola-edit-approve").click()
+    expect(error).to_contain_text("InvalidArguments")
+    expect(error).to_contain_text("x: Input should be a valid integer")
+    expect(panel.locator(".fragola-status")).to_have_text("waiting")  # nothing was decided
+    expect(panel.locator(".fragola-edit-approve")).to_be_enabled()
+    ui.shot("invalid-arguments", panel)
+
+    editor.fill("[40, 2]")  # JSON, but not an object
+    panel.locator(".fragola-edit-approve").click()
+    expect(error).to_contain_text("must be a JSON object")
+
+    editor.fill('{"x": 40, "y": 2}')
+    panel.locator(".fragola-edit-approve").click()
+    # the model is told the person changed its arguments
+    expect_answered(panel, '(The user edited the arguments before this call ran: '
+                           '{"x": 40, "y": 2})\n42')
+    ui.shot("edited-and-approved", panel)
+    ui.assert_clean()
+
+
+def test_inject_a_typed_result(ui: UI) -> None:
+    panel = paused_panel(ui, "injector")
+    panel.locator(".fragola-inject-text textarea").fill("seven, by hand")
+    panel.locator(".fragola-inject").click()
+    expect_answered(panel, "seven, by hand")
+    ui.shot("injected", panel)
+    ui.assert_clean()

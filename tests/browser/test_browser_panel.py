@@ -1,0 +1,127 @@
+"""The live panel in JupyterLab: the reply streams in, Stop stops a run, hostile text stays
+text."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from . import jlab_harness as h
+from . import scenarios
+from .conftest import UI, expect
+
+pytestmark = pytest.mark.timeout(240)
+
+STORY = (
+    "Once upon a time a small agent lived in a notebook. Every morning it read the cells "
+    "above it, called its tools with care, and waited politely for a person to approve. "
+    "One day the person clicked Fork, and the agent found it had a twin on another branch."
+)
+
+
+def test_reply_streams_into_the_panel(ui: UI) -> None:
+    # 4 characters a chunk, 40 ms apart: the reply takes about 2 s to arrive
+    scenarios.streaming(ui.lab.root, "streaming.ipynb", STORY, chunk_delay=0.04)
+    h.open_notebook(ui.page, ui.lab, "streaming.ipynb")
+    h.run_all_cells(ui.page)
+    panel = h.cell(ui.page, 2).locator(".fragola-panel")
+    stream = panel.locator(".fragola-streaming")
+    final = panel.locator(".fragola-msg-assistant .fragola-md")
+    samples: list[str] = []
+    shot_taken = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if final.count():  # the stored message replaced the streamed text: done
+            break
+        text = (stream.text_content() or "") if stream.count() else ""
+        if text and (not samples or samples[-1] != text):
+            samples.append(text)
+            if not shot_taken and len(text) > 40:
+                ui.shot("mid-stream", panel)
+                shot_taken = True
+        time.sleep(0.05)
+    expect(final).to_have_text(STORY, timeout=30_000)
+    expect(stream).to_have_text("")  # cleared once the message is stored
+    h.wait_kernel_idle(ui.page)
+    ui.shot("streamed", panel)
+
+    partial = [s for s in samples if len(s) < len(STORY)]
+    assert len(partial) >= 3, f"the reply was not seen growing: {samples!r}"
+    for sample in samples:
+        assert STORY.startswith(sample), f"not a prefix of the reply: {sample!r}"
+    lengths = [len(s) for s in samples]
+    assert lengths == sorted(lengths), f"the streamed text shrank: {lengths}"
+    ui.assert_clean()
+
+
+def test_stop_a_hanging_cell_and_a_hanging_step(ui: UI) -> None:
+    scenarios.stop(ui.lab.root, "stop.ipynb")
+    h.open_notebook(ui.page, ui.lab, "stop.ipynb")
+    h.run_all_cells(ui.page)
+
+    # 1. the %%fragola cell whose model never answers: the cell is still running
+    sleepy = h.cell(ui.page, 3).locator(".fragola-panel")
+    expect(sleepy.locator(".fragola-status")).to_have_text("generating", timeout=60_000)
+    expect(h.cell(ui.page, 3).locator(".jp-InputArea-prompt")).to_have_text("[*]:")
+    expect(sleepy.locator(".fragola-stop")).to_be_enabled()
+    expect(sleepy.locator(".fragola-step")).to_be_disabled()
+    ui.shot("cell-hanging", sleepy)
+    sleepy.locator(".fragola-stop").click()
+    expect(sleepy.locator(".fragola-status")).to_have_text("idle", timeout=30_000)
+    expect(sleepy.locator(".fragola-status")).to_have_class(re.compile(r"\bfragola-status-idle\b"))
+    expect(h.cell(ui.page, 3).locator(".jp-InputArea-prompt")).to_have_text(
+        re.compile(r"\[\d+\]:"), timeout=30_000)  # the cell ended
+    h.wait_kernel_idle(ui.page)
+    expect(sleepy.locator(".fragola-msg-user")).to_contain_text("Are you there?")  # kept
+    expect(sleepy.locator(".fragola-stop")).to_be_disabled()
+    expect(sleepy.locator(".fragola-step")).to_be_enabled()
+    ui.shot("cell-stopped", sleepy)
+
+    # 2. the panel's Step button starts a run (the kernel is idle) that hangs too
+    stepper = h.cell(ui.page, 2).locator(".fragola-panel")
+    expect(stepper.locator(".fragola-status")).to_have_text("idle")
+    expect(stepper.locator(".fragola-msg-assistant")).to_contain_text("First answer.")
+    stepper.locator(".fragola-step").click()
+    expect(stepper.locator(".fragola-status")).to_have_text("generating", timeout=30_000)
+    expect(stepper.locator(".fragola-stop")).to_be_enabled()
+    ui.shot("step-hanging", stepper)
+    stepper.locator(".fragola-stop").click()
+    expect(stepper.locator(".fragola-status")).to_have_text("idle", timeout=30_000)
+    expect(stepper.locator(".fragola-step")).to_be_enabled()
+    expect(stepper.locator(".fragola-error")).to_have_text("")
+    ui.shot("step-stopped", stepper)
+    ui.assert_clean()
+
+
+def test_hostile_text_shows_as_text(ui: UI) -> None:
+    scenarios.hostile(ui.lab.root, "hostile.ipynb")
+    ui.open_and_run_all("hostile.ipynb")
+    page, hostile = ui.page, scenarios.HOSTILE
+    turn = h.cell(page, 2).locator(".fragola-panel")
+    tree = h.cell(page, 3)
+    expect(turn.locator(".fragola-status")).to_have_text("idle")
+    for panel in (turn, tree.locator(".fragola-panel")):
+        expect(panel.locator(".fragola-result-text")).to_have_text("page body: " + hostile)
+        reply = panel.locator(".fragola-msg-assistant .fragola-md").last
+        expect(reply).to_contain_text("<script>window.__pwned=1</script>")
+        expect(reply).to_contain_text('<img src=x onerror="window.__pwned=1">')
+        # nothing in the panel became an element: no script, no image
+        assert panel.locator("script, img").count() == 0
+    ui.shot("hostile-turn", turn)
+
+    # a hostile fork name, typed into the panel under the tree, goes through the
+    # anywidget's nodes and the panel's header as text too
+    fork_name = '<img src=x onerror="window.__pwned=1">'
+    tree.locator(".fragola-fork-name input").fill(fork_name)
+    tree.locator(".fragola-fork").click()
+    node = tree.locator(".fragola-tree-node").nth(1)
+    expect(node.locator(".fragola-tree-name")).to_have_text("└ " + fork_name)
+    expect(tree.locator(".fragola-header")).to_contain_text(fork_name)
+    assert tree.locator("script, img").count() == 0
+    ui.shot("hostile-fork-name", tree)
+
+    page.wait_for_timeout(500)  # an onerror handler would have run by now
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    ui.assert_clean()
