@@ -9,6 +9,7 @@ as at 50: the browser receives one block, never the whole history.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -57,6 +58,15 @@ def close_tree(widget: Any) -> None:
         if isinstance(part, widgets.Widget):
             part.close()
     widget.close()
+
+
+def close_view(view: Any) -> None:
+    """Detach a panel or tree and close all its widgets. Never raises: ``Widget.__del__``
+    calls ``close``, at interpreter exit too."""
+    with contextlib.suppress(Exception):
+        view.detach()
+        for child in view.children:
+            close_tree(child)
 
 
 class MessageBlocks(widgets.VBox):  # type: ignore[misc]

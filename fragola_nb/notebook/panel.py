@@ -11,7 +11,6 @@ background loop); setting widget traits from there is fine.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
@@ -25,7 +24,7 @@ from ..errors import FragolaError
 from ..events import transient
 from ..render import CSS, conversation_html, escape
 from .approvals import Approvals
-from .blocks import PANEL_CSS, MessageBlocks, StreamView, close_tree, error_text
+from .blocks import PANEL_CSS, MessageBlocks, StreamView, close_view, error_text
 from .runner import launch
 
 if TYPE_CHECKING:
@@ -140,10 +139,7 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
 
     def close(self) -> None:
         """Detach, and close every widget of the panel (for a view that is replaced)."""
-        with contextlib.suppress(Exception):  # Widget.__del__ calls this, at exit too
-            self.detach()
-            for child in self.children:
-                close_tree(child)
+        close_view(self)
         super().close()
 
     def show_error(self, exc: BaseException) -> None:

@@ -10,7 +10,6 @@ Below it, the Python side shows the selected agent's :class:`AgentPanel`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
 from ..events import transient
-from .blocks import close_tree
+from .blocks import close_view
 from .panel import AgentPanel
 
 if TYPE_CHECKING:
@@ -170,17 +169,10 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
 
     def close(self) -> None:
         """Detach, and close the tree's widgets and the shown panel."""
-        with contextlib.suppress(Exception):  # Widget.__del__ calls this, at exit too
-            self.detach()
-            for child in self.children:
-                close_tree(child)
+        close_view(self)
         super().close()
 
     def _watch(self, agent: Agent) -> None:
-        for listeners in self._listeners.values():  # copies inherited from its parent
-            for event, listener in listeners:
-                agent.off(event, listener)
-
         @transient  # the view's listener: not copied to forks nor saved in sessions
         def changed(event: Any) -> None:
             try:
