@@ -510,12 +510,15 @@ class Agent:
         return self._listeners.add(event, listener)
 
     def off(self, event: str, listener: Listener) -> None:
-        """Remove ``listener`` from ``event`` on this agent (a fork's copy included: each
-        agent holds its own list, so this is how a fork drops an inherited listener)."""
-        from .events import EVENTS
+        """Remove ``listener`` (or the ``Subscription`` that ``on_*`` returned) from ``event``
+        on this agent (a fork's copy included: each agent holds its own list, so this is how
+        a fork drops an inherited listener)."""
+        from .events import EVENTS, Subscription
 
         if event not in EVENTS:
             raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")
+        if isinstance(listener, Subscription):
+            listener = listener.listener
         self._listeners.remove(event, listener)
 
     def on_user_message(self, listener: Listener) -> Subscription:

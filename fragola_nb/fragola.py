@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .agent import Agent, check_messages, normalize_instructions
 from .context import AgentOptions
 from .errors import BadUsage
-from .model_client import ModelClient
+from .model_client import ModelClient, settings_problem
 from .stores import Store, index_stores
 from .tools import Tool, check_tools
 
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 __all__ = ["Fragola"]
 
 DEFAULT_MODEL = "gpt-4o-mini"
-RESERVED_SETTINGS = frozenset({"messages", "tools"})
 
 
 class Fragola:
@@ -137,12 +136,9 @@ class Fragola:
             # dict() would accept a list of pairs or fail with a bare ValueError.
             raise BadUsage(f"model_settings must be a dict, got {type(model_settings).__name__}")
         settings = dict(model_settings or {})
-        reserved = RESERVED_SETTINGS & settings.keys()
-        if reserved:
-            raise BadUsage(
-                f"model_settings cannot hold {', '.join(sorted(reserved))}: "
-                "use messages= and tools= on the agent"
-            )
+        problem = settings_problem(settings)
+        if problem:
+            raise BadUsage(problem)
         options = AgentOptions(
             name=name,
             description=description,

@@ -2,18 +2,30 @@
 
 It turns a request dict into an assistant message dict, streamed or not, and every failure of
 the API into a ``ModelError`` subclass that keeps the ``openai`` exception as its cause.
+
+Requests go through the client's own ``post("/chat/completions", ...)``: the same client, auth,
+retries, timeouts, connection pool and exception classes as ``chat.completions.create()``,
+without its two costs that grow with the history. ``create()`` walks the whole request through
+``maybe_transform`` (an identity for the plain dicts sent here: no Chat Completions parameter
+has an alias or a format) and builds pydantic models of the answer; that walk re-reads every
+message on every call, which dominated the CPU per call on long conversations (bench/).
+What ``create()`` checks before sending is checked here too: unknown settings and a pydantic
+class in ``response_format`` are a ``BadUsage``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import openai
 import pydantic
+from openai.resources.chat.completions import AsyncCompletions
+from openai.types.chat import ChatCompletionChunk
 
 from .errors import (
     BadUsage,
@@ -23,9 +35,64 @@ from .errors import (
     ModelTimeout,
 )
 
-__all__ = ["ModelClient", "json_schema_response_format"]
+__all__ = ["ModelClient", "json_schema_response_format", "settings_problem"]
 
 ChunkCallback = Callable[[Any, str, dict[str, Any]], Awaitable[None]]
+
+RESERVED_SETTINGS = frozenset({"messages", "tools"})
+"""Request fields an agent fills in itself; they are not model settings."""
+REQUEST_OPTIONS = {  # keyword of create() -> key of the client's request options
+    "extra_headers": "headers",
+    "extra_query": "params",
+    "extra_body": "extra_json",
+    "timeout": "timeout",
+}
+REQUEST_FIELDS = frozenset(inspect.signature(AsyncCompletions.create).parameters) - {
+    "self", *REQUEST_OPTIONS
+}
+"""The body fields ``chat.completions.create()`` of the installed ``openai`` takes."""
+STREAM_CLASS: Any = openai.AsyncStream[object]  # streamed chunks come back as plain dicts
+
+
+def settings_problem(settings: Mapping[str, Any]) -> str | None:
+    """Why ``model_settings`` could not be sent (one sentence), or None when they can."""
+    reserved = RESERVED_SETTINGS & settings.keys()
+    if reserved:
+        return (f"model_settings cannot hold {', '.join(sorted(reserved))}: "
+                "use messages= and tools= on the agent")
+    return _request_problem(settings)
+
+
+def _request_problem(request: Mapping[str, Any]) -> str | None:
+    unknown = request.keys() - REQUEST_FIELDS - REQUEST_OPTIONS.keys()
+    if unknown:
+        names = ", ".join(repr(name) for name in sorted(unknown, key=str))
+        return (f"model_settings has {names}, which chat.completions.create() of openai "
+                f"{openai.__version__} does not take; send other fields with extra_body={{...}}")
+    response_format = request.get("response_format")
+    if isinstance(response_format, type):
+        return ("response_format is a class: use agent.json(prompt, schema=...) for structured "
+                "output, or give response_format as a dict")
+    return None
+
+
+def _body_and_options(request: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The JSON body and the client's request options (its ``RequestOptions`` dict), as
+    ``create()`` would build them."""
+    problem = _request_problem(request)
+    if problem:
+        raise BadUsage(problem)
+    body: dict[str, Any] = {}
+    options: dict[str, Any] = {"security": {"bearer_auth": True}}
+    for key, value in request.items():
+        if isinstance(value, (openai.NotGiven, openai.Omit)):
+            continue
+        option = REQUEST_OPTIONS.get(key)
+        if option is None:
+            body[key] = value
+        elif option == "timeout" or value is not None:
+            options[option] = value
+    return body, options
 
 
 class ModelClient:
@@ -83,13 +150,21 @@ class ModelClient:
     async def complete(
         self, request: dict[str, Any], on_chunk: ChunkCallback | None = None
     ) -> dict[str, Any]:
-        """Send one request; return the assistant message as a Chat Completions dict."""
+        """Send one request; return the assistant message as a Chat Completions dict.
+
+        ``on_chunk(chunk, content, partial)`` is awaited for each streamed chunk, with the
+        chunk as an ``openai`` ``ChatCompletionChunk`` (built only when there is a callback).
+        """
+        body, options = _body_and_options(request)
         client = self.client()
         try:
-            if request.get("stream"):
-                return await _stream(client, request, on_chunk)
-            response = await client.chat.completions.create(**request)
-            return _message_from_response(response)
+            if body.get("stream"):
+                stream = await client.post("/chat/completions", body=body, cast_to=object,
+                                           options=options, stream=True, stream_cls=STREAM_CLASS)
+                return await _collect(stream, on_chunk)
+            data = await client.post("/chat/completions", body=body, cast_to=object,
+                                     options=options)
+            return _message_from_response(data)
         except openai.APITimeoutError as exc:
             raise ModelTimeout(f"the model API did not answer in time: {exc}") from exc
         except openai.APIConnectionError as exc:
@@ -101,7 +176,7 @@ class ModelClient:
             ) from exc
         except openai.APIResponseValidationError as exc:
             raise ModelResponseError(f"the model API's answer was not valid: {exc}") from exc
-        except (openai.OpenAIError, ValueError, pydantic.ValidationError) as exc:
+        except (openai.OpenAIError, ValueError) as exc:
             # A body that is not JSON surfaces as a ValueError from the client's parser.
             raise ModelResponseError(f"the model API's answer was not usable: {exc}") from exc
 
@@ -115,31 +190,40 @@ def _error_text(exc: openai.APIStatusError) -> str:
     return exc.message
 
 
-def _message_from_response(response: Any) -> dict[str, Any]:
-    # The client builds its objects without validating them, so any field of a hostile or
-    # broken body may be missing or of any type: check what is read, never trust it.
-    choices = getattr(response, "choices", None)
+def _kind(value: Any) -> str:
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
+def _message_from_response(data: Any) -> dict[str, Any]:
+    # Any field of a hostile or broken body may be missing or of any type: check what is
+    # read, never trust it.
+    if not isinstance(data, dict):
+        raise ModelResponseError(f"the model API's answer is not a JSON object but {_kind(data)}")
+    choices = data.get("choices")
     if not choices:
         raise ModelResponseError("the model API answered with no choices")
     if not isinstance(choices, list):
-        raise ModelResponseError(f"the model API's choices are a {type(choices).__name__}")
-    message = getattr(choices[0], "message", None)
-    if not isinstance(message, pydantic.BaseModel):
+        raise ModelResponseError(f"the model API's choices are a {_kind(choices)}")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
         raise ModelResponseError("the model API answered a choice with no message")
-    tool_calls = getattr(message, "tool_calls", None)
+    tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
         raise ModelResponseError("the model API's tool_calls are not a list")
     calls: list[dict[str, Any]] = []
     for call in tool_calls or ():
-        function = getattr(call, "function", None)
+        if not isinstance(call, dict):
+            raise ModelResponseError("a tool call of the model API is not an object")
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = {}
         calls.append({
-            "id": getattr(call, "id", None),
+            "id": call.get("id"),
             "type": "function",
-            "function": {"name": getattr(function, "name", None),
-                         "arguments": getattr(function, "arguments", None)},
+            "function": {"name": function.get("name"), "arguments": function.get("arguments")},
         })
-    return _checked_message(getattr(message, "content", None), calls,
-                           getattr(message, "refusal", None))
+    return _checked_message(message.get("content"), calls, message.get("refusal"))
 
 
 def _checked_message(
@@ -185,44 +269,44 @@ def assistant_message(
     return message
 
 
-async def _stream(
-    client: openai.AsyncOpenAI, request: dict[str, Any], on_chunk: ChunkCallback | None
-) -> dict[str, Any]:
+async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> dict[str, Any]:
     text: list[str] = []
     refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finished = False
     spoke = False  # a delta came: without any, the stream held a choice with no message
-    stream = await client.chat.completions.create(**request)
     try:
         async for chunk in stream:
-            choices = getattr(chunk, "choices", None)
+            if not isinstance(chunk, dict):
+                raise ModelResponseError(
+                    f"a streamed chunk is not a JSON object but {_kind(chunk)}")
+            choices = chunk.get("choices")
             if not choices:
                 continue  # the usage chunk
             if not isinstance(choices, list):
                 raise ModelResponseError("a streamed chunk's choices are not a list")
             choice = choices[0]
-            if not isinstance(choice, pydantic.BaseModel):
+            if not isinstance(choice, dict):
                 raise ModelResponseError("a streamed chunk's choice is not an object")
-            delta = getattr(choice, "delta", None)
+            delta = choice.get("delta")
             piece = ""
             if delta is not None:
-                if not isinstance(delta, pydantic.BaseModel):
+                if not isinstance(delta, dict):
                     raise ModelResponseError("a streamed chunk's delta is not an object")
                 spoke = True
-                piece = _piece(getattr(delta, "content", None), "content")
+                piece = _piece(delta.get("content"), "content")
                 text.append(piece)
-                refusal.append(_piece(getattr(delta, "refusal", None), "refusal"))
-                parts = getattr(delta, "tool_calls", None)
+                refusal.append(_piece(delta.get("refusal"), "refusal"))
+                parts = delta.get("tool_calls")
                 if parts is not None and not isinstance(parts, list):
                     raise ModelResponseError("a streamed chunk's tool_calls are not a list")
                 for part in parts or ():
                     _merge_tool_call(calls, part)
-            if getattr(choice, "finish_reason", None) is not None:
+            if choice.get("finish_reason") is not None:
                 finished = True
             if on_chunk is not None:
                 partial = assistant_message("".join(text), _ordered(calls), "".join(refusal))
-                await on_chunk(chunk, piece, partial)
+                await on_chunk(ChatCompletionChunk.construct(**chunk), piece, partial)
     finally:
         await stream.close()
     if not finished:
@@ -241,8 +325,10 @@ def _piece(value: Any, what: str) -> str:
 
 
 def _merge_tool_call(calls: dict[int, dict[str, Any]], part: Any) -> None:
-    index = getattr(part, "index", None)
-    if not isinstance(index, int):
+    if not isinstance(part, dict):
+        raise ModelResponseError("a streamed tool call delta is not an object")
+    index = part.get("index")
+    if not isinstance(index, int) or isinstance(index, bool):
         raise ModelResponseError("a streamed tool call delta came without its index")
     call = calls.get(index)
     if call is None:
@@ -251,14 +337,17 @@ def _merge_tool_call(calls: dict[int, dict[str, Any]], part: Any) -> None:
             "type": "function",
             "function": {"name": "", "arguments": ""},
         }
-    call_id = getattr(part, "id", None)
+    call_id = part.get("id")
     if call_id:
+        if not isinstance(call_id, str):
+            raise ModelResponseError(f"a streamed tool call id is not text but {_kind(call_id)}")
         call["id"] = call_id
-    function = getattr(part, "function", None)
+    function = part.get("function")
     if function is not None:
-        call["function"]["name"] += _piece(getattr(function, "name", None), "tool name")
-        call["function"]["arguments"] += _piece(getattr(function, "arguments", None),
-                                                "tool arguments")
+        if not isinstance(function, dict):
+            raise ModelResponseError("a streamed tool call's function is not an object")
+        call["function"]["name"] += _piece(function.get("name"), "tool name")
+        call["function"]["arguments"] += _piece(function.get("arguments"), "tool arguments")
 
 
 def _ordered(calls: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -20,8 +20,10 @@ unanswered so the history is always a valid next request.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .errors import BadUsage
 from .events import (
     AfterModelInvocationEvent,
     AfterToolCallEvent,
@@ -86,6 +88,11 @@ async def call_model(agent: Agent) -> dict[str, Any] | None:
         event = await emit(agent, "before_model_invocation",
                            ModelInvocationEvent(agent.context, dict(config)))
         config = event.config
+        if not isinstance(config, Mapping):
+            raise BadUsage(
+                "a before_model_invocation listener must return the config dict (or None "
+                f"to keep it), not a {type(config).__name__}"
+            )
     if agent._stop_requested:
         return None  # a listener stopped the run before the request went out
     request = dict(config)

@@ -20,6 +20,7 @@ from .context import AgentOptions
 from .errors import SessionError
 from .events import Listener
 from .history import History
+from .model_client import settings_problem
 from .runloop import parse_arguments
 from .schemas import ArgumentsRejected
 from .state import Decision, PendingCall
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["build_agents", "check_document", "label"]
 
-RESERVED_SETTINGS = frozenset({"messages", "tools"})
 
 
 def _fail(message: str) -> NoReturn:
@@ -157,9 +157,9 @@ def _open_calls(messages: list[dict[str, Any]], who: str) -> dict[str, dict[str,
 
 def _check_agent(record: dict[str, Any], messages: list[dict[str, Any]]) -> None:
     who = label(record)
-    reserved = RESERVED_SETTINGS & record["options"]["model_settings"].keys()
-    if reserved:
-        _fail(f"{who}: model_settings cannot hold {', '.join(sorted(reserved))}")
+    problem = settings_problem(record["options"]["model_settings"])
+    if problem:
+        _fail(f"{who}: {problem}")
     _check_stores(record["stores"], f"the stores of {who}")
     open_calls = _open_calls(messages, who)
     pending = record["pending"]

@@ -173,6 +173,14 @@ FAULTS = [
                   sse({"index": 0, "finish_reason": "stop"})),
           ModelResponseError, None),
     Fault("no_choices", lambda _: completion(), ModelResponseError, None, modes=(False,)),
+    Fault("plain_text_body",  # not JSON, and not said to be: the client hands back the text
+          lambda _: raw(b"upstream says hello", headers={"Content-Type": "text/plain"}),
+          ModelResponseError, None, modes=(False,)),
+    Fault("json_that_is_not_an_object",
+          _either(raw(b"[1, 2]"),
+                  raw(b"data: 5\n\ndata: [DONE]\n\n",
+                      headers={"Content-Type": "text/event-stream"})),
+          ModelResponseError, None),
 ]
 
 # Answers that parse but could not be stored: each would make every later request invalid.

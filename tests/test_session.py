@@ -378,7 +378,6 @@ async def test_api_keys_and_secret_settings_are_never_written(
         "extra_headers": {"Authorization": f"Bearer {SECRET}", "X-Api-Key": SECRET,
                           "X-Trace": "trace-7", "X-Custom": f"Bearer {SECRET}"},
         "extra_body": {"api_key": SECRET, "client_secret": SECRET, "nested": [SECRET]},
-        "default_headers": {"authorization": SECRET}, "api_key": SECRET,
     })
     agent.fork("child")
 
@@ -389,9 +388,13 @@ async def test_api_keys_and_secret_settings_are_never_written(
     loaded = load_session(tmp_path / "s.json", fresh(model))["a"].options.model_settings
     assert loaded == {"temperature": 0.1, "max_tokens": 9, "prompt_cache_key": "lesson-1",
                       "extra_headers": {"X-Trace": "trace-7"},
-                      "extra_body": {"nested": []}, "default_headers": {}}
+                      "extra_body": {"nested": []}}
     assert "extra_headers.Authorization of agent 'a' was not saved" in caplog.text
     assert SECRET not in caplog.text
+    # client options are not model settings: refused by name, the value never echoed
+    with pytest.raises(BadUsage, match="'api_key', 'default_headers'") as refused:
+        fragola.agent("b", model_settings={"api_key": SECRET, "default_headers": {"a": SECRET}})
+    assert SECRET not in str(refused.value)
 
 
 async def test_save_and_load_refuse_what_they_cannot_use(

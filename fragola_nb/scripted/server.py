@@ -72,6 +72,8 @@ class ScriptedModel:
     HTTP 500 ``"scripted model: the script is exhausted after N requests"``.
 
     Everything exchanged is recorded: :attr:`requests` (parsed bodies, in arrival order),
+    :attr:`targets` (each request's path and query string, in the same order),
+    :attr:`headers` (each request's headers, names in lower case, in the same order),
     :attr:`responses` (non-stream completion bodies) and :attr:`chunks` (stream chunks).
     """
 
@@ -89,6 +91,8 @@ class ScriptedModel:
         self.chunk_delay = chunk_delay
         self.model_name = model_name
         self.requests: list[dict[str, Any]] = []
+        self.targets: list[str] = []
+        self.headers: list[dict[str, str]] = []
         self.responses: list[dict[str, Any]] = []
         self.chunks: list[dict[str, Any]] = []
         self._script: deque[ScriptEntry] = deque(script)
@@ -190,10 +194,12 @@ class ScriptedModel:
             else:
                 self._connections[sock] = threading.current_thread()
 
-    def _next(self, request: dict[str, Any]) -> tuple[ScriptEntry, int]:
+    def _next(self, handler: wire.Handler, request: dict[str, Any]) -> tuple[ScriptEntry, int]:
         entry: ScriptEntry | None
         with self._cond:
             self.requests.append(request)
+            self.targets.append(handler.path)
+            self.headers.append({name.lower(): value for name, value in handler.headers.items()})
             served = len(self.requests) - 1
             gen = self._release_gen
             entry = self._script.popleft() if self._script else None
@@ -206,7 +212,7 @@ class ScriptedModel:
         return entry, gen
 
     def _chat(self, handler: wire.Handler, request: dict[str, Any]) -> None:
-        entry, gen = self._next(request)
+        entry, gen = self._next(handler, request)
         self._answer(handler, request, resolve(entry, request), gen)
 
     def _answer(self, handler: wire.Handler, request: dict[str, Any], item: Item, gen: int) -> None:
