@@ -123,7 +123,23 @@ class Agent:
 
     @property
     def message_count(self) -> int:
+        """``len(agent.state.messages)``, without copying the history."""
         return len(self._history)
+
+    @property
+    def pending(self) -> tuple[PendingCall, ...]:
+        """``agent.state.pending`` (the calls the run paused on, decided or not), without
+        copying the history."""
+        return tuple(self._pending.values())
+
+    def messages_since(self, index: int) -> list[dict[str, Any]]:
+        """``agent.state.messages[index:]``, costing what it returns rather than the history's
+        length: a view that already shows the first ``index`` messages reads only the new ones.
+
+        >>> agent.messages_since(agent.message_count - 1)   # the last message   # doctest: +SKIP
+        """
+        history = self._history
+        return [history[i] for i in range(*slice(index, None).indices(len(history)))]
 
     @property
     def forks(self) -> tuple[Agent, ...]:
