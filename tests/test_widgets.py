@@ -12,11 +12,13 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
+import comm
 import ipywidgets as widgets
 import pydantic
 import pytest
+from comm.base_comm import BaseComm
 from test_render import assert_inert
 
 from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
@@ -25,6 +27,7 @@ from fragola_nb.notebook.blocks import BLOCK_SIZE, StreamView
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.tree import ESM, ForkTree
 from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
+from fragola_nb.state import AgentState
 
 API_KEY = "sk-test-DO-NOT-SHOW-4242"
 SCRIPT = "<script>alert(1)</script>"
@@ -61,7 +64,7 @@ def every_widget(root: Any) -> Iterator[Any]:
 
 
 def shown(panel: AgentPanel) -> str:
-    return "".join(block.value for block in panel.messages.children)
+    return "".join(block.value for group in panel.messages.children for block in group.children)
 
 
 def box(panel: AgentPanel, index: int = 0) -> Any:
@@ -404,16 +407,23 @@ async def sent_per_turn(model: ScriptedModel, count: int) -> tuple[int, int]:
     """Characters of HTML sent to the browser for one turn (two messages) after ``count``."""
     agent = make_agent(model, messages=history(count))
     panel = AgentPanel(agent)
-    assert len(panel.messages.children) == -(-count // BLOCK_SIZE)
+    assert len(panel.messages.blocks) == -(-count // BLOCK_SIZE)
     sent: list[int] = []
 
     def watch(block: Any) -> None:
         block.observe(lambda change: sent.append(len(change["new"])), names="value")
 
-    for block in panel.messages.children:
-        watch(block)
+    def watch_group(group: Any) -> None:
+        for block in group.children:
+            watch(block)
+        group.observe(
+            lambda change: [watch(b) for b in change["new"] if b not in change["old"]],
+            names="children")
+
+    for group in panel.messages.children:
+        watch_group(group)
     panel.messages.observe(
-        lambda change: [watch(b) for b in change["new"] if b not in change["old"]],
+        lambda change: [watch_group(g) for g in change["new"] if g not in change["old"]],
         names="children")
     model.push(reply("the reply"))
     await agent.user_message("one more")
@@ -426,6 +436,81 @@ async def test_appending_costs_the_same_at_5000_messages_as_at_50(model: Scripte
     assert small > 0
     assert large <= small * 1.1  # the same work: only the last block is sent again
     assert large < whole / 50
+
+
+class CountingReads(Agent):
+    """An agent that counts the messages it hands out, whole histories (``state``) included."""
+
+    handed_out = 0
+
+    @property
+    def state(self) -> AgentState:
+        state = super().state
+        self.handed_out += len(state.messages)
+        return state
+
+    def messages_since(self, index: int) -> list[dict[str, Any]]:
+        messages = super().messages_since(index)
+        self.handed_out += len(messages)
+        return messages
+
+
+async def test_a_panel_reads_only_the_messages_an_event_adds(model: ScriptedModel) -> None:
+    """Every event refreshes the panel: reading the 5,000 messages each time would make each
+    one cost more the longer the conversation."""
+
+    async def handed_out(with_panel: bool) -> tuple[int, int]:
+        agent = make_agent(model, add_tool(), messages=history(5_000),
+                           model_settings={"stream": True})
+        agent.__class__ = CountingReads
+        events: list[Any] = []
+        for name in ("after_state_update", "status_change", "model_chunk", "after_step"):
+            agent.on(name, events.append)
+        panel = AgentPanel(agent) if with_panel else None
+        agent.handed_out = 0  # building the panel reads the history once: not per event
+        model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("It is three."))
+        await agent.user_message("add")
+        agent.approve(agent.pending[0].id)
+        await agent.step()
+        assert panel is None or "It is three." in shown(panel)
+        return agent.handed_out, len(events)
+
+    without, _ = await handed_out(with_panel=False)  # what the run itself reads
+    with_panel, events = await handed_out(with_panel=True)
+    assert events > 10
+    assert with_panel - without <= 2 * events  # the last message shown and the new ones
+
+
+class RecordingComm(BaseComm):  # type: ignore[misc]
+    """The kernel's comm to the browser, keeping the size of every message it would send."""
+
+    sizes: ClassVar[list[int]] = []
+
+    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None,
+                    buffers: Any = None, **keys: Any) -> None:
+        self.sizes.append(len(json.dumps([data, metadata], default=str)))
+
+
+async def test_a_turn_sends_the_same_bytes_at_5050_messages_as_at_50(
+    model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Everything the panel sends for a turn, not only the blocks' HTML: the turn starts a new
+    block, and a list of every block sent again would grow with the history. (5,050: a new
+    block in a group that has others, as at 50; a new group comes once per 2,500 messages.)"""
+    monkeypatch.setattr(comm, "create_comm", RecordingComm)  # ipywidgets opens comms with it
+    monkeypatch.setattr(RecordingComm, "sizes", [])
+    sent = {}
+    for count in (50, 5_050):
+        agent = make_agent(model, messages=history(count))
+        panel = AgentPanel(agent)
+        RecordingComm.sizes.clear()
+        model.push(reply("the reply"))
+        await agent.user_message("one more")
+        sent[count] = sum(RecordingComm.sizes)
+        assert len(panel.messages.blocks) == count // BLOCK_SIZE + 1
+        panel.close()
+    assert sent[50] > 0
+    assert sent[5_050] <= sent[50] * 1.1, sent
 
 
 async def test_a_turn_panel_shows_messages_from_since(model: ScriptedModel) -> None:

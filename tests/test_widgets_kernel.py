@@ -47,8 +47,12 @@ def kernel() -> Iterator[Kernel]:
 
 def shown(kernel: Kernel) -> str:
     """The HTML of the message blocks of the newest panel, as the browser has it."""
-    children = kernel.state("fragola-messages")["children"]
-    return "".join(kernel.widgets[ref.removeprefix("IPY_MODEL_")]["value"] for ref in children)
+    groups = kernel.state("fragola-messages")["children"]
+    return "".join(
+        kernel.widgets[block.removeprefix("IPY_MODEL_")]["value"]
+        for group in groups
+        for block in kernel.widgets[group.removeprefix("IPY_MODEL_")]["children"]
+    )
 
 
 def test_approve_by_click_resumes_the_run(kernel: Kernel) -> None:

@@ -139,10 +139,10 @@ class Approvals(widgets.VBox):  # type: ignore[misc]
         self._frozen = False
 
     def sync(self) -> None:
-        """Match the boxes to ``agent.state.pending``: new calls get a box, decided ones show
+        """Match the boxes to ``agent.pending``: new calls get a box, decided ones show
         their decision, answered ones go away."""
         with self._lock:
-            pending = self.agent.state.pending
+            pending = self.agent.pending
             ids, added = [p.id for p in pending], False
             for call in pending:
                 box = self.boxes.get(call.id)
@@ -161,7 +161,7 @@ class Approvals(widgets.VBox):  # type: ignore[misc]
 
     def _decided(self) -> None:
         self.sync()
-        pending = self.agent.state.pending
+        pending = self.agent.pending
         if pending and all(p.decision is not None for p in pending):
             launch(self.agent.step, on_error=self._on_error)  # the last one: resume the run
 

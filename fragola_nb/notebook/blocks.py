@@ -1,9 +1,12 @@
 """The parts of a panel that show text: message blocks, the streaming reply, errors.
 
-Messages go into HTML widgets of at most ``BLOCK_SIZE`` messages each. Appending a message
-re-renders only the last block (from per-message HTML kept for it), and a new block is
-started every ``BLOCK_SIZE`` messages, so one more message costs the same at 5,000 messages
-as at 50: the browser receives one block, never the whole history.
+Messages go into HTML widgets of at most ``BLOCK_SIZE`` messages each, and the blocks into
+groups of at most ``GROUP_SIZE``. Appending a message reads only that message from the agent
+(``agent.messages_since``) and re-renders only the last block (from per-message HTML kept for
+it); a new block changes the children of the last group only (a flat list of 100 blocks is
+4 KB of widget ids sent again each time), and a new group comes every 2,500 messages. So one
+more message costs the same at 5,000 messages as at 50: the browser receives one block, never
+the whole history.
 """
 
 from __future__ import annotations
@@ -12,16 +15,22 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
 from ..render import escape, message_html, text_of, tool_names_of
 
-__all__ = ["BLOCK_SIZE", "PANEL_CSS", "MessageBlocks", "StreamView", "close_tree", "error_text"]
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = [
+    "BLOCK_SIZE", "GROUP_SIZE", "PANEL_CSS", "MessageBlocks", "StreamView", "close_tree",
+    "error_text",
+]
 
 BLOCK_SIZE = 50
+GROUP_SIZE = 50
 
 # The last rules: approval buttons as wide as their label ("Approve edited arguments" was cut
 # to "Approve edited a..."), and one "disconnected" mark per panel (ipywidgets puts a red
@@ -70,61 +79,91 @@ def close_view(view: Any) -> None:
 
 
 class MessageBlocks(widgets.VBox):  # type: ignore[misc]
-    """A conversation as HTML blocks of ``BLOCK_SIZE`` messages, from index ``start`` on."""
+    """A conversation as HTML blocks of ``BLOCK_SIZE`` messages, from index ``start`` on,
+    ``GROUP_SIZE`` blocks to a group (a VBox of class ``fragola-block-group``)."""
 
     def __init__(self, start: int = 0) -> None:
         super().__init__()
         self.add_class("fragola-messages")
         self.start = start
         self._lock = threading.RLock()
-        self._blocks: list[Any] = []  # the HTML widgets, the last one growing
+        self._groups: list[tuple[Any, list[Any]]] = []  # (VBox, its HTML blocks), the last growing
         self._clear()
 
     def _clear(self) -> None:
         self._shown = self.start  # index of the next message to render
         self._last: dict[str, Any] | None = None  # the last message rendered (by identity)
-        self._names: dict[str, str] | None = None  # tool call id -> tool name, all blocks
+        self._names: dict[str, str] = {}  # tool call id -> tool name, from the calls shown
+        self._looked_back = self.start == 0  # the calls made before start were named
         self._tail: list[str] = []  # the HTML of each message of the last block
-        old, self._blocks = self._blocks, []
+        old, self._groups = self._groups, []
         self.children = ()
-        for block in old:
-            close_tree(block)
+        for group, _ in old:
+            close_tree(group)
 
     @property
     def count(self) -> int:
         """How many messages are shown."""
         return self._shown - self.start
 
-    def update(self, messages: Sequence[dict[str, Any]]) -> None:
-        """Show ``messages`` (the whole history), rendering only what is new. A history that
-        shrank or was replaced (``agent.reset``) is rendered again from scratch."""
-        with self._lock:
-            if len(messages) < self._shown or (
-                self._last is not None and messages[self._shown - 1] is not self._last
-            ):
-                self._clear()
-            if len(messages) <= self._shown:
-                return
-            if self._names is None:  # tool results shown may answer calls made before start
-                self._names = tool_names_of(messages[: self.start])
-            blocks, grew = self._blocks, False
-            for index in range(self._shown, len(messages)):
-                message = messages[index]
-                if not blocks or len(self._tail) >= BLOCK_SIZE:
-                    if blocks:
-                        self._write(blocks[-1])  # the full block keeps its final HTML
-                    block = widgets.HTML()
-                    block.add_class("fragola-block")
-                    blocks.append(block)
-                    self._tail, grew = [], True
-                tool_names_of([message], self._names)
-                self._tail.append(message_html(message, self._names, index))
-            self._write(blocks[-1])
-            if grew:
-                self.children = tuple(blocks)
-            self._shown, self._last = len(messages), messages[-1]
+    @property
+    def blocks(self) -> tuple[Any, ...]:
+        """The HTML blocks, in order."""
+        return tuple(block for _, blocks in self._groups for block in blocks)
 
-    def _write(self, block: Any) -> None:
+    def update(self, agent: Agent) -> None:
+        """Show ``agent``'s history, reading and rendering only the messages it gained since
+        the last update. A history that shrank or was replaced (``agent.reset``) is rendered
+        again from scratch."""
+        with self._lock:
+            if self._last is None:
+                fresh = agent.messages_since(self._shown)
+            else:  # the last message shown, read again: is it still the same history?
+                fresh = agent.messages_since(self._shown - 1)
+                if fresh and fresh[0] is self._last:
+                    del fresh[0]
+                else:
+                    self._clear()
+                    fresh = agent.messages_since(self._shown)
+            if fresh:
+                self._render(agent, fresh)
+
+    def _render(self, agent: Agent, fresh: list[dict[str, Any]]) -> None:
+        grown: list[tuple[Any, list[Any]]] = []  # the groups given a new block
+        for index, message in enumerate(fresh, self._shown):
+            if not self._groups or len(self._tail) >= BLOCK_SIZE:
+                if self._groups:
+                    self._write()  # the full block keeps its final HTML
+                if not self._groups or len(self._groups[-1][1]) >= GROUP_SIZE:
+                    group = widgets.VBox()
+                    group.add_class("fragola-block-group")
+                    self._groups.append((group, []))
+                    self.children = tuple(g for g, _ in self._groups)
+                block = widgets.HTML()
+                block.add_class("fragola-block")
+                self._groups[-1][1].append(block)
+                if not grown or grown[-1] is not self._groups[-1]:
+                    grown.append(self._groups[-1])
+                self._tail = []
+            if message.get("role") == "tool" and not self._looked_back:
+                self._look_back(agent, message)
+            tool_names_of([message], self._names)
+            self._tail.append(message_html(message, self._names, index))
+        self._write()
+        for group, blocks in grown:  # one children update per group, not one per block
+            group.children = tuple(blocks)
+        self._shown, self._last = self._shown + len(fresh), fresh[-1]
+
+    def _look_back(self, agent: Agent, message: dict[str, Any]) -> None:
+        """A tool result shown may answer a call made before ``start``: name the calls made
+        before it, once, and only when a result needs it."""
+        if str(message.get("tool_call_id", "")) not in self._names:
+            self._looked_back = True
+            before = tool_names_of(agent.messages_since(0)[: self.start])
+            self._names = {**before, **self._names}
+
+    def _write(self) -> None:
+        block = self._groups[-1][1][-1]
         block.value = f'<div class="fragola-conversation">{"".join(self._tail)}</div>'
 
 

@@ -184,16 +184,18 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
     # -- rendering --------------------------------------------------------------------------
 
     def _refresh(self) -> None:
+        # Runs on every event: it reads the agent's cheap views (counts, status, pending, the
+        # new messages), never agent.state, whose copy of the history grows with it.
         with self._lock:
-            agent, state = self.agent, self.agent.state
-            self.messages.update(state.messages)
+            agent = self.agent
+            self.messages.update(agent)
             fork = f" · fork of {escape(agent.fork_of)}" if agent.fork_of else ""
             self.header.value = (
                 f"<b>{escape(agent.name)}</b> <code>{escape(agent.id)}</code> · model "
                 f"{escape(agent.model)} · steps <span class='fragola-steps'>"
-                f"{state.step_count}/{agent.options.max_step}</span>{fork}"
+                f"{agent.step_count}/{agent.options.max_step}</span>{fork}"
             )
-            status = state.status
+            status = agent.status
             if self._status_class != f"fragola-status-{status}":
                 if self._status_class:
                     self.status_badge.remove_class(self._status_class)
@@ -265,11 +267,11 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
 
     def html(self) -> str:
         """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
-        agent, state = self.agent, self.agent.state
+        agent = self.agent
         return conversation_html(
-            state.messages[self.since or 0:], title=agent.name, status=state.status,
+            agent.messages_since(self.since or 0), title=agent.name, status=agent.status,
             subtitle=f"id {agent.id} · model {agent.model} · "
-            f"steps {state.step_count}/{agent.options.max_step}",
+            f"steps {agent.step_count}/{agent.options.max_step}",
         )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
