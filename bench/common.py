@@ -10,6 +10,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -56,6 +57,14 @@ class LeanServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def report(result: Any, text: str, json_path: str | None) -> None:
+    """End of a section run alone: write ``result`` as JSON when asked, print ``text``."""
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=1)
+    print(text)
 
 
 def median(values: list[float]) -> float:

@@ -3,7 +3,7 @@
 500 fresh conversations (K tool steps then an answer each) are started together with
 ``asyncio.gather`` on one event loop and one client per library; we time until the last one
 finishes (wall) and the client CPU it took. Rounds are interleaved (floor, fragola_nb,
-prototype, floor, ...) after a warm-up round of 100 each, and the median round is reported.
+floor, ...) after a warm-up round of 100 each, and the median round is reported.
 
     python bench/concurrency.py [--agents 500] [--k 1] [--rounds 3] [--json FILE]
 """
@@ -13,15 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import time
 from typing import Any
 
-from common import LeanServer, median
-from overhead import FLOOR, PROTOTYPE, make_prototype
+from common import LeanServer, median, report
+from overhead import FLOOR
 from workloads import make_floor, make_fragola
 
-LIBS = {FLOOR: make_floor, "fragola_nb": make_fragola, PROTOTYPE: make_prototype}
+LIBS = {FLOOR: make_floor, "fragola_nb": make_fragola}
 
 
 async def _round(run: Any, agents: int, k: int) -> tuple[float, float]:
@@ -76,10 +75,7 @@ def main() -> None:
     args = parser.parse_args()
     with LeanServer() as server:
         rows = asyncio.run(measure(server, args.agents, args.k, args.rounds))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    print(table(rows))
+    report(rows, table(rows), args.json)
 
 
 if __name__ == "__main__":

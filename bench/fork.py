@@ -21,6 +21,7 @@ import timeit
 import tracemalloc
 from typing import Any
 
+from common import report
 from workloads import add
 
 SIZES = (1_000, 10_000)
@@ -113,10 +114,7 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = measure()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    print(table(rows))
+    report(rows, table(rows), args.json)
 
 
 if __name__ == "__main__":

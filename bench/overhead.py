@@ -20,22 +20,12 @@ import sys
 import time
 from typing import Any
 
-from common import LeanServer, median, median_ci, spread
-from workloads import LIBRARIES, Run, make_fragola
+from common import LeanServer, median, median_ci, report, spread
+from workloads import LIBRARIES, Run
 
 FLOOR = "bare openai (floor)"
-PROTOTYPE = "fragola_nb + post() (prototype)"
 # Conversations per sample: 24 model calls at K=5, 21 at K=20.
 RUNS_PER_SAMPLE = {5: 4, 20: 1}
-
-
-def make_prototype(base_url: str) -> Run:
-    """fragola_nb with ModelClient.complete sending through client.post() (bench/ only)."""
-    from post_path import use_post_path
-
-    run = make_fragola(base_url)
-    use_post_path(run.fragola)  # type: ignore[attr-defined]
-    return run
 
 
 def check_same_requests() -> None:
@@ -74,8 +64,7 @@ async def _sample(run: Run, k: int, stream: bool, runs: int) -> tuple[float, flo
 
 async def measure(server: LeanServer, reps: int, ks: tuple[int, ...] = (5, 20),
                   warmup: int = 3) -> list[dict[str, Any]]:
-    makers = {**LIBRARIES, PROTOTYPE: make_prototype}
-    runs = {name: make(server.base_url) for name, make in makers.items()}
+    runs = {name: make(server.base_url) for name, make in LIBRARIES.items()}
     names = list(runs)
     rows: list[dict[str, Any]] = []
     for stream in (False, True):
@@ -162,19 +151,14 @@ def main() -> None:
                 return [await paired(server, 20, stream, args.paired) for stream in (False, True)]
 
             pairs = asyncio.run(both())
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(pairs, f, indent=1)
-        for p in pairs:
-            print(f"K=20 stream={p['stream']}: fragola_nb/floor CPU {p['ratio']:.3f} "
-                  f"(95% CI {p['low']:.3f}-{p['high']:.3f}, {p['reps']} pairs)")
+        report(pairs, "\n".join(
+            f"K=20 stream={p['stream']}: fragola_nb/floor CPU {p['ratio']:.3f} "
+            f"(95% CI {p['low']:.3f}-{p['high']:.3f}, {p['reps']} pairs)" for p in pairs),
+            args.json)
         return
     with LeanServer() as server:
         rows = asyncio.run(measure(server, args.reps))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    print(table(rows))
+    report(rows, table(rows), args.json)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,19 @@
-"""``create()`` against the lower-level ``client.post()`` with the same plain-dict body.
+"""Why fragola_nb costs less than the floor: ``create()`` against the ``post()`` it sends with.
 
 ``client.chat.completions.create(**body)`` runs ``maybe_transform`` over the whole body (each
 message is walked once per member of the message-type union) and builds pydantic models
-from the response. ``client.post("/chat/completions", body=body, cast_to=object, ...)``
-keeps the same client (auth, retries, timeouts, errors, connection pool) and skips both:
-the body is sent as given and the response comes back as the parsed JSON dict.
+from the response. fragola_nb's ``ModelClient.complete`` sends through
+``client.post("/chat/completions", body=body, cast_to=object, ...)``: the same client (auth,
+retries, timeouts, errors, connection pool) without both, so the body is sent as given and
+the answer comes back as the parsed JSON dict.
 
 For Chat Completions the transform changes nothing in a plain-dict body: no parameter type
 carries an alias or a format (``transform_is_identity`` scans them), so skipping it is
 lossless for what fragola_nb sends.
 
-This module holds the micro-benchmark (both paths, converted to fragola_nb's assistant
-message dict) and ``use_post_path(fragola)``, a prototype of the change in
-``ModelClient.complete`` used by ``overhead.py`` for its "prototype" row. The prototype lives
-in bench/ only; fragola_nb is not changed.
+This module holds the micro-benchmark: one request body, sent by the floor's way
+(``create()``, then the reply turned into a message dict as the floor's loop does) and by
+fragola_nb's ``ModelClient.complete``; both must give the same message.
 
     python bench/post_path.py [--json FILE]
 """
@@ -31,91 +31,53 @@ import openai
 from common import LeanServer, median
 from workloads import FLOOR_TOOLS, MODEL, client
 
-from fragola_nb.model_client import ModelClient
-
-OPTIONS: Any = {"security": {"bearer_auth": True}}  # what create() passes
-STREAM_CLS: Any = openai.AsyncStream[object]  # chunks come back as plain dicts
-
+from fragola_nb.model_client import ModelClient, assistant_message
 
 # -- the two paths, each ending in fragola_nb's stored assistant message ------------------
 
-async def via_create(model_client: ModelClient, body: dict[str, Any]) -> dict[str, Any]:
-    """fragola_nb's own path, as it is in the tree: ``ModelClient.complete``."""
+
+async def via_fragola(model_client: ModelClient, body: dict[str, Any]) -> dict[str, Any]:
+    """fragola_nb's path: ``ModelClient.complete`` (``client.post()``)."""
     return await model_client.complete(body)
 
 
-def assistant_message(content: Any, calls: list[dict[str, Any]], refusal: Any) -> dict[str, Any]:
-    """fragola_nb's stored form of an assistant reply (as ``model_client`` builds it)."""
-    message: dict[str, Any] = {"role": "assistant"}
-    if content or not calls:
-        message["content"] = content or ""
-    if refusal:
-        message["refusal"] = refusal
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
-async def via_post(bare: openai.AsyncOpenAI, body: dict[str, Any]) -> dict[str, Any]:
+async def via_create(bare: openai.AsyncOpenAI, body: dict[str, Any]) -> dict[str, Any]:
+    """The floor's path: ``create()`` and the pydantic objects it returns."""
     if body.get("stream"):
-        stream = await bare.post("/chat/completions", body=body, cast_to=object,
-                                 options=OPTIONS, stream=True, stream_cls=STREAM_CLS)
-        return await _collect(stream)
-    data = await bare.post("/chat/completions", body=body, cast_to=object, options=OPTIONS)
-    return _message_from_dict(data)
-
-
-def _message_from_dict(data: Any) -> dict[str, Any]:
-    message = data["choices"][0]["message"]
+        return await _collect(await bare.chat.completions.create(**body))
+    response = await bare.chat.completions.create(**body)
+    message = response.choices[0].message
     calls = [
-        {"id": c["id"], "type": "function",
-         "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
-        for c in message.get("tool_calls") or ()
-        if c.get("function") is not None
+        {"id": c.id, "type": "function",
+         "function": {"name": c.function.name, "arguments": c.function.arguments}}
+        for c in message.tool_calls or ()
+        if c.type == "function"
     ]
-    return assistant_message(message.get("content"), calls, message.get("refusal"))
+    return assistant_message(message.content, calls, message.refusal)
 
 
 async def _collect(stream: Any) -> dict[str, Any]:
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finished = False
-    try:
-        async for chunk in stream:
-            choices = chunk.get("choices")
-            if not choices:
-                continue
-            choice = choices[0]
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                text.append(delta["content"])
-            for part in delta.get("tool_calls") or ():
-                call = calls.setdefault(part.get("index", 0), {
-                    "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-                if part.get("id"):
-                    call["id"] = part["id"]
-                function = part.get("function") or {}
-                if function.get("name"):
-                    call["function"]["name"] += function["name"]
-                if function.get("arguments"):
-                    call["function"]["arguments"] += function["arguments"]
-            if choice.get("finish_reason") is not None:
-                finished = True
-    finally:
-        await stream.close()
+    async for chunk in stream:
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        if choice.delta.content:
+            text.append(choice.delta.content)
+        for part in choice.delta.tool_calls or ():
+            call = calls.setdefault(part.index, {
+                "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+            if part.id:
+                call["id"] = part.id
+            if part.function is not None:
+                call["function"]["name"] += part.function.name or ""
+                call["function"]["arguments"] += part.function.arguments or ""
+        if choice.finish_reason is not None:
+            finished = True
     assert finished
     return assistant_message("".join(text), [calls[i] for i in sorted(calls)], None)
-
-
-def use_post_path(fragola: Any) -> None:
-    """Prototype: make ``fragola``'s ModelClient send through ``post()`` (no listeners on
-    chunks in this benchmark, so ``on_chunk`` is ignored)."""
-    model_client: ModelClient = fragola._model
-
-    async def complete(request: dict[str, Any], on_chunk: Any = None) -> dict[str, Any]:
-        return await via_post(model_client.client(), request)
-
-    model_client.complete = complete  # type: ignore[method-assign]
 
 
 # -- checks -------------------------------------------------------------------------------
@@ -168,16 +130,16 @@ def history(k: int, content_null: bool = False) -> list[dict[str, Any]]:
 async def measure(server: LeanServer, sizes: tuple[int, ...] = (0, 5, 20, 100),
                   reps: int = 7, calls: int = 8) -> list[dict[str, Any]]:
     bare = client(server.base_url)
-    model_client = ModelClient(client=bare)
+    model_client = ModelClient(client=bare)  # the very same openai client
     rows = []
     for stream in (False, True):
         for k in sizes:
             body: dict[str, Any] = {"model": MODEL, "messages": history(k), "tools": FLOOR_TOOLS}
             if stream:
                 body["stream"] = True
-            a, b = await via_create(model_client, body), await via_post(bare, body)
+            a, b = await via_create(bare, body), await via_fragola(model_client, body)
             assert a == b, (a, b)  # the same message either way
-            paths = (("create", via_create, model_client), ("post", via_post, bare))
+            paths = (("create", via_create, bare), ("post", via_fragola, model_client))
             for _ in range(3):
                 for _, path, target in paths:
                     await path(target, body)
@@ -230,8 +192,8 @@ def transform_table(rows: list[dict[str, Any]]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    out = ["| mode | messages in request | create() CPU µs | post() CPU µs | saved µs "
-           "| post/create |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| mode | messages in request | create() CPU µs | fragola_nb post() CPU µs "
+           "| saved µs | post/create |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         out.append(f"| {'stream' if r['stream'] else 'non-stream'} | {r['messages']} | "
                    f"{r['create_us']:.0f} | {r['post_us']:.0f} | "

@@ -21,13 +21,12 @@ from collections import defaultdict
 from typing import Any
 
 from common import LeanServer
-from overhead import PROTOTYPE, make_prototype
 from workloads import LIBRARIES
 
 # (path fragment, layer): the first fragment found in a frame's file path names its layer.
 LAYERS: list[tuple[str, str | None]] = [
     ("openai/_utils/_transform.py", "openai: maybe_transform of the request"),
-    ("openai/_models.py", "openai: response → pydantic models"),
+    ("openai/_models.py", "openai: _models.py (response models, request options)"),
     ("openai/_streaming.py", "openai: SSE stream"),
     ("openai/_response.py", "openai: response parsing"),
     ("openai/", "openai: build request, options, headers, retries"),
@@ -41,14 +40,14 @@ LAYERS: list[tuple[str, str | None]] = [
     ("/pydantic_ai/", "pydantic-ai"),
     ("/pydantic_graph/", "pydantic-ai"),
     ("/bench/workloads.py", "benchmark loop (the floor's own code)"),
-    ("/bench/post_path.py", "prototype post() path (bench/post_path.py)"),
     ("/bench/lean_server.py", "stub model (bench)"),
     ("/bench/profile_calls.py", "stub model (bench)"),
     ("asyncio/", "asyncio event loop"),
     ("selectors.py", "asyncio event loop"),
 ]
 # Everything below a frame of these layers is theirs (their helpers live in other openai files).
-STICKY = {"openai: maybe_transform of the request", "openai: response → pydantic models"}
+STICKY = {"openai: maybe_transform of the request",
+          "openai: _models.py (response models, request options)"}
 IDLE_FUNCTIONS = {"select", "poll", "epoll.poll", "[await]", "[out-of-context]"}
 
 
@@ -78,30 +77,37 @@ def charge(frame: Any, layer: str, owner: str, by_layer: dict[str, float],
         charge(child, layer, owner, by_layer, by_function)
 
 
-async def profile(library: str, k: int, stream: bool, runs: int, base_url: str
-                  ) -> dict[str, Any]:
+async def profiled(run: Any, k: int, stream: bool, runs: int
+                   ) -> tuple[dict[str, float], dict[str, float]]:
+    """Profile ``runs`` conversations, then close ``run``: seconds by layer (idle left out)
+    and by fragola_nb function."""
     from pyinstrument import Profiler
 
-    makers = {**LIBRARIES, PROTOTYPE: make_prototype}
-    run = makers[library](base_url)
-    for _ in range(3):
-        await run(k, stream)
-    cpu0 = time.process_time()
-    for _ in range(runs):
-        await run(k, stream)
-    cpu_per_call = (time.process_time() - cpu0) / (runs * (k + 1)) * 1e6
     profiler = Profiler(interval=0.0001, async_mode="disabled")
     profiler.start()
     for _ in range(runs):
         await run(k, stream)
     profiler.stop()
-    await run.aclose()  # type: ignore[attr-defined]
+    await run.aclose()
     by_layer: dict[str, float] = defaultdict(float)
     by_function: dict[str, float] = defaultdict(float)
     root = profiler.last_session.root_frame() if profiler.last_session else None
     if root is not None:
         charge(root, "other", "", by_layer, by_function)
     by_layer.pop("idle", None)
+    return by_layer, by_function
+
+
+async def profile(library: str, k: int, stream: bool, runs: int, base_url: str
+                  ) -> dict[str, Any]:
+    run = LIBRARIES[library](base_url)
+    for _ in range(3):
+        await run(k, stream)
+    cpu0 = time.process_time()
+    for _ in range(runs):
+        await run(k, stream)
+    cpu_per_call = (time.process_time() - cpu0) / (runs * (k + 1)) * 1e6
+    by_layer, by_function = await profiled(run, k, stream, runs)
     total = sum(by_layer.values()) or 1.0
     layers = sorted(((v / total, name) for name, v in by_layer.items()), reverse=True)
     fragola = sorted(((v / total, name) for name, v in by_function.items()), reverse=True)
@@ -131,8 +137,6 @@ async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
                                      for i, n, a in calls]
         return message
 
-    from pyinstrument import Profiler
-
     run = make_fragola("http://127.0.0.1:9/v1")
     run.fragola._model.complete = stub  # type: ignore[attr-defined]
     for _ in range(20):
@@ -143,18 +147,7 @@ async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
         for _ in range(runs // 5):
             await run(k, False)
         best = min(best, (time.process_time() - cpu0) / (runs // 5 * (k + 1)) * 1e6)
-    profiler = Profiler(interval=0.0001, async_mode="disabled")
-    profiler.start()
-    for _ in range(runs):
-        await run(k, False)
-    profiler.stop()
-    await run.aclose()  # type: ignore[attr-defined]
-    by_layer: dict[str, float] = defaultdict(float)
-    by_function: dict[str, float] = defaultdict(float)
-    root = profiler.last_session.root_frame() if profiler.last_session else None
-    if root is not None:
-        charge(root, "other", "", by_layer, by_function)
-    by_layer.pop("idle", None)
+    by_layer, by_function = await profiled(run, k, False, runs)
     by_layer.pop("stub model (bench)", None)
     total = sum(by_layer.values()) or 1.0
     functions = sorted(((v / total, name) for name, v in by_function.items()), reverse=True)
