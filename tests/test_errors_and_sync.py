@@ -9,13 +9,13 @@ from typing import Any
 
 import openai
 import pytest
+from helpers import assert_valid_history, make_agent, make_fragola
 
 import fragola_nb
 from fragola_nb import (
     Agent,
     AgentState,
     BadUsage,
-    Fragola,
     FragolaError,
     JsonModeError,
     ListenerError,
@@ -28,27 +28,6 @@ from fragola_nb import (
     tool,
 )
 from fragola_nb.scripted import ScriptedModel, call, drop, fail, hang, raw, reply, tool_calls
-
-
-def make_agent(scripted: ScriptedModel, /, timeout: float | None = None, **options: Any) -> Agent:
-    extra = {} if timeout is None else {"timeout": timeout}
-    fragola = Fragola(api_key="test-key", base_url=scripted.base_url, max_retries=0, **extra)
-    options.setdefault("name", "agent")
-    return fragola.agent(**options)
-
-
-def assert_valid_history(messages: list[dict[str, Any]]) -> None:
-    """Every assistant tool call is answered, by id, before any other message follows."""
-    open_ids: list[str] = []
-    for message in messages:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in open_ids, f"unexpected tool message {message}"
-            open_ids.remove(message["tool_call_id"])
-            continue
-        assert not open_ids, f"tool calls {open_ids} unanswered before {message}"
-        if message["role"] == "assistant":
-            open_ids = [c["id"] for c in message.get("tool_calls") or ()]
-    assert not open_ids, f"tool calls {open_ids} unanswered at the end"
 
 
 @tool
@@ -173,7 +152,7 @@ async def test_http_errors_raise_model_http_error(model: ScriptedModel, status: 
 
 async def test_no_answer_within_the_timeout_raises_model_timeout(model: ScriptedModel) -> None:
     model.push(hang())
-    agent = make_agent(model, timeout=0.5)
+    agent = make_fragola(model, timeout=0.5).agent("tester")
 
     with pytest.raises(ModelTimeout) as caught:
         await agent.user_message("hi")
@@ -230,7 +209,7 @@ async def test_a_stream_cut_midway_leaves_no_half_built_reply(model: ScriptedMod
 
 async def test_a_failure_after_a_tool_call_keeps_the_answered_call(model: ScriptedModel) -> None:
     model.push(tool_calls(call("add", {"a": 2, "b": 3})), fail(503))
-    agent = make_agent(model, tools=[add])
+    agent = make_agent(model, add)
 
     with pytest.raises(ModelHTTPError):
         await agent.user_message("2 + 3?")
@@ -254,7 +233,7 @@ def boom(event: Any) -> None:
 
 async def test_a_raising_tool_call_listener_raises_listener_error(model: ScriptedModel) -> None:
     model.push(tool_calls(call("add", {"a": 1, "b": 1})))
-    agent = make_agent(model, tools=[add])
+    agent = make_agent(model, add)
     agent.on_tool_call(boom)
 
     with pytest.raises(ListenerError) as caught:
@@ -340,7 +319,7 @@ async def test_a_raising_state_listener_on_tool_results_leaves_a_valid_history(
     # The listener raises on the first result, and again on the "cancelled" answer that
     # repairs the second call: the agent must still end idle with every call answered.
     model.push(tool_calls(call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4})))
-    agent = make_agent(model, tools=[add])
+    agent = make_agent(model, add)
 
     @agent.on_after_state_update
     def refuse_tool_results(event: Any) -> None:
@@ -360,7 +339,7 @@ async def test_a_raising_state_listener_on_tool_results_leaves_a_valid_history(
 
 def test_run_sync_from_plain_synchronous_code(model: ScriptedModel) -> None:
     model.push(tool_calls(call("add", {"a": 20, "b": 22})), reply("42"))
-    agent = make_agent(model, tools=[add])
+    agent = make_agent(model, add)
 
     state = run_sync(agent.user_message("20 + 22?"))
 
@@ -379,7 +358,7 @@ async def test_run_sync_inside_a_running_event_loop(model: ScriptedModel) -> Non
         return "here"
 
     model.push(tool_calls(call("where", {})), reply("done"), reply("and again"))
-    agent = make_agent(model, tools=[where])
+    agent = make_agent(model, where)
     asyncio.get_running_loop()  # this test's own loop is running and blocked below
 
     state = run_sync(agent.user_message("where?"))
@@ -407,7 +386,7 @@ def test_run_sync_timeout_cancels_the_call_and_leaves_a_valid_agent(
     model: ScriptedModel,
 ) -> None:
     model.push(tool_calls(call("add", {"a": 1, "b": 1})), hang())
-    agent = make_agent(model, tools=[add])
+    agent = make_agent(model, add)
 
     with pytest.raises(TimeoutError):
         run_sync(agent.user_message("1 + 1?"), timeout=0.5)

@@ -5,33 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import assert_valid_history, make_agent
 
-from fragola_nb import Agent, AgentState, BadUsage, Fragola, tool
+from fragola_nb import Agent, AgentState, BadUsage, tool
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 
 
-def make_agent(scripted: ScriptedModel, /, **options: Any) -> Agent:
-    fragola = Fragola(api_key="test-key", base_url=scripted.base_url, max_retries=0)
-    options.setdefault("name", "agent")
-    return fragola.agent(**options)
-
-
-def assert_valid_history(messages: list[dict[str, Any]]) -> None:
-    """Every assistant tool call is answered, by id, before any other message follows."""
-    open_ids: list[str] = []
-    for message in messages:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in open_ids, f"unexpected tool message {message}"
-            open_ids.remove(message["tool_call_id"])
-            continue
-        assert not open_ids, f"tool calls {open_ids} unanswered before {message}"
-        if message["role"] == "assistant":
-            open_ids = [c["id"] for c in message.get("tool_calls") or ()]
-    assert not open_ids, f"tool calls {open_ids} unanswered at the end"
-
-
-def counter_tool() -> tuple[Any, list[int]]:
-    """A ``tick`` tool and the list of the numbers it was called with."""
+def ticking_agent(model: ScriptedModel, /, **options: Any) -> tuple[Agent, list[int]]:
+    """An agent with a ``tick`` tool, and the list of the numbers the tool was called with."""
     ticks: list[int] = []
 
     @tool
@@ -40,7 +21,7 @@ def counter_tool() -> tuple[Any, list[int]]:
         ticks.append(n)
         return f"tick {n}"
 
-    return tick, ticks
+    return make_agent(model, tick, **options), ticks
 
 
 def ticks_then(n: int, *, start: int = 1) -> list[Any]:
@@ -118,9 +99,8 @@ async def test_step_without_a_user_message_calls_the_model(model: ScriptedModel)
 
 
 async def test_a_turn_runs_tools_until_a_final_answer(model: ScriptedModel) -> None:
-    tick, ticks = counter_tool()
+    agent, ticks = ticking_agent(model)
     model.push(*ticks_then(2), reply("Ticked twice."))
-    agent = make_agent(model, tools=[tick])
 
     state = await agent.user_message("tick twice")
 
@@ -145,9 +125,8 @@ async def test_a_turn_runs_tools_until_a_final_answer(model: ScriptedModel) -> N
 
 
 async def test_the_default_budget_is_five_model_calls(model: ScriptedModel) -> None:
-    tick, ticks = counter_tool()
+    agent, ticks = ticking_agent(model)
     model.push(*ticks_then(6))
-    agent = make_agent(model, tools=[tick])
 
     state = await agent.user_message("tick forever")
 
@@ -160,9 +139,8 @@ async def test_the_default_budget_is_five_model_calls(model: ScriptedModel) -> N
 
 
 async def test_a_later_step_carries_on_after_the_step_limit(model: ScriptedModel) -> None:
-    tick, ticks = counter_tool()
+    agent, ticks = ticking_agent(model, max_step=2)
     model.push(*ticks_then(2), reply("Done at last."))
-    agent = make_agent(model, tools=[tick], max_step=2)
 
     limited = await agent.user_message("tick")
     assert (limited.outcome, ticks) == ("step_limit", [1, 2])
@@ -176,9 +154,8 @@ async def test_a_later_step_carries_on_after_the_step_limit(model: ScriptedModel
 
 
 async def test_with_reset_each_user_message_gets_a_fresh_budget(model: ScriptedModel) -> None:
-    tick, _ = counter_tool()
+    agent, _ = ticking_agent(model, max_step=2)
     model.push(*ticks_then(2), *ticks_then(2, start=3))
-    agent = make_agent(model, tools=[tick], max_step=2)
 
     first = await agent.user_message("one")
     second = await agent.user_message("two")
@@ -190,9 +167,8 @@ async def test_with_reset_each_user_message_gets_a_fresh_budget(model: ScriptedM
 
 
 async def test_with_reset_each_step_call_gets_max_step_calls(model: ScriptedModel) -> None:
-    tick, _ = counter_tool()
+    agent, _ = ticking_agent(model, max_step=2)
     model.push(*ticks_then(4), reply("finally"))
-    agent = make_agent(model, tools=[tick], max_step=2)
 
     first = await agent.user_message("go")
     second = await agent.step()
@@ -204,9 +180,8 @@ async def test_with_reset_each_step_call_gets_max_step_calls(model: ScriptedMode
 
 
 async def test_without_reset_the_budget_is_the_agents_lifetime(model: ScriptedModel) -> None:
-    tick, ticks = counter_tool()
+    agent, ticks = ticking_agent(model, max_step=3, reset_step_count_after_user_message=False)
     model.push(tool_calls(call("tick", {"n": 1})), reply("one"), *ticks_then(1, start=2))
-    agent = make_agent(model, tools=[tick], max_step=3, reset_step_count_after_user_message=False)
 
     first = await agent.user_message("first")
     second = await agent.user_message("second")
@@ -243,9 +218,8 @@ async def test_without_reset_step_also_uses_the_lifetime_budget(model: ScriptedM
 
 
 async def test_by_replaces_the_budget_for_one_call(model: ScriptedModel) -> None:
-    tick, _ = counter_tool()
+    agent, _ = ticking_agent(model, max_step=1)
     model.push(*ticks_then(4), reply("done"))
-    agent = make_agent(model, tools=[tick], max_step=1)
 
     wide = await agent.user_message("go", by=3)
     narrow = await agent.step(by=1)
@@ -281,14 +255,13 @@ async def test_by_zero_makes_no_model_call(model: ScriptedModel) -> None:
 async def test_step_first_answers_tool_calls_left_open_in_the_history(
     model: ScriptedModel,
 ) -> None:
-    tick, ticks = counter_tool()
     seed = [
         {"role": "user", "content": "tick"},
         {"role": "assistant", "tool_calls": [
             {"id": "c9", "type": "function", "function": {"name": "tick", "arguments": '{"n": 9}'}}
         ]},
     ]
-    agent = make_agent(model, tools=[tick], messages=seed)
+    agent, ticks = ticking_agent(model, messages=seed)
 
     state = await agent.step(by=0)
 
@@ -326,7 +299,7 @@ async def test_status_is_generating_during_a_turn_and_idle_around_it(
         return "ok"
 
     model.push(tool_calls(call("look", {})), reply("done"))
-    agent = make_agent(model, tools=[look])
+    agent = make_agent(model, look)
     agent.on_before_model_invocation(lambda event: seen.append(("model", agent.status)))
     assert agent.state.status == "idle"
 
@@ -337,9 +310,8 @@ async def test_status_is_generating_during_a_turn_and_idle_around_it(
 
 
 async def test_status_change_events_come_in_order(model: ScriptedModel) -> None:
-    tick, _ = counter_tool()
+    agent, _ = ticking_agent(model)
     model.push(tool_calls(call("tick", {"n": 1})), reply("done"), reply("again"))
-    agent = make_agent(model, tools=[tick])
     changes: list[tuple[str, str]] = []
     agent.on_status_change(lambda event: changes.append((event.previous, event.status)))
 
@@ -374,7 +346,7 @@ async def test_a_second_call_while_generating_is_bad_usage(model: ScriptedModel)
         return "tried"
 
     model.push(tool_calls(call("nested", {})), reply("done"))
-    agent = make_agent(model, tools=[nested])
+    agent = make_agent(model, nested)
 
     state = await agent.user_message("go")
 
@@ -428,9 +400,8 @@ def test_reset_with_bad_messages_is_bad_usage_and_changes_nothing(model: Scripte
 
 
 async def test_reset_step_count_keeps_the_history(model: ScriptedModel) -> None:
-    tick, _ = counter_tool()
+    agent, _ = ticking_agent(model, max_step=2)
     model.push(*ticks_then(2))
-    agent = make_agent(model, tools=[tick], max_step=2)
     limited = await agent.user_message("go")
 
     agent.reset_step_count()
@@ -458,7 +429,7 @@ async def test_reset_while_generating_is_bad_usage_and_changes_nothing(
         return "tried"
 
     model.push(tool_calls(call("meddle", {})), reply("done"))
-    agent = make_agent(model, tools=[meddle])
+    agent = make_agent(model, meddle)
 
     state = await agent.user_message("go")
 

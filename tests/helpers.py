@@ -1,0 +1,73 @@
+"""Builders shared by the core tests: a Fragola on the scripted model, and stored messages.
+
+    agent = make_agent(model, lookup, instructions="Be brief.")
+    model.push(tool_calls(call("lookup", {"q": "x"}, id="c1")), reply("found"))
+    state = await agent.user_message("go")
+    assert state.messages == [
+        user("go"),
+        asked(("c1", "lookup", {"q": "x"})),
+        answered("c1", "x found"),
+        {"role": "assistant", "content": "found"},
+    ]
+    assert_valid_history(state.messages)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fragola_nb import Agent, Fragola, Tool
+from fragola_nb.scripted import ScriptedModel
+
+__all__ = ["answered", "asked", "assert_valid_history", "make_agent", "make_fragola", "user"]
+
+
+def make_fragola(model: ScriptedModel, /, **options: Any) -> Fragola:
+    """A Fragola that talks to ``model`` and never retries (a scripted failure fails at once)."""
+    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0, **options)
+
+
+def make_agent(model: ScriptedModel, /, *tools: Tool, name: str = "tester", **options: Any
+               ) -> Agent:
+    """An agent with ``tools`` on its own :func:`make_fragola`; ``options`` go to ``agent()``."""
+    return make_fragola(model).agent(name=name, tools=list(tools), **options)
+
+
+def user(text: str) -> dict[str, Any]:
+    """The stored user message for ``text``."""
+    return {"role": "user", "content": text}
+
+
+def asked(*calls: tuple[str, str, Any]) -> dict[str, Any]:
+    """The stored assistant message for ``(id, name, arguments)`` calls."""
+    return {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": name, "arguments": json.dumps(args)}}
+            for call_id, name, args in calls
+        ],
+    }
+
+
+def answered(call_id: str, content: str) -> dict[str, Any]:
+    """The stored tool message answering ``call_id``."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def assert_valid_history(messages: list[dict[str, Any]]) -> None:
+    """Every assistant tool call is answered, by id, before any other message follows.
+
+    (``invariants.check_history`` is the stricter check of the fault and random-play tests.)
+    """
+    open_ids: list[str] = []
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_ids, f"unexpected tool message {message}"
+            open_ids.remove(message["tool_call_id"])
+            continue
+        assert not open_ids, f"tool calls {open_ids} unanswered before {message}"
+        if message["role"] == "assistant":
+            open_ids = [c["id"] for c in message.get("tool_calls") or ()]
+    assert not open_ids, f"tool calls {open_ids} unanswered at the end"
