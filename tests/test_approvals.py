@@ -7,43 +7,22 @@ from typing import Any
 
 import pydantic
 import pytest
+from helpers import answered, asked, make_agent, user
 
 from fragola_nb import (
+    Agent,
     AgentContext,
+    AgentState,
     BadUsage,
     Decision,
-    Fragola,
     InvalidArguments,
     PendingCall,
     Tool,
     tool,
 )
-from fragola_nb.agent import Agent
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 
-
-def make_agent(model: ScriptedModel, *tools: Tool, **options: Any) -> Agent:
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    return fragola.agent(name="tester", tools=list(tools), **options)
-
-
-def asked(*calls: tuple[str, str, Any]) -> dict[str, Any]:
-    """The stored assistant message for ``(id, name, arguments)`` calls."""
-    return {
-        "role": "assistant",
-        "tool_calls": [
-            {"id": call_id, "type": "function",
-             "function": {"name": name, "arguments": json.dumps(args)}}
-            for call_id, name, args in calls
-        ],
-    }
-
-
-def answered(call_id: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
-
-
-USER = {"role": "user", "content": "go"}
+USER = user("go")
 
 
 class RemoteArgs(pydantic.BaseModel):
@@ -73,6 +52,16 @@ class Ledger:
 def remote_tool() -> Tool:
     return tool(name="remoteAction", description="Runs remotely.", schema=RemoteArgs,
                 handler="dynamic")
+
+
+async def paused_on_a_transfer(model: ScriptedModel, to: str = "bob", amount: int = 5
+                               ) -> tuple[Agent, Ledger, AgentState]:
+    """An agent paused on one call ``c1`` that needs approval: a transfer of ``amount`` to
+    ``to``. Returns the agent, the ledger of its transfer tool, and the paused state."""
+    ledger = Ledger()
+    agent = make_agent(model, ledger.tool())
+    model.push(tool_calls(call("transfer", {"to": to, "amount": amount}, id="c1")))
+    return agent, ledger, await agent.user_message("go")
 
 
 # -- on_before_tool_call injection --------------------------------------------------------
@@ -184,11 +173,7 @@ async def test_dynamic_tool_with_invalid_arguments_does_not_pause(model: Scripte
 
 
 async def test_require_approval_pauses_before_the_handler(model: ScriptedModel) -> None:
-    ledger = Ledger()
-    agent = make_agent(model, ledger.tool())
-    model.push(tool_calls(call("transfer", {"to": "bob", "amount": 5}, id="c1")))
-
-    paused = await agent.user_message("go")
+    agent, ledger, paused = await paused_on_a_transfer(model)
 
     assert ledger.runs == []
     assert paused.status == "waiting"
@@ -268,10 +253,7 @@ async def test_approval_predicate_that_raises_is_reported_to_the_model(
 
 
 async def test_approve_with_edited_arguments(model: ScriptedModel) -> None:
-    ledger = Ledger()
-    agent = make_agent(model, ledger.tool())
-    model.push(tool_calls(call("transfer", {"to": "bob", "amount": 5000}, id="c1")))
-    await agent.user_message("go")
+    agent, ledger, _ = await paused_on_a_transfer(model, amount=5000)
 
     agent.approve("c1", params={"to": "bob", "amount": "50"})
     model.push(reply("sent 50"))
@@ -294,10 +276,7 @@ async def test_approve_with_edited_arguments(model: ScriptedModel) -> None:
 async def test_invalid_edited_arguments_raise_and_change_nothing(
     model: ScriptedModel, edited: dict[str, Any]
 ) -> None:
-    ledger = Ledger()
-    agent = make_agent(model, ledger.tool())
-    model.push(tool_calls(call("transfer", {"to": "bob", "amount": 5}, id="c1")))
-    before = await agent.user_message("go")
+    agent, ledger, before = await paused_on_a_transfer(model)
 
     with pytest.raises(InvalidArguments) as raised:
         agent.approve("c1", params=edited)
@@ -322,10 +301,7 @@ async def test_invalid_edited_arguments_raise_and_change_nothing(
 async def test_edited_arguments_must_be_a_dict_or_the_tools_own_model(
     model: ScriptedModel,
 ) -> None:
-    ledger = Ledger()
-    agent = make_agent(model, ledger.tool())
-    model.push(tool_calls(call("transfer", {"to": "bob", "amount": 5}, id="c1")))
-    await agent.user_message("go")
+    agent, ledger, _ = await paused_on_a_transfer(model)
 
     for wrong in ("amount=6", ["bob", 6], RemoteArgs(id="bob")):
         with pytest.raises(InvalidArguments, match="transfer"):
@@ -380,10 +356,7 @@ async def test_edited_arguments_follow_the_tool_schema_kind(model: ScriptedModel
 
 
 async def test_reject_tells_the_model_why(model: ScriptedModel) -> None:
-    ledger = Ledger()
-    agent = make_agent(model, ledger.tool())
-    model.push(tool_calls(call("transfer", {"to": "eve", "amount": 9}, id="c1")))
-    await agent.user_message("go")
+    agent, ledger, _ = await paused_on_a_transfer(model, to="eve", amount=9)
 
     agent.reject("c1", "Eve is not a known payee")
     model.push(reply("I did not send it."))
@@ -400,10 +373,7 @@ async def test_reject_tells_the_model_why(model: ScriptedModel) -> None:
 
 
 async def test_inject_answers_an_approval_call_by_hand(model: ScriptedModel) -> None:
-    ledger = Ledger()
-    agent = make_agent(model, ledger.tool())
-    model.push(tool_calls(call("transfer", {"to": "bob", "amount": 5}, id="c1")))
-    await agent.user_message("go")
+    agent, ledger, _ = await paused_on_a_transfer(model)
 
     agent.inject("c1", "Sent by hand from the bank app.")
     model.push(reply("ok"))
@@ -467,10 +437,7 @@ async def test_several_pending_calls_are_decided_independently(model: ScriptedMo
 
 
 async def test_deciding_an_unknown_or_decided_call_is_bad_usage(model: ScriptedModel) -> None:
-    ledger = Ledger()
-    agent = make_agent(model, ledger.tool())
-    model.push(tool_calls(call("transfer", {"to": "bob", "amount": 5}, id="c1")))
-    await agent.user_message("go")
+    agent, ledger, _ = await paused_on_a_transfer(model)
 
     for decide in (agent.approve, agent.reject, lambda i: agent.inject(i, "x")):
         with pytest.raises(BadUsage, match="no-such-id"):
@@ -490,9 +457,7 @@ async def test_deciding_an_unknown_or_decided_call_is_bad_usage(model: ScriptedM
 
 
 async def test_user_message_while_waiting_is_bad_usage(model: ScriptedModel) -> None:
-    agent = make_agent(model, Ledger().tool())
-    model.push(tool_calls(call("transfer", {"to": "bob", "amount": 5}, id="c1")))
-    before = await agent.user_message("go")
+    agent, _, before = await paused_on_a_transfer(model)
 
     with pytest.raises(BadUsage, match="waiting"):
         await agent.user_message("never mind")
@@ -534,10 +499,7 @@ async def test_stop_while_waiting_cancels_pending_calls(model: ScriptedModel) ->
 async def test_forks_of_a_paused_agent_never_run_an_undecided_call(
     model: ScriptedModel,
 ) -> None:
-    ledger = Ledger()
-    agent = make_agent(model, ledger.tool())
-    model.push(tool_calls(call("transfer", {"to": "bob", "amount": 5}, id="c1")))
-    paused = await agent.user_message("go")
+    agent, ledger, paused = await paused_on_a_transfer(model)
 
     fork = agent.fork("what-if")
     assert fork.status == "waiting"

@@ -2,47 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from helpers import answered, asked, make_agent, make_fragola
 
 from fragola_nb import (
     AgentContext,
     AgentState,
-    Fragola,
     InvalidToolDefinition,
     Tool,
     create_store,
     tool,
 )
-from fragola_nb.agent import Agent
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.stores import Store
-
-
-def make_fragola(model: ScriptedModel, **options: Any) -> Fragola:
-    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0, **options)
-
-
-def make_agent(model: ScriptedModel, *tools: Tool, **options: Any) -> Agent:
-    return make_fragola(model).agent(name="tester", tools=list(tools), **options)
-
-
-def asked(*calls: tuple[str, str, Any]) -> dict[str, Any]:
-    """The stored assistant message for ``(id, name, arguments)`` calls."""
-    return {
-        "role": "assistant",
-        "tool_calls": [
-            {"id": call_id, "type": "function",
-             "function": {"name": name, "arguments": json.dumps(args)}}
-            for call_id, name, args in calls
-        ],
-    }
-
-
-def answered(call_id: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
 def noop(name: str) -> Tool:

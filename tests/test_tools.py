@@ -8,44 +8,16 @@ from typing import Any, Literal
 import pydantic
 import pydantic.v1
 import pytest
+from helpers import answered, asked, make_agent
 
 from fragola_nb import (
     AgentContext,
     BadUsage,
-    Fragola,
     InvalidToolDefinition,
     Tool,
     tool,
 )
-from fragola_nb.agent import Agent
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-
-
-def make_agent(model: ScriptedModel, *tools: Tool, **options: Any) -> Agent:
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    return fragola.agent(name="tester", tools=list(tools), **options)
-
-
-def asked(*calls: tuple[str, str, Any]) -> dict[str, Any]:
-    """The stored assistant message for ``(id, name, arguments)`` calls."""
-    return {
-        "role": "assistant",
-        "tool_calls": [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {
-                    "name": name,
-                    "arguments": args if isinstance(args, str) else json.dumps(args),
-                },
-            }
-            for call_id, name, args in calls
-        ],
-    }
-
-
-def answered(call_id: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
 class AddArgs(pydantic.BaseModel):
