@@ -8,32 +8,11 @@ import time
 from typing import Any
 
 import pytest
+from helpers import answered, asked, make_fragola, user
 
-from fragola_nb import Fragola, tool
+from fragola_nb import Agent, AgentState, tool
 from fragola_nb.runloop import CANCELLED
 from fragola_nb.scripted import ScriptedModel, call, hang, reply, tool_calls
-
-
-def make_fragola(model: ScriptedModel) -> Fragola:
-    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def assistant_calls(*calls: tuple[str, str]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "tool_calls": [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
-            for cid, name in calls
-        ],
-    }
-
-
-def tool_message(call_id: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
 async def wait_for_requests(model: ScriptedModel, n: int) -> None:
@@ -46,7 +25,42 @@ def two_calls(model: ScriptedModel) -> None:
     model.push(tool_calls(call("first", {}, id="c1"), call("second", {}, id="c2")))
 
 
-TWO_CALLS = assistant_calls(("c1", "first"), ("c2", "second"))
+FIRST_CALL = asked(("c1", "first", {}))
+TWO_CALLS = asked(("c1", "first", {}), ("c2", "second", {}))
+
+
+def two_calls_answered(first: str, second: str) -> list[dict[str, Any]]:
+    """The history of a turn on ``two_calls``: "go", the calls, and these two answers."""
+    return [user("go"), TWO_CALLS, answered("c1", first), answered("c2", second)]
+
+
+def stuck_in_first(model: ScriptedModel) -> tuple[Agent, asyncio.Event, list[str]]:
+    """An agent on ``two_calls`` whose ``first`` handler waits until it is cancelled:
+    ``started`` is set once it waits, and ``cleaned_up`` records that its ``finally`` ran."""
+    two_calls(model)
+    started = asyncio.Event()
+    cleaned_up: list[str] = []
+
+    async def slow() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # never set: only cancellation ends it
+        finally:
+            cleaned_up.append("first")
+        return "unreachable"
+
+    first = tool(name="first", description="", handler=slow)
+    second = tool(name="second", description="", handler=lambda: "two")
+    return make_fragola(model).agent("bot", tools=[first, second]), started, cleaned_up
+
+
+def assert_stopped_before_any_request(model: ScriptedModel, state: AgentState, text: str
+                                      ) -> None:
+    """The run stopped with only the user message ``text`` stored and nothing sent."""
+    assert model.requests == []
+    assert state.messages == [user(text)]
+    assert state.status == "idle"
+    assert state.outcome == "stopped"
 
 
 # -- stop(): graceful ----------------------------------------------------------------------
@@ -73,12 +87,7 @@ async def test_stop_from_a_tool_handler_saves_its_result_and_cancels_the_rest(mo
     state = await agent.user_message("go")
 
     assert ran == ["first"]
-    assert state.messages == [
-        user("go"),
-        TWO_CALLS,
-        tool_message("c1", "first done"),
-        tool_message("c2", CANCELLED),
-    ]
+    assert state.messages == two_calls_answered("first done", CANCELLED)
     assert "cancelled" in CANCELLED.lower()
     assert state.status == "idle"
     assert state.outcome == "stopped"
@@ -101,12 +110,7 @@ async def test_stop_from_an_on_tool_call_listener(model):
     state = await agent.user_message("go")
 
     assert ran == ["first"]
-    assert state.messages == [
-        user("go"),
-        TWO_CALLS,
-        tool_message("c1", "one"),
-        tool_message("c2", CANCELLED),
-    ]
+    assert state.messages == two_calls_answered("one", CANCELLED)
     assert agent.status == "idle"
     assert len(model.requests) == 1
 
@@ -126,8 +130,8 @@ async def test_stop_during_a_model_call_keeps_its_reply_and_runs_no_tool(model):
     assert ran == []
     assert state.messages == [
         user("go"),
-        assistant_calls(("c1", "first")),
-        tool_message("c1", CANCELLED),
+        FIRST_CALL,
+        answered("c1", CANCELLED),
     ]
     assert state.status == "idle"
     assert len(model.requests) == 1
@@ -157,8 +161,8 @@ async def test_stop_on_a_waiting_agent_cancels_the_pending_call(model):
     assert agent.state.pending == ()
     assert agent.state.messages == [
         user("go"),
-        assistant_calls(("c1", "first")),
-        tool_message("c1", CANCELLED),
+        FIRST_CALL,
+        answered("c1", CANCELLED),
     ]
 
 
@@ -177,8 +181,8 @@ async def test_stop_on_an_idle_agent_is_a_no_op(model):
     assert state.outcome == "finished"
     assert state.messages == [
         user("go"),
-        assistant_calls(("c1", "first")),
-        tool_message("c1", "one"),
+        FIRST_CALL,
+        answered("c1", "one"),
         {"role": "assistant", "content": "done"},
     ]
 
@@ -249,10 +253,7 @@ async def test_stop_sync_in_before_model_invocation_stops_before_the_request(mod
 
     state = await agent.user_message("let me in")
 
-    assert model.requests == []
-    assert state.messages == [user("let me in")]
-    assert state.status == "idle"
-    assert state.outcome == "stopped"
+    assert_stopped_before_any_request(model, state, "let me in")
 
 
 async def test_stop_sync_in_before_model_invocation_after_a_tool_round(model):
@@ -270,28 +271,14 @@ async def test_stop_sync_in_before_model_invocation_after_a_tool_round(model):
     assert len(model.requests) == 1
     assert state.messages == [
         user("go"),
-        assistant_calls(("c1", "first")),
-        tool_message("c1", "one"),
+        FIRST_CALL,
+        answered("c1", "one"),
     ]
     assert state.status == "idle"
 
 
 async def test_stop_sync_while_a_slow_async_tool_runs_cancels_that_call(model):
-    two_calls(model)
-    started = asyncio.Event()
-    cleaned_up: list[str] = []
-
-    async def slow() -> str:
-        started.set()
-        try:
-            await asyncio.Event().wait()  # never set: only cancellation ends it
-        finally:
-            cleaned_up.append("first")
-        return "unreachable"
-
-    first = tool(name="first", description="", handler=slow)
-    second = tool(name="second", description="", handler=lambda: "two")
-    agent = make_fragola(model).agent("bot", tools=[first, second])
+    agent, started, cleaned_up = stuck_in_first(model)
 
     task = asyncio.create_task(agent.user_message("go"))
     await started.wait()
@@ -299,12 +286,7 @@ async def test_stop_sync_while_a_slow_async_tool_runs_cancels_that_call(model):
     state = await asyncio.wait_for(task, timeout=1.0)
 
     assert cleaned_up == ["first"]
-    assert state.messages == [
-        user("go"),
-        TWO_CALLS,
-        tool_message("c1", CANCELLED),
-        tool_message("c2", CANCELLED),
-    ]
+    assert state.messages == two_calls_answered(CANCELLED, CANCELLED)
     assert state.status == "idle"
     assert len(model.requests) == 1
 
@@ -323,12 +305,7 @@ async def test_stop_sync_from_inside_a_tool_handler_cancels_that_call(model):
 
     state = await agent.user_message("go")
 
-    assert state.messages == [
-        user("go"),
-        TWO_CALLS,
-        tool_message("c1", CANCELLED),
-        tool_message("c2", CANCELLED),
-    ]
+    assert state.messages == two_calls_answered(CANCELLED, CANCELLED)
     assert state.status == "idle"
 
 
@@ -354,17 +331,7 @@ async def test_cancelling_the_awaiting_task_during_a_request(model):
 
 
 async def test_cancelling_the_awaiting_task_during_a_tool_call(model):
-    two_calls(model)
-    started = asyncio.Event()
-
-    async def slow() -> str:
-        started.set()
-        await asyncio.Event().wait()
-        return "unreachable"
-
-    first = tool(name="first", description="", handler=slow)
-    second = tool(name="second", description="", handler=lambda: "two")
-    agent = make_fragola(model).agent("bot", tools=[first, second])
+    agent, started, _ = stuck_in_first(model)
 
     task = asyncio.create_task(agent.user_message("go"))
     await started.wait()
@@ -373,12 +340,7 @@ async def test_cancelling_the_awaiting_task_during_a_tool_call(model):
         await task
 
     assert agent.status == "idle"
-    assert agent.state.messages == [
-        user("go"),
-        TWO_CALLS,
-        tool_message("c1", CANCELLED),
-        tool_message("c2", CANCELLED),
-    ]
+    assert agent.state.messages == two_calls_answered(CANCELLED, CANCELLED)
     model.push(reply("ok"))
     state = await agent.step()
     assert state.messages[-1] == {"role": "assistant", "content": "ok"}
@@ -394,10 +356,7 @@ async def test_stop_sync_in_a_user_message_listener_keeps_the_user_message(model
 
     state = await agent.user_message("hello")
 
-    assert model.requests == []
-    assert state.messages == [user("hello")]
-    assert state.status == "idle"
-    assert state.outcome == "stopped"
+    assert_stopped_before_any_request(model, state, "hello")
 
 
 async def test_stop_sync_while_an_async_user_message_listener_waits_keeps_the_message(model):
@@ -472,8 +431,8 @@ async def test_stop_in_a_model_chunk_listener_keeps_the_whole_reply_and_runs_no_
     assert ran == []
     assert state.messages == [
         user("go"),
-        {**assistant_calls(("c1", "first")), "content": "Let me call a tool."},
-        tool_message("c1", CANCELLED),
+        {**FIRST_CALL, "content": "Let me call a tool."},
+        answered("c1", CANCELLED),
     ]
     assert len(model.requests) == 1
 
@@ -493,12 +452,7 @@ async def test_stop_sync_in_an_observer_that_also_hears_the_cancelled_answers(mo
 
     state = await agent.user_message("go")
 
-    assert state.messages == [
-        user("go"),
-        TWO_CALLS,
-        tool_message("c1", "one"),
-        tool_message("c2", CANCELLED),
-    ]
+    assert state.messages == two_calls_answered("one", CANCELLED)
     assert agent.status == "idle"
     model.push(reply("fine"))
     stop_after_any_tool_message()
