@@ -12,14 +12,11 @@ import httpx2
 import openai
 import pydantic
 import pytest
+from helpers import make_fragola
 from openai_schema import validate_request
 
 from fragola_nb import BadUsage, Fragola, InvalidToolDefinition, create_store, tool
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-
-
-def make_fragola(scripted: ScriptedModel, /, **options: Any) -> Fragola:
-    return Fragola(api_key="test-key", base_url=scripted.base_url, max_retries=0, **options)
 
 
 def header_recorder() -> tuple[httpx2.AsyncClient, list[httpx2.Headers]]:

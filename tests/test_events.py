@@ -6,13 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
+from helpers import answered, asked, make_fragola, user
 from pydantic import BaseModel
 
 from fragola_nb import (
     EVENT_NAMES,
     AgentContext,
     BadUsage,
-    Fragola,
     ListenerError,
     Subscription,
     ToolCallConfig,
@@ -24,10 +24,6 @@ from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 class AddParams(BaseModel):
     a: int
     b: int
-
-
-def make_fragola(model: ScriptedModel) -> Fragola:
-    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
 
 
 def add_tool(calls: list[Any] | None = None) -> Any:
@@ -44,18 +40,9 @@ def one_tool_turn(model: ScriptedModel) -> None:
 
 
 ONE_TOOL_TURN_HISTORY = [
-    {"role": "user", "content": "What is 1 + 2?"},
-    {
-        "role": "assistant",
-        "tool_calls": [
-            {
-                "id": "call_add",
-                "type": "function",
-                "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_add", "content": "3"},
+    user("What is 1 + 2?"),
+    asked(("call_add", "add", {"a": 1, "b": 2})),
+    answered("call_add", "3"),
     {"role": "assistant", "content": "It is 3."},
 ]
 
@@ -184,14 +171,14 @@ async def test_user_message_listener_changes_what_is_stored_and_sent(model):
 
     state = await agent.user_message("my secret is 42")
 
-    assert seen == [{"role": "user", "content": "my secret is 42"}]
+    assert seen == [user("my secret is 42")]
     assert state.messages == [
-        {"role": "user", "content": "my [redacted] is 42"},
+        user("my [redacted] is 42"),
         {"role": "assistant", "content": "Hello."},
     ]
     assert model.requests[0]["messages"] == [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "my [redacted] is 42"},
+        user("my [redacted] is 42"),
     ]
 
 
@@ -239,7 +226,7 @@ async def test_ai_message_listener_changes_the_stored_message(model):
 
     state = await agent.user_message("1 + 2?")
     assert state.messages == [
-        {"role": "user", "content": "1 + 2?"},
+        user("1 + 2?"),
         {"role": "assistant", "content": "I am fairly sure it is 3."},
     ]
     await agent.user_message("ok")
@@ -267,17 +254,8 @@ async def test_ai_message_listener_changing_tool_calls_changes_what_runs(model):
 
     assert calls == [AddParams(a=10, b=20)]
     assert state.messages[1:3] == [
-        {
-            "role": "assistant",
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "add", "arguments": '{"a": 10, "b": 20}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": "30"},
+        asked(("c1", "add", {"a": 10, "b": 20})),
+        answered("c1", "30"),
     ]
 
 
@@ -313,7 +291,7 @@ async def test_before_tool_call_sees_validated_params_and_can_inject_a_response(
     assert config.tool.name == "add"
     assert config.id == "call_add"
     assert config.arguments == {"a": 1, "b": 2}
-    assert state.messages[2] == {"role": "tool", "tool_call_id": "call_add", "content": "forty-two"}
+    assert state.messages[2] == answered("call_add", "forty-two")
     assert model.requests[1]["messages"][-1] == state.messages[2]
 
 
@@ -329,11 +307,7 @@ async def test_before_tool_call_inject_response_without_returning_is_kept(model)
     state = await agent.user_message("What is 1 + 2?")
 
     assert calls == []
-    assert state.messages[2] == {
-        "role": "tool",
-        "tool_call_id": "call_add",
-        "content": '{"sum": "unknown"}',
-    }
+    assert state.messages[2] == answered("call_add", '{"sum": "unknown"}')
 
 
 async def test_before_tool_call_can_replace_the_params_the_handler_receives(model):
@@ -350,7 +324,7 @@ async def test_before_tool_call_can_replace_the_params_the_handler_receives(mode
     state = await agent.user_message("What is 1 + 2?")
 
     assert calls == [AddParams(a=2, b=4)]
-    assert state.messages[2] == {"role": "tool", "tool_call_id": "call_add", "content": "6"}
+    assert state.messages[2] == answered("call_add", "6")
 
 
 async def test_tool_call_listener_changes_the_stored_tool_message(model):
@@ -368,7 +342,7 @@ async def test_tool_call_listener_changes_the_stored_tool_message(model):
     assert seen == [("add", AddParams(a=1, b=2), 3, "call_add")]
     assert state.messages == [
         *ONE_TOOL_TURN_HISTORY[:2],
-        {"role": "tool", "tool_call_id": "call_add", "content": "3 (checked)"},
+        answered("call_add", "3 (checked)"),
         ONE_TOOL_TURN_HISTORY[3],
     ]
     assert model.requests[1]["messages"][-1] == state.messages[2]
@@ -438,7 +412,7 @@ async def test_decorator_form_returns_a_subscription_that_unsubscribes(model):
     assert isinstance(record, Subscription)
     state = await agent.user_message("1 + 1")
     assert names == ["c1"]
-    assert state.messages[2] == {"role": "tool", "tool_call_id": "c1", "content": "2"}
+    assert state.messages[2] == answered("c1", "2")
 
     record()
     await agent.user_message("2 + 2")
@@ -485,7 +459,7 @@ async def test_update_tools_in_before_model_invocation_applies_to_that_request(m
     state = await agent.user_message("2 + 3")
 
     assert [t["function"]["name"] for t in model.requests[0]["tools"]] == ["add"]
-    assert state.messages[2] == {"role": "tool", "tool_call_id": "c1", "content": "5"}
+    assert state.messages[2] == answered("c1", "5")
 
 
 async def test_an_async_observer_that_raises_ends_the_turn_with_listener_error(model):
@@ -501,7 +475,7 @@ async def test_an_async_observer_that_raises_ends_the_turn_with_listener_error(m
     assert isinstance(caught.value.__cause__, RuntimeError)
     assert agent.status == "idle"
     assert agent.state.messages == [
-        {"role": "user", "content": "hi"},
+        user("hi"),
         {"role": "assistant", "content": "hello"},
     ]
 

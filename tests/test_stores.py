@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from helpers import make_fragola
 
-from fragola_nb import BadUsage, Fragola, Store, create_store, tool
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-
-
-def make_fragola(model: ScriptedModel, **options: Any) -> Fragola:
-    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0, **options)
+from fragola_nb import BadUsage, Store, create_store, tool
+from fragola_nb.scripted import call, reply, tool_calls
 
 
 def test_create_store_get_set_update():
