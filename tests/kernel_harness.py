@@ -6,6 +6,8 @@ messages for widget clicks and edits. Used by the notebook-layer tests.
         kernel.click("go")                       # the comm message a browser sends on click
         kernel.set_value("my-text", "hello")     # an edit in a Text/Textarea
         assert kernel.eval("b.description") == ...
+        msg_id = kernel.start("slow()")          # send a cell and act while it runs ...
+        result = kernel.collect(msg_id)          # ... then what it produced
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Kernel:
         self._env.update(env or {})
         self.widgets: dict[str, dict[str, Any]] = {}  # comm id -> latest state
         self.iopub_log: list[dict[str, Any]] = []
+        self._started: dict[str, int] = {}  # msg id of a cell -> where its messages begin
 
     def __enter__(self) -> Kernel:
         self.km = KernelManager(kernel_name="python3")
@@ -78,16 +81,36 @@ class Kernel:
             except queue.Empty:
                 return
 
-    def execute(self, code: str, timeout: float = 60, allow_error: bool = False) -> Result:
-        msg_id = self.kc.execute(code)
-        result = Result()
+    def start(self, code: str) -> str:
+        """Send a cell without waiting for it (the caller acts while it runs); its msg id."""
+        msg_id = str(self.kc.execute(code))
+        self._started[msg_id] = len(self.iopub_log)
+        return msg_id
+
+    def collect(self, msg_id: str, timeout: float = 60, allow_error: bool = False) -> Result:
+        """Wait for the cell ``msg_id`` to finish; what it produced.
+
+        Built from ``iopub_log``, so what a ``drain`` or ``eval`` read while the cell ran counts.
+        """
+        first = self._started.pop(msg_id, 0)
+
+        def idle(msg: dict[str, Any]) -> bool:
+            return (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                    and msg["content"]["execution_state"] == "idle")
+
+        done = any(idle(msg) for msg in self.iopub_log[first:])
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while not done:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the kernel did not finish cell {msg_id} within {timeout}s")
             try:
                 msg = self.kc.get_iopub_msg(timeout=0.5)
             except queue.Empty:
                 continue
             self._absorb(msg)
+            done = idle(msg)
+        result = Result()
+        for msg in self.iopub_log[first:]:
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
@@ -100,13 +123,17 @@ class Kernel:
                 result.outputs.append(content)
             elif kind == "error":
                 result.error = content
-            elif kind == "status" and content["execution_state"] == "idle":
-                break
-        else:
-            raise TimeoutError(f"the kernel did not finish within {timeout}s:\n{code}")
         if result.error is not None and not allow_error:
             raise AssertionError("cell raised:\n" + "\n".join(result.error["traceback"]))
         return result
+
+    def execute(self, code: str, timeout: float = 60, allow_error: bool = False) -> Result:
+        """Run a cell and wait for it: ``collect(start(code))``."""
+        msg_id = self.start(code)
+        try:
+            return self.collect(msg_id, timeout, allow_error)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}:\n{code}") from None
 
     def eval(self, expression: str) -> Any:
         """The value of a JSON-serialisable expression in the kernel."""

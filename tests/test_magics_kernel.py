@@ -9,7 +9,6 @@ can wait for a request to arrive while the kernel is busy with the cell that sen
 from __future__ import annotations
 
 import json
-import queue
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from kernel_harness import Kernel, Result
+from kernel_harness import Kernel
 from nbclient import NotebookClient
 
 from fragola_nb.scripted import ScriptedModel, call, demo_brain, fail, hang, reply, tool_calls
@@ -60,38 +59,6 @@ def new_agent(kernel: Kernel, model: ScriptedModel, name: str, **options: str) -
         f"fragola = Fragola(api_key='k', base_url={model.base_url!r}, max_retries=0)\n"
         f"{name} = fragola.agent(name={name!r}{extra})\nseen = []\n{name}.on_before_step(where)"
     )
-
-
-def start(kernel: Kernel, code: str) -> str:
-    """Send a cell without waiting for it (the test acts while it runs)."""
-    return str(kernel.kc.execute(code))
-
-
-def collect(kernel: Kernel, msg_id: str, timeout: float = 30) -> Result:
-    """Wait for the cell ``msg_id`` to finish; what it produced, as ``Kernel.execute`` says."""
-    deadline = time.monotonic() + timeout
-    while not any(m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
-                  and m["content"]["execution_state"] == "idle" for m in kernel.iopub_log):
-        assert time.monotonic() < deadline, "the cell did not finish"
-        try:
-            kernel._absorb(kernel.kc.get_iopub_msg(timeout=0.5))
-        except queue.Empty:
-            pass
-    result = Result()
-    for msg in kernel.iopub_log:
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "stream":
-            if content["name"] == "stdout":
-                result.stdout += content["text"]
-            else:
-                result.stderr += content["text"]
-        elif kind in ("display_data", "execute_result", "update_display_data"):
-            result.outputs.append(content)
-        elif kind == "error":
-            result.error = content
-    return result
 
 
 def until(check: Callable[[], Any], timeout: float = 20) -> None:
@@ -157,11 +124,11 @@ def test_stop_clicked_while_the_cell_runs_gets_through(
 ) -> None:
     new_agent(kernel, model, "slow")
     model.push(hang())
-    msg_id = start(kernel, "%%fragola slow\nTake your time")
+    msg_id = kernel.start("%%fragola slow\nTake your time")
     assert model.wait_for_requests(1, timeout=20)
     until(lambda: widget(kernel, "fragola-stop").get("disabled") is False)
     kernel.click("fragola-stop")
-    result = collect(kernel, msg_id)
+    result = kernel.collect(msg_id, timeout=30, allow_error=True)
     assert result.error is None and "Traceback" not in result.stderr
     assert kernel.eval("[slow.status, slow.state.outcome, slow.state.messages]") == [
         "idle", "stopped", [{"role": "user", "content": "Take your time"}]
@@ -173,10 +140,10 @@ def test_interrupting_the_kernel_stops_the_turn_and_the_next_cell_works(
 ) -> None:
     new_agent(kernel, model, "sleepy")
     model.push(hang(), reply("awake"))
-    msg_id = start(kernel, "%%fragola sleepy\nWait for me")
+    msg_id = kernel.start("%%fragola sleepy\nWait for me")
     assert model.wait_for_requests(1, timeout=20)
     kernel.km.interrupt_kernel()
-    result = collect(kernel, msg_id)
+    result = kernel.collect(msg_id, timeout=30, allow_error=True)
     assert result.error is None and "Traceback" not in result.stderr
     assert "fragola_nb: interrupted: the agent stopped" in result.stdout
     assert kernel.eval("[sleepy.status, sleepy.state.outcome, sleepy.state.messages]") == [
