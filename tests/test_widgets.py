@@ -7,6 +7,7 @@ clicked with ``Button.click()``, which runs the same handlers a browser's click 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import shutil
 import subprocess
@@ -527,11 +528,23 @@ async def test_a_turn_panel_shows_messages_from_since(model: ScriptedModel) -> N
     assert "first" not in panel._repr_mimebundle_()["text/html"]
 
 
+def watch_stream(view: StreamView) -> list[tuple[float, str]]:
+    """Every update the view sends, with when: (time, the HTML it shows then)."""
+    updates: list[tuple[float, str]] = []
+
+    def watch(part: Any) -> None:
+        part.observe(lambda c: updates.append((time.monotonic(), view.html)), names="value")
+
+    for part in view.children:
+        watch(part)
+    view.observe(lambda c: [watch(p) for p in c["new"] if p not in c["old"]], names="children")
+    return updates
+
+
 async def test_streaming_updates_are_batched(model: ScriptedModel) -> None:
     agent = make_agent(model, model_settings={"stream": True})
     panel = AgentPanel(agent)
-    updates: list[tuple[float, str]] = []
-    panel.streaming.observe(lambda c: updates.append((time.monotonic(), c["new"])), names="value")
+    updates = watch_stream(panel.streaming)
     text = " ".join(f"w{i}" for i in range(150))  # ~600 characters, one per chunk
     model.chunk_size, model.chunk_delay = 1, 0.002
     model.push(reply(text))
@@ -552,11 +565,53 @@ async def test_stream_view_flushes_the_last_text_after_a_pause() -> None:
     view.feed({"content": "one"})
     view.feed({"content": "one two"})  # too soon: kept for the trailing flush
     view.feed({"content": "one two <three>"})
-    assert view.value == "<div>one</div>"
-    await until(lambda: "three" in view.value, timeout=2)
-    assert view.value == "<div>one two &lt;three&gt;</div>"
+    assert view.html == "one"
+    await until(lambda: "three" in view.html, timeout=2)
+    assert view.html == "one two &lt;three&gt;"
     view.clear()
-    assert view.value == ""
+    assert view.html == ""
+
+
+async def test_stream_view_shows_an_overdue_text_without_waiting_for_its_timer() -> None:
+    view = StreamView()
+    view.feed({"content": "one"})
+    view.feed({"content": "one two"})  # too soon: a flush is due in `interval`
+    time.sleep(view.interval * 1.5)  # the loop is busy (chunks come in without a pause)
+    view.feed({"content": "one two three"})  # the flush is overdue: shown now
+    assert view.html == "one two three"
+
+
+def test_a_long_streamed_reply_sends_only_its_last_part_again() -> None:
+    view = StreamView()
+    view.interval = 0  # every chunk shows (outside a loop there is no timer)
+    view.part_size = 100
+    sent: list[str] = []  # every text sent to the browser: updates and new parts
+
+    def watch(part: Any) -> None:
+        part.observe(lambda c: sent.append(c["new"]), names="value")
+
+    def new_parts(change: dict[str, Any]) -> None:
+        for part in change["new"]:
+            if part not in change["old"]:
+                sent.append(part.value)  # a new part is opened with its text
+                watch(part)
+
+    watch(view.children[0])
+    view.observe(new_parts, names="children")
+    text = "".join(f"<{i}> " for i in range(100))  # 490 characters
+    for end in range(7, len(text) + 1, 7):  # 7 characters a chunk
+        view.feed({"content": text[:end]})
+    assert view.html == html.escape(text) and len(view.children) == 5
+    assert len(sent) == 70  # one per chunk
+    assert max(len(html.unescape(value)) for value in sent) < 100 + 7  # never the whole text
+    view.feed({"content": "another reply"})  # not the same text going on: starts again
+    assert view.html == "another reply" and len(view.children) == 1
+    view.feed({"content": "x" * 99 + "\r"})
+    view.feed({"content": "x" * 99 + "\r\ny"})  # never "\r" and "\n" in two parts
+    view.feed({"content": "x" * 99 + "\r\nyz"})
+    assert [part.value for part in view.children] == ["x" * 99 + "\r\ny", "z"]
+    view.clear()
+    assert view.html == "" and len(view.children) == 1
 
 
 # -- safe display -----------------------------------------------------------------------------

@@ -176,9 +176,10 @@ def test_the_reply_streams_into_the_panel_in_batches(kernel: Kernel) -> None:
         "await agent.user_message('talk')"
     )
     kernel.drain()
-    stream_id = kernel.find("fragola-streaming")
+    parts = kernel.state("fragola-streaming")["children"]  # one part: a short reply
+    (part_id,) = [ref.removeprefix("IPY_MODEL_") for ref in parts]
     values = [m["content"]["data"]["state"]["value"] for m in kernel.iopub_log
-              if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == stream_id
+              if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == part_id
               and "value" in m["content"]["data"].get("state", {})]
     partial = [v for v in values if v]
     assert partial and len(partial) < 40, values  # it showed, batched: ~60 chunks, fewer updates

@@ -32,13 +32,18 @@ __all__ = [
 BLOCK_SIZE = 50
 GROUP_SIZE = 50
 
-# The last rules: approval buttons as wide as their label ("Approve edited arguments" was cut
-# to "Approve edited a..."), and one "disconnected" mark per panel (ipywidgets puts a red
-# broken-link icon on every widget without a kernel: a notebook reopened from its saved widget
-# state showed nine of them in one panel, one per inner widget).
+# The streaming parts flow inline as one text (ipywidgets lays boxes and HTML widgets out as
+# flex boxes with margins: a part would start a new line). The last rules: approval buttons as
+# wide as their label ("Approve edited arguments" was cut to "Approve edited a..."), and one
+# "disconnected" mark per panel (ipywidgets puts a red broken-link icon on every widget without
+# a kernel: a notebook reopened from its saved widget state showed nine of them in one panel,
+# one per inner widget).
 PANEL_CSS = """<style>
 .fragola-panel{border:1px solid rgba(127,127,127,.3);border-radius:6px;padding:6px;gap:4px}
-.fragola-streaming{white-space:pre-wrap;word-break:break-word;opacity:.8}
+.fragola-panel .fragola-streaming{display:block;white-space:pre-wrap;word-break:break-word;
+  opacity:.8}
+.fragola-panel .fragola-stream-part,.fragola-panel .fragola-stream-part>.widget-html-content{
+  display:inline;margin:0;padding:0}
 .fragola-approval{border:1px dashed #d97706;border-radius:4px;padding:4px;margin:2px 0}
 .fragola-approval-error{color:#b91c1c;white-space:pre-wrap}
 .fragola-stores pre,.fragola-approval pre{white-space:pre-wrap;word-break:break-word;margin:2px 0}
@@ -167,23 +172,39 @@ class MessageBlocks(widgets.VBox):  # type: ignore[misc]
         block.value = f'<div class="fragola-conversation">{"".join(self._tail)}</div>'
 
 
-class StreamView(widgets.HTML):  # type: ignore[misc]
+class StreamView(widgets.VBox):  # type: ignore[misc]
     """The reply as it streams, escaped, updated at most once per ``interval`` seconds.
 
     A chunk arriving sooner is kept and flushed by a timer on the event loop it came from
-    (the trailing flush), so the last text always shows even when the stream pauses.
+    (the trailing flush), so the last text always shows even when the stream pauses; a chunk
+    arriving when that flush is overdue (a loop too busy to run the timer) shows at once.
+
+    The text is shown in parts (HTML widgets of class ``fragola-stream-part``, laid out inline
+    as one text). Once the last part shows ``part_size`` characters it is left as it is and
+    the text after it goes to a new part, so an update sends the last part, not the whole
+    reply: it costs the same at the end of a long reply as at its start.
     """
 
     interval = 0.08  # at most 12.5 updates a second
+    part_size = 1_000
 
     def __init__(self) -> None:
         super().__init__()
         self.add_class("fragola-streaming")
         self._lock = threading.RLock()
-        self._text = ""
+        self._text = ""  # the text received
+        self._frozen = ""  # the text of the parts before the last, never sent again
+        self._last = ""  # the text the last part shows
+        self._parts: list[Any] = [self._new_part("")]
+        self.children = tuple(self._parts)
         self._dirty = False
         self._sent_at = 0.0
         self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def html(self) -> str:
+        """What the parts show, joined."""
+        return "".join(part.value for part in self._parts)
 
     def feed(self, message: dict[str, Any]) -> None:
         """Show the partial assistant ``message`` (a model_chunk event's ``message``)."""
@@ -193,12 +214,11 @@ class StreamView(widgets.HTML):  # type: ignore[misc]
             text += f"\n→ {function.get('name') or ''}({function.get('arguments') or ''})"
         with self._lock:
             self._text, self._dirty = text, True
-            if self._timer is not None:  # the pending flush will show it, on time
-                return
             wait = self._sent_at + self.interval - time.monotonic()
             if wait <= 0:
+                self._cancel_timer()
                 self._show()
-            else:
+            elif self._timer is None:
                 try:
                     loop = asyncio.get_running_loop()
                 except RuntimeError:  # no loop: the next chunk or flush() shows it
@@ -215,13 +235,45 @@ class StreamView(widgets.HTML):  # type: ignore[misc]
     def clear(self) -> None:
         """The message is stored (or the run ended): the blocks show it now."""
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._cancel_timer()
             self._text, self._dirty = "", False
-            if self.value:  # type: ignore[has-type]
-                self.value = ""
+            self._restart()
+            if self._parts[0].value:
+                self._parts[0].value = ""
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _new_part(self, text: str) -> Any:
+        part = widgets.HTML(escape(text))  # the text goes with the widget's opening
+        part.add_class("fragola-stream-part")
+        return part
+
+    def _restart(self) -> None:
+        """Back to one part (the first, kept for the next reply)."""
+        self._frozen = self._last = ""
+        if len(self._parts) > 1:
+            extra, self._parts = self._parts[1:], self._parts[:1]
+            self.children = tuple(self._parts)
+            for part in extra:
+                close_tree(part)
 
     def _show(self) -> None:
         self._dirty, self._sent_at = False, time.monotonic()
-        self.value = f"<div>{escape(self._text)}</div>" if self._text else ""
+        text = self._text
+        if not text.startswith(self._frozen):  # not the same reply going on: start again
+            self._restart()
+        tail, last = text[len(self._frozen):], self._last
+        if (len(last) >= self.part_size and len(tail) > len(last) and tail.startswith(last)
+                and not last.endswith("\r")):  # "\r" and "\n" in two parts: two line breaks
+            self._frozen += last
+            self._last = tail[len(last):]
+            self._parts.append(self._new_part(self._last))
+            self.children = tuple(self._parts)
+        else:
+            self._last = tail
+            piece = escape(tail)
+            if self._parts[-1].value != piece:
+                self._parts[-1].value = piece

@@ -75,9 +75,12 @@ def calculator(name):
                  title="Approval by clicking")
 
 
-def streaming(root: Path, name: str, text: str, chunk_delay: float) -> Path:
-    """A reply streamed 4 characters per chunk, ``chunk_delay`` seconds apart."""
+def streaming(root: Path, name: str, text: str, chunk_delay: float, part_size: int) -> Path:
+    """A reply streamed 4 characters per chunk, ``chunk_delay`` seconds apart, shown in parts
+    of ``part_size`` characters."""
     script = f'''\
+from fragola_nb.notebook.blocks import StreamView
+StreamView.part_size = {part_size!r}
 fragola = Fragola.scripted([reply({text!r})], chunk_delay={chunk_delay!r})
 agent = fragola.agent(name="streamer")
 '''

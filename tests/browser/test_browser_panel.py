@@ -22,22 +22,25 @@ STORY = (
 
 
 def test_reply_streams_into_the_panel(ui: UI) -> None:
-    # 4 characters a chunk, 40 ms apart: the reply takes about 2 s to arrive
-    scenarios.streaming(ui.lab.root, "streaming.ipynb", STORY, chunk_delay=0.04)
+    # 4 characters a chunk, 40 ms apart: the reply takes about 2 s to arrive, shown in parts
+    # of 40 characters which must read as one text (innerText: no line break between them)
+    scenarios.streaming(ui.lab.root, "streaming.ipynb", STORY, chunk_delay=0.04, part_size=40)
     h.open_notebook(ui.page, ui.lab, "streaming.ipynb")
     h.run_all_cells(ui.page)
     panel = h.cell(ui.page, 2).locator(".fragola-panel")
     stream = panel.locator(".fragola-streaming")
     final = panel.locator(".fragola-msg-assistant .fragola-md")
     samples: list[str] = []
+    parts = 0
     shot_taken = False
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if final.count():  # the stored message replaced the streamed text: done
             break
-        text = (stream.text_content() or "") if stream.count() else ""
+        text = stream.inner_text() if stream.count() else ""
         if text and (not samples or samples[-1] != text):
             samples.append(text)
+            parts = max(parts, stream.locator(".fragola-stream-part").count())
             if not shot_taken and len(text) > 40:
                 ui.shot("mid-stream", panel)
                 shot_taken = True
@@ -49,6 +52,7 @@ def test_reply_streams_into_the_panel(ui: UI) -> None:
 
     partial = [s for s in samples if len(s) < len(STORY)]
     assert len(partial) >= 3, f"the reply was not seen growing: {samples!r}"
+    assert parts >= 3, f"the long reply was not cut into parts: {parts}"
     for sample in samples:
         assert STORY.startswith(sample), f"not a prefix of the reply: {sample!r}"
     lengths = [len(s) for s in samples]
