@@ -6,11 +6,13 @@ bytes a kernel would put on the wire to the browser, and which widget they were 
 
 * Adding one message to an ``AgentPanel`` already showing 50 or 5,000 messages: the message
   is stored the way the run loop stores it (``agent._append``, which fires
-  ``after_state_update``, the event the panel listens to), 400 times, to both panels in turn;
-  CPU time and bytes per message, median and mean, and the median of the paired ratios.
+  ``after_state_update``, the event the panel listens to), 400 times, to both panels in turn
+  (which goes first alternates, so neither gets the caches the other warmed); CPU time and
+  bytes per message, median and mean, and the median of the paired ratios.
 * A 2,000-token streamed reply from the lean server, paced at 400 tokens/s (about 5 s) and
-  then as fast as it comes: how many updates the streaming widget sends per second, and
-  their size.
+  then as fast as it comes: how many updates the streaming view sends per second (a message
+  that changes the text it shows: a part's new text, or a new part opened with its text),
+  and the bytes of everything sent to the view and its parts.
 
     python bench/panels.py [--json FILE]
 """
@@ -28,7 +30,7 @@ import comm
 from comm.base_comm import BaseComm
 from fork import conversation
 
-RECORDS: list[tuple[str, str, int]] = []  # (comm id, message type, bytes)
+RECORDS: list[tuple[str, str, int, bool]] = []  # (comm id, message type, bytes, sets "value")
 
 
 class RecordingComm(BaseComm):  # type: ignore[misc]
@@ -37,7 +39,7 @@ class RecordingComm(BaseComm):  # type: ignore[misc]
         size = len(json.dumps(data, default=str, separators=(",", ":")))
         size += len(json.dumps(metadata or {}, separators=(",", ":")))
         size += sum(len(memoryview(b)) for b in buffers or ())
-        RECORDS.append((self.comm_id, msg_type, size))
+        RECORDS.append((self.comm_id, msg_type, size, "value" in (data or {}).get("state", {})))
 
 
 def _install_recording_comm() -> None:
@@ -79,12 +81,12 @@ def add_one_message(sizes: tuple[int, ...] = (50, 5_000), appends: int = 400
     count: dict[int, list[int]] = {n: [] for n in sizes}
     for i in range(appends):
         message = _new_message(i)
-        for n in sizes:
+        for n in (sizes if i % 2 == 0 else sizes[::-1]):
             RECORDS.clear()
             t0 = time.process_time()  # CPU time: waiting for a core is not the panel's cost
             shown[n][0]._append(message, "user_message")  # as the run loop stores a message
             cpu[n].append((time.process_time() - t0) * 1e6)
-            sent[n].append(sum(size for _, _, size in RECORDS))
+            sent[n].append(sum(size for _, _, size, _ in RECORDS))
             count[n].append(len(RECORDS))
     rows = []
     for n in sizes:
@@ -108,7 +110,10 @@ async def _streamed_reply(base_url: str, tokens: int, rate: int) -> dict[str, An
     fragola = Fragola(model="bench-model", api_key="bench", base_url=base_url, max_retries=0)
     agent = fragola.agent("bench", model_settings={"stream": True})
     panel = AgentPanel(agent)
-    stream_id = panel.streaming.comm.comm_id
+    view = panel.streaming
+    stream_ids = {view.comm.comm_id, *(part.comm.comm_id for part in view.children)}
+    view.observe(lambda change: stream_ids.update(p.comm.comm_id for p in change["new"]),
+                 names="children")
     RECORDS.clear()
     chunks = 0
 
@@ -121,13 +126,16 @@ async def _streamed_reply(base_url: str, tokens: int, rate: int) -> dict[str, An
     state = await agent.user_message(f"bench tokens={tokens} rate={rate}")
     seconds = time.perf_counter() - t0
     assert state.outcome == "finished"
-    updates = [size for cid, kind, size in RECORDS if cid == stream_id and kind == "comm_msg"]
+    to_view = [(kind, size, text) for cid, kind, size, text in RECORDS if cid in stream_ids]
+    updates = [size for kind, size, text in to_view if text and kind in ("comm_open", "comm_msg")]
     panel.close()
     await fragola.aclose()
     return {"tokens": tokens, "rate": rate, "seconds": seconds, "chunks": chunks,
             "updates": len(updates), "updates_per_s": len(updates) / seconds,
-            "bytes_total": sum(updates), "bytes_max": max(updates, default=0),
-            "all_widgets_bytes": sum(size for _, _, size in RECORDS)}
+            "comm_messages": len(to_view), "parts": len(stream_ids) - 1,
+            "bytes_total": sum(size for _, size, _ in to_view),
+            "bytes_max": max(updates, default=0),
+            "all_widgets_bytes": sum(size for _, _, size, _ in RECORDS)}
 
 
 def measure(base_url: str) -> dict[str, Any]:
@@ -146,7 +154,7 @@ def table(result: dict[str, Any]) -> str:
                    f"| {r['ratio_to_smallest']:.2f}x "
                    f"| {r['bytes_median']:,.0f} / {r['bytes_mean']:,.0f} | "
                    f"{r['comm_messages_mean']:.1f} | {r['build_ms']:,.0f} ms CPU |")
-    out += ["", "| streamed reply | chunks | seconds | updates to the streaming widget | "
+    out += ["", "| streamed reply | chunks | seconds | updates to the streaming view | "
             "updates/s | bytes sent to it (total / largest update) |",
             "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in result["stream"]:
