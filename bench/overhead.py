@@ -29,8 +29,9 @@ RUNS_PER_SAMPLE = {5: 4, 20: 1}
 
 
 def check_same_requests() -> None:
-    """The floor must send the very requests fragola_nb sends (so the ratio is fragola_nb's
-    own cost): run both at K=2, streaming and not, and compare the request bodies."""
+    """The floor must send the very request bodies fragola_nb sends (so the ratio compares
+    two ways through the same client, not two workloads): run both at K=2, streaming and not,
+    and compare the bodies as JSON."""
     import os
     import tempfile
 

@@ -41,7 +41,7 @@ def client(base_url: str) -> openai.AsyncOpenAI:
 
 # -- the floor: a hand-written loop on the bare client ------------------------------------
 
-# The floor sends the very bytes fragola_nb sends (checked by ``check_same_requests``): the
+# The floor sends the very bodies fragola_nb sends (checked by ``check_same_requests``): the
 # same tool definition, and no ``"content": null`` on an assistant message that calls tools.
 # (The peers send ``"content": null``, which costs them more in the openai client's
 # ``maybe_transform``; see the README.)
