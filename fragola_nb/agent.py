@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import itertools
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import runloop
+from . import driver
+from .checks import check_content, check_messages, normalize_instructions
 from .context import AgentContext, AgentOptions
+from .driver import StopNow
 from .errors import BadUsage, InvalidArguments, ListenerError
-from .events import (
-    Listener,
-    Listeners,
-    StateUpdateEvent,
-    StatusChangeEvent,
-    Subscription,
-    claim,
-    release,
-)
+from .events import Listeners, StateUpdateEvent, StatusChangeEvent, claim, release
 from .history import History
+from .listening import Listening
 from .schemas import ArgumentsRejected
 from .state import AgentState, Decision, Outcome, PendingCall, Status
 from .stores import Store, index_stores
@@ -34,14 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent"]
 
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
-
-class _StopNow(BaseException):
-    """Internal: ``stop_sync()`` called from inside the run it stops."""
-
-
-class Agent:
+class Agent(Listening):
     """An agent, made with ``fragola.agent(...)``.
 
     >>> state = await agent.user_message("What is 2 + 3?")      # doctest: +SKIP
@@ -120,6 +108,11 @@ class Agent:
             pending=tuple(self._pending.values()),
             outcome=self._outcome,
         )
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """``agent.state.outcome``: how the last run ended, without copying the history."""
+        return self._outcome
 
     @property
     def message_count(self) -> int:
@@ -210,7 +203,7 @@ class Agent:
                 event = UserMessageEvent(self.context, message)
                 try:
                     await self._listeners.emit("user_message", event)
-                except (_StopNow, asyncio.CancelledError, KeyboardInterrupt):
+                except (StopNow, asyncio.CancelledError, KeyboardInterrupt):
                     # stop_sync(), cancellation or Ctrl-C while a listener ran: the user message
                     # that started the turn is kept, with the changes of the listeners that
                     # finished.
@@ -246,125 +239,18 @@ class Agent:
         budget: int,
         turn_settings: dict[str, Any] | None = None,
     ) -> AgentState:
-        loop = asyncio.get_running_loop()
-        self._turn_settings = dict(turn_settings or {})
-        self._stop_requested = False
-        self._cancel_requested = False
-        previous = self._status
-        self._in_turn = True
-        try:
-            self._set_status("generating")
-        except BaseException:
-            # A status_change listener raised (or was interrupted) before anything ran: stay
-            # as we were, usable.
-            self._status, self._in_turn = previous, False
-            raise
-        self._turn_began = False
-        task = loop.create_task(self._turn(start, budget))
-        self._task, self._task_loop = task, loop
-        try:
-            return await task
-        except asyncio.CancelledError:
-            if not self._turn_began:
-                # Cancelled before its first step, the turn did nothing, not even settle: the
-                # agent would stay "generating" for good.
-                self._settle("stopped")
-            if self._cancel_requested and task.done():
-                return self.state  # stop_sync(): the turn already settled
-            raise
-        finally:
-            self._task = self._task_loop = None
-            self._in_turn = False
-            self._release_observers()
-
-    async def _turn(self, start: Callable[[], Awaitable[None]] | None, budget: int) -> AgentState:
-        self._turn_began = True
-        try:
-            if start is not None:
-                await start()
-            outcome = await runloop.run(self, budget)
-        except _StopNow:
-            outcome = "stopped"
-        except asyncio.CancelledError:
-            self._settle("stopped")
-            if self._cancel_requested:
-                return self.state
-            raise
-        except BaseException:
-            with contextlib.suppress(ListenerError):  # report the error that ended the turn
-                self._settle(None)
-            raise
-        self._settle(outcome)
-        await self._drain_observers()
-        return self.state
-
-    def _settle(self, outcome: Outcome | None) -> None:
-        """End a turn: answer what must be answered and leave a valid state.
-
-        A listener that raises while the turn is settled does not stop the settling (that
-        would leave the agent "generating" with calls unanswered); its error is raised once
-        the state is complete.
-        """
-        error = self._repair() if outcome != "paused" else None
-        self._turn_settings = {}
-        self._stop_requested = False
-        self._outcome = outcome
-        try:
-            self._set_status("waiting" if outcome == "paused" else "idle")
-        except ListenerError as exc:
-            error = error or exc
-        if error is not None:
-            raise error
-
-    def _repair(self) -> BaseException | None:
-        """Answer every unanswered call as cancelled; return the first listener error."""
-        self._pending.clear()
-        error: BaseException | None = None
-        for call in runloop.unanswered_calls(self):
-            try:
-                self._answer(call["id"], runloop.CANCELLED, "cancelled")
-            except _StopNow:
-                pass  # stop_sync() from a listener while the turn already ends: nothing to stop
-            except BaseException as exc:  # the answer is stored before listeners hear of it
-                # KeyboardInterrupt too: stopping here would leave calls unanswered and the
-                # agent "generating" for good; it is raised once the state is complete.
-                error = error or exc
-        return error
+        return await driver.drive(self, start, budget, turn_settings)
 
     # -- stopping ---------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Finish the operation in flight, then return to idle (pending calls are cancelled)."""
-        if self._status == "generating":
-            self._stop_requested = True
-        elif self._status == "waiting":
-            self._settle("stopped")
+        driver.stop(self)
 
     def stop_sync(self) -> None:
         """Cancel the run at once, an HTTP request in flight included; the history is repaired
         and the interrupted ``user_message``/``step`` returns the state."""
-        if self._status == "waiting":
-            self._settle("stopped")
-            return
-        if self._status != "generating":
-            return
-        self._stop_requested = True
-        task, loop = self._task, self._task_loop
-        if task is None or loop is None or not self._turn_began:
-            # The turn has not begun: cancelled now, it would not even store the user message
-            # that started it. Stopped at its first boundary, it keeps it and calls no model.
-            return
-        self._cancel_requested = True
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            if asyncio.current_task() is task:
-                raise _StopNow()
-            task.cancel()
-        else:
-            loop.call_soon_threadsafe(task.cancel)
+        driver.stop_sync(self)
 
     # -- decisions on pending calls ---------------------------------------------------------
 
@@ -513,65 +399,11 @@ class Agent:
         child._listeners = self._listeners.copy()
         child.fork_of, child.parent, child.fork_point = self.id, self, len(self._history)
         self._forks.append(child)
+        # Views of the tree (a fork tree widget) learn of the new branch from the parent.
+        self._observe("after_state_update", StateUpdateEvent(self.context, "fork"))
         return child
 
     # -- events -----------------------------------------------------------------------------
-
-    def on(self, event: str, listener: Listener) -> Subscription:
-        """Subscribe ``listener`` to ``event`` (one of ``EVENT_NAMES``)."""
-        from .events import EVENTS
-
-        if event not in EVENTS:
-            raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")
-        return self._listeners.add(event, listener)
-
-    def off(self, event: str, listener: Listener) -> None:
-        """Remove ``listener`` (or the ``Subscription`` that ``on_*`` returned) from ``event``
-        on this agent (a fork's copy included: each agent holds its own list, so this is how
-        a fork drops an inherited listener)."""
-        from .events import EVENTS, Subscription
-
-        if event not in EVENTS:
-            raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")
-        if isinstance(listener, Subscription):
-            listener = listener.listener
-        self._listeners.remove(event, listener)
-
-    def on_user_message(self, listener: Listener) -> Subscription:
-        return self.on("user_message", listener)
-
-    def on_before_step(self, listener: Listener) -> Subscription:
-        return self.on("before_step", listener)
-
-    def on_before_model_invocation(self, listener: Listener) -> Subscription:
-        return self.on("before_model_invocation", listener)
-
-    def on_model_chunk(self, listener: Listener) -> Subscription:
-        return self.on("model_chunk", listener)
-
-    def on_ai_message(self, listener: Listener) -> Subscription:
-        return self.on("ai_message", listener)
-
-    def on_after_model_invocation(self, listener: Listener) -> Subscription:
-        return self.on("after_model_invocation", listener)
-
-    def on_before_tool_call(self, listener: Listener) -> Subscription:
-        return self.on("before_tool_call", listener)
-
-    def on_tool_call(self, listener: Listener) -> Subscription:
-        return self.on("tool_call", listener)
-
-    def on_after_tool_call(self, listener: Listener) -> Subscription:
-        return self.on("after_tool_call", listener)
-
-    def on_after_step(self, listener: Listener) -> Subscription:
-        return self.on("after_step", listener)
-
-    def on_after_state_update(self, listener: Listener) -> Subscription:
-        return self.on("after_state_update", listener)
-
-    def on_status_change(self, listener: Listener) -> Subscription:
-        return self.on("status_change", listener)
 
     def _repr_html_(self) -> str:
         """The conversation as escaped HTML (nbconvert, GitHub, a notebook without widgets)."""
@@ -602,35 +434,3 @@ class Agent:
         )
 
 
-def normalize_instructions(instructions: str | list[str] | None) -> str | None:
-    if instructions is None or isinstance(instructions, str):
-        return instructions
-    if isinstance(instructions, (list, tuple)) and all(isinstance(i, str) for i in instructions):
-        return "\n".join(instructions)
-    raise BadUsage("instructions must be a string, a list of strings, or None")
-
-
-def check_content(content: Any) -> str | list[dict[str, Any]]:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and content and all(
-        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
-    ):
-        return content
-    raise BadUsage(
-        "content must be a string or a non-empty list of parts such as "
-        '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {...}}'
-    )
-
-
-def check_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise BadUsage("messages must be a list of Chat Completions message dicts")
-    out = list(messages)
-    for index, message in enumerate(out):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise BadUsage(
-                f"messages[{index}] is not a message dict with a role "
-                f"({', '.join(sorted(ROLES))}): {message!r:.120}"
-            )
-    return out

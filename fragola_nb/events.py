@@ -126,7 +126,8 @@ class AfterToolCallEvent(Event):
 class StateUpdateEvent(Event):
     reason: str
     """One of ``user_message``, ``ai_message``, ``tool_result``, ``cancelled``, ``reset``,
-    ``pending``."""
+    ``pending`` (a call paused or decided), ``fork`` (a fork was made of this agent: it is
+    ``agent.forks[-1]``)."""
     message: dict[str, Any] | None = None
 
 

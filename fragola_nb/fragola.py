@@ -6,7 +6,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent, check_messages, normalize_instructions
+from .agent import Agent
+from .checks import check_messages, normalize_instructions
 from .context import AgentOptions
 from .errors import BadUsage
 from .model_client import ModelClient, settings_problem

@@ -1,5 +1,6 @@
-"""The agent's cheap read-only views (``message_count``, ``pending``, ``messages_since``) say
-what ``agent.state`` says, at every event of a run with tool calls and approvals, and on forks.
+"""The agent's cheap read-only views (``message_count``, ``pending``, ``outcome``,
+``messages_since``) say what ``agent.state`` says, at every event of a run with tool calls and
+approvals, and on forks.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def views_match_state(agent: Agent) -> None:
     state = agent.state
     assert agent.message_count == len(state.messages)
     assert agent.pending == state.pending
+    assert agent.outcome == state.outcome
     count = len(state.messages)
     for index in (0, 1, count - 1, count, count + 3, -1, -2, -count - 5):
         since = agent.messages_since(index)
@@ -81,5 +83,5 @@ async def test_views_match_the_state_through_calls_approvals_and_forks(
     views_match_state(fork.fork("deeper"))  # a fork of a fork
     agent.reset()
     views_match_state(agent)
-    assert {"pending", "tool_result", "ai_message", "reset", "waiting", "idle"} <= set(seen)
+    assert {"pending", "tool_result", "ai_message", "fork", "reset", "waiting", "idle"} <= set(seen)
 

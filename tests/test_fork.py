@@ -184,6 +184,21 @@ async def test_listener_added_to_a_fork_does_not_reach_the_parent(model):
     assert seen == [branch]
 
 
+def test_a_fork_is_announced_to_its_parent_views_only(model):
+    # A view of the tree (the ForkTree widget) hears of a fork made anywhere, from the parent.
+    agent = make_fragola(model).agent("bot")
+    heard: list[tuple[str, str, Any]] = []
+    agent.on_after_state_update(
+        lambda e: heard.append((e.context.agent.name, e.reason, e.message)))
+
+    branch = agent.fork("branch")
+    twig = branch.fork("twig")
+
+    assert heard == [("bot", "fork", None), ("branch", "fork", None)]
+    assert agent.forks[-1] is branch and branch.forks[-1] is twig
+    assert twig.message_count == agent.message_count == 0  # no message came with it
+
+
 async def test_fork_context_is_the_forks_own(model):
     model.push(tool_calls(call("whoami", {}, id="c1")), reply("done"))
 
