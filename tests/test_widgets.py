@@ -331,8 +331,7 @@ async def test_fork_tree_nodes_and_selection(model: ScriptedModel) -> None:
     right = root.forks[1]
     assert tree.view.selected == right.id and tree.panel.agent is right
     assert [n["name"] for n in tree.view.nodes] == ["tester", "left", "right"]
-    deeper = left.fork("deeper")  # made elsewhere: found by the next event or refresh()
-    tree.refresh()
+    deeper = left.fork("deeper")  # made elsewhere (a turn panel, code): shown at once
     assert [(n["name"], n["depth"]) for n in tree.view.nodes] == [
         ("tester", 0), ("left", 1), ("deeper", 2), ("right", 1)]
     model.push(reply("c"))
@@ -612,6 +611,36 @@ def test_a_long_streamed_reply_sends_only_its_last_part_again() -> None:
     assert [part.value for part in view.children] == ["x" * 99 + "\r\ny", "z"]
     view.clear()
     assert view.html == "" and len(view.children) == 1
+
+
+def test_clearing_a_long_stream_never_shows_a_piece_of_it() -> None:
+    # The browser applies each change as it comes. Dropping the later parts first would show
+    # the first part alone for a moment (the text shrinks to its first 10 characters), and
+    # emptying the first part first would show the later ones alone (not even its beginning).
+    view = StreamView()
+    view.interval, view.part_size = 0, 10
+    text = "abcdefghij" * 5
+
+    def stream() -> list[str]:
+        for end in range(5, len(text) + 1, 5):
+            view.feed({"content": text[:end]})
+        assert len(view.children) == 5 and view.html == text
+        states: list[str] = []  # what the browser shows after each change, in order
+
+        def record(change: Any = None) -> None:
+            states.append("".join(part.value for part in view.children))
+
+        for part in view.children:
+            part.observe(record, names="value")
+        view.observe(record, names="children")
+        return states
+
+    states = stream()
+    view.clear()
+    assert states and set(states) == {""}
+    states = stream()
+    view.feed({"content": "another reply"})  # a new reply starts over
+    assert states[-1] == "another reply" and set(states[:-1]) == {""}
 
 
 # -- safe display -----------------------------------------------------------------------------

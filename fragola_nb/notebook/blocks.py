@@ -238,8 +238,6 @@ class StreamView(widgets.VBox):  # type: ignore[misc]
             self._cancel_timer()
             self._text, self._dirty = "", False
             self._restart()
-            if self._parts[0].value:
-                self._parts[0].value = ""
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -252,10 +250,17 @@ class StreamView(widgets.VBox):  # type: ignore[misc]
         return part
 
     def _restart(self) -> None:
-        """Back to one part (the first, kept for the next reply)."""
+        """Back to one empty part (the first, kept for the next reply). The browser applies
+        each change as it comes: dropping the other parts first would show the first part
+        alone, and emptying it first the others alone. So with more than one part the view
+        is emptied first; every state shown on the way is empty, never a piece of the text."""
         self._frozen = self._last = ""
-        if len(self._parts) > 1:
-            extra, self._parts = self._parts[1:], self._parts[:1]
+        extra, self._parts = self._parts[1:], self._parts[:1]
+        if extra:
+            self.children = ()
+        if self._parts[0].value:
+            self._parts[0].value = ""
+        if extra:
             self.children = tuple(self._parts)
             for part in extra:
                 close_tree(part)
