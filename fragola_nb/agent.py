@@ -249,7 +249,9 @@ class Agent(Listening):
 
     def stop_sync(self) -> None:
         """Cancel the run at once, an HTTP request in flight included; the history is repaired
-        and the interrupted ``user_message``/``step`` returns the state."""
+        and the interrupted ``user_message``/``step`` returns the state. A call whose run has
+        ended but which still waits for an async observer returns too (the observer is
+        cancelled)."""
         driver.stop_sync(self)
 
     # -- decisions on pending calls ---------------------------------------------------------

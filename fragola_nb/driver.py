@@ -139,8 +139,8 @@ def stop_sync(agent: Agent) -> None:
     and the interrupted ``user_message``/``step`` returns the state."""
     if agent._status == "waiting":
         settle(agent, "stopped")
-        return
     if agent._status != "generating":
+        _end_wait_on_observers(agent)
         return
     agent._stop_requested = True
     task, loop = agent._task, agent._task_loop
@@ -149,13 +149,33 @@ def stop_sync(agent: Agent) -> None:
         # that started it. Stopped at its first boundary, it keeps it and calls no model.
         return
     agent._cancel_requested = True
+    if _running_in(loop) and asyncio.current_task() is task:
+        raise StopNow()
+    _cancel(task, loop)
+
+
+def _end_wait_on_observers(agent: Agent) -> None:
+    """A turn that settled still waits for its async observers before its call returns. A
+    hung one would hold the call for good: stopping cancels that wait (and the observers);
+    the state is already complete, its outcome kept."""
+    task, loop = agent._task, agent._task_loop
+    if task is None or loop is None or task.done() or not agent._turn_began:
+        return
+    if _running_in(loop) and asyncio.current_task() is task:
+        return  # a listener of the settling itself: the call returns once it is done
+    agent._cancel_requested = True
+    _cancel(task, loop)
+
+
+def _running_in(loop: asyncio.AbstractEventLoop) -> bool:
     try:
-        running = asyncio.get_running_loop()
+        return asyncio.get_running_loop() is loop
     except RuntimeError:
-        running = None
-    if running is loop:
-        if asyncio.current_task() is task:
-            raise StopNow()
+        return False
+
+
+def _cancel(task: asyncio.Task[AgentState], loop: asyncio.AbstractEventLoop) -> None:
+    if _running_in(loop):
         task.cancel()
     else:
         loop.call_soon_threadsafe(task.cancel)

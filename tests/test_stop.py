@@ -458,3 +458,42 @@ async def test_stop_sync_in_an_observer_that_also_hears_the_cancelled_answers(mo
     stop_after_any_tool_message()
     state = await agent.step()
     assert state.messages[-1] == {"role": "assistant", "content": "fine"}
+
+
+@pytest.mark.parametrize("from_thread", [False, True], ids=["same_loop", "other_thread"])
+async def test_stop_sync_ends_a_call_held_by_a_hung_async_observer(model, from_thread):
+    # The run has finished and settled; its call waits for its async observers, one of which
+    # never ends. stop_sync() ends that wait: the observer is cancelled, the outcome kept.
+    model.push(reply("done"))
+    agent = make_fragola(model).agent("bot")
+    hanging, cancelled = asyncio.Event(), []
+
+    async def hang_on_the_reply(event):
+        if event.message is not None and event.message["role"] == "assistant":
+            hanging.set()
+            try:
+                await asyncio.Event().wait()  # never set: only cancellation ends it
+            except asyncio.CancelledError:
+                cancelled.append(event.message["content"])
+                raise
+
+    subscription = agent.on_after_state_update(hang_on_the_reply)
+    task = asyncio.create_task(agent.user_message("hi"))
+    await asyncio.wait_for(hanging.wait(), timeout=5)
+    while agent.status != "idle":  # settled: only the observer holds the call now
+        await asyncio.sleep(0)
+    assert not task.done()
+
+    if from_thread:
+        await asyncio.to_thread(agent.stop_sync)
+    else:
+        agent.stop_sync()
+    state = await asyncio.wait_for(task, timeout=5)
+
+    assert cancelled == ["done"]
+    assert state.outcome == "finished" and state.status == "idle"
+    assert state.messages == [user("hi"), {"role": "assistant", "content": "done"}]
+    subscription()
+    model.push(reply("again"))
+    state = await agent.user_message("more")
+    assert state.messages[-1] == {"role": "assistant", "content": "again"}
