@@ -249,6 +249,50 @@ async def test_stop_button_cancels_a_hanging_request(model: ScriptedModel) -> No
     assert agent.state.messages == [{"role": "user", "content": "wait"}]
 
 
+async def test_the_header_says_how_the_last_run_ended(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool(require_approval=False), max_step=1)
+    panel = AgentPanel(agent)
+    assert "fragola-outcome" in panel.outcome_note._dom_classes
+    assert panel.outcome_note in panel.children[1].children  # beside the status badge
+    seen: list[tuple[str, str]] = []  # (status, the note) at each status change
+    agent.on_status_change(lambda e: seen.append((e.status, panel.outcome_note.value)))
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})))
+    await agent.user_message("add")  # one model call allowed: the tool runs, then it ends
+    assert agent.outcome == "step_limit"
+    assert "step budget used" in panel.html()  # the static form says it too
+    model.push(hang())
+    panel.step_button.click()
+    await until(lambda: len(model.requests) == 2)
+    panel.stop_button.click()
+    await until(lambda: agent.status == "idle")
+    assert agent.outcome == "stopped" and "· stopped" in panel.html()
+    model.push(reply("done"))
+    panel.step_button.click()
+    await until(lambda: agent.status == "idle" and agent.outcome == "finished")
+    assert seen == [
+        ("generating", ""),
+        ("idle", "step budget used — Step goes on"),
+        ("generating", ""),  # a new run: the last one's end is old news
+        ("idle", "stopped"),
+        ("generating", ""),
+        ("idle", ""),  # finished: the badge and the reply say it
+    ]
+    assert "stopped" not in panel.html()
+
+
+async def test_the_outcome_note_is_text(model: ScriptedModel) -> None:
+    agent = make_agent(model, messages=[{"role": "user", "content": "hi"}])
+    panel = AgentPanel(agent)
+    model.push(hang())
+    panel.step_button.click()
+    await until(lambda: len(model.requests) == 1)
+    agent.stop_sync()
+    await until(lambda: agent.status == "idle")
+    assert panel.outcome_note.value == "stopped"
+    assert not panel.outcome_note.description_allow_html
+    assert_inert(panel.outcome_note.value)
+
+
 async def test_reset_button_clears_the_panel(model: ScriptedModel) -> None:
     agent = make_agent(model)
     panel = AgentPanel(agent)

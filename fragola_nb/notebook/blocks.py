@@ -34,7 +34,8 @@ GROUP_SIZE = 50
 
 # The streaming parts flow inline as one text (ipywidgets lays boxes and HTML widgets out as
 # flex boxes with margins: a part would start a new line). The last rules: approval buttons as
-# wide as their label ("Approve edited arguments" was cut to "Approve edited a..."), and one
+# wide as their label ("Approve edited arguments" was cut to "Approve edited a..."); the
+# quiet note beside the status; and one
 # "disconnected" mark per panel (ipywidgets puts a red broken-link icon on every widget without
 # a kernel: a notebook reopened from its saved widget state showed nine of them in one panel,
 # one per inner widget).
@@ -49,6 +50,8 @@ PANEL_CSS = """<style>
 .fragola-stores pre,.fragola-approval pre{white-space:pre-wrap;word-break:break-word;margin:2px 0}
 .fragola-approval .jupyter-button{width:auto;align-self:flex-start;
   min-width:var(--jp-widgets-inline-width-short,148px)}
+.fragola-panel .fragola-outcome{font-style:italic;
+  color:var(--jp-ui-font-color2,#555);margin-left:8px;white-space:nowrap}
 .fragola-panel .jupyter-widgets-disconnected::before,
 .fragola-fork-tree .jupyter-widgets-disconnected::before{display:none}
 </style>"""

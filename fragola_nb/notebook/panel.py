@@ -37,6 +37,11 @@ _log = logging.getLogger("fragola_nb")
 
 Handler = Callable[["AgentPanel", Any], None]
 
+OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used — Step goes on"}
+"""What the header says, beside the status, about how the last run ended (``agent.outcome``);
+nothing for a run that finished or paused (the badge and the messages say it), nor after an
+error (the error box says it)."""
+
 
 def _observer(method: Handler) -> Handler:
     """Only this panel's agent (listeners are copied to forks), and never raise: a view must
@@ -66,6 +71,14 @@ def _html(css_class: str) -> Any:
     return widget
 
 
+def _outcome_note(agent: Agent) -> str:
+    # agent.outcome, not agent.state: this runs on every event. A run going on makes the
+    # last one's end old news.
+    if agent.status == "generating" or agent.outcome is None:
+        return ""
+    return OUTCOME_NOTES.get(agent.outcome, "")
+
+
 class AgentPanel(widgets.VBox):  # type: ignore[misc]
     """Header (name, id, model, status badge, steps), messages, the streaming reply,
     approval controls, Stop/Step/Reset/Fork, tools and stores of one agent."""
@@ -81,6 +94,7 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
         self._detached = False
         self.add_class("fragola-panel")
         self.header, self.status_badge = _html("fragola-header"), _html("fragola-status")
+        self.outcome_note = _html("fragola-outcome")
         self._status_class = ""
         self.error_box = _html("fragola-error")
         self.messages = MessageBlocks(since or 0)
@@ -103,7 +117,7 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
                    self.fork_button)
         self.children = (
             widgets.HTML(CSS + PANEL_CSS),
-            widgets.HBox([self.header, self.status_badge]),
+            widgets.HBox([self.header, self.status_badge, self.outcome_note]),
             self.error_box, self.messages, self.streaming, self.approvals,
             widgets.HBox(list(buttons)), self.tools_box, self.stores_box, self.forks_box,
         )
@@ -202,6 +216,7 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
                 self._status_class = f"fragola-status-{status}"
                 self.status_badge.add_class(self._status_class)
             self.status_badge.value = escape(status)
+            self.outcome_note.value = escape(_outcome_note(agent))
             if not self._detached:
                 self.stop_button.disabled = status == "idle"
                 for button in (self.step_button, self.reset_button, self.fork_button):
@@ -268,10 +283,12 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
     def html(self) -> str:
         """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
         agent = self.agent
+        note = _outcome_note(agent)
+        note = f" · {note}" if note else ""
         return conversation_html(
             agent.messages_since(self.since or 0), title=agent.name, status=agent.status,
             subtitle=f"id {agent.id} · model {agent.model} · "
-            f"steps {agent.step_count}/{agent.options.max_step}",
+            f"steps {agent.step_count}/{agent.options.max_step}{note}",
         )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:

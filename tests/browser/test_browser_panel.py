@@ -79,6 +79,7 @@ def test_stop_a_hanging_cell_and_a_hanging_step(ui: UI) -> None:
         re.compile(r"\[\d+\]:"), timeout=30_000)  # the cell ended
     h.wait_kernel_idle(ui.page)
     expect(sleepy.locator(".fragola-msg-user")).to_contain_text("Are you there?")  # kept
+    expect(sleepy.locator(".fragola-outcome")).to_have_text("stopped")  # beside the badge
     expect(sleepy.locator(".fragola-stop")).to_be_disabled()
     expect(sleepy.locator(".fragola-step")).to_be_enabled()
     ui.shot("cell-stopped", sleepy)
