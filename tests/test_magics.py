@@ -10,13 +10,15 @@ import asyncio
 import os
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pydantic
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.utils.capture import CapturedIO, capture_output
 
 from fragola_nb import Fragola, JsonResult, run_sync, tool
 from fragola_nb.agent import Agent
@@ -513,3 +515,55 @@ def test_each_turn_gets_a_live_panel_and_older_ones_are_detached(
     run(shell, "%fragola_reset")
     assert second.reset_button.disabled and agent.message_count == 0
     assert ext.views == [ext.views[-1]]  # only the tree is still live
+
+
+def until(check: Callable[[], Any], timeout: float = 20) -> None:
+    """Wait for observable state (a click's run goes on on fragola_nb's background loop)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def notes(captured: CapturedIO) -> list[tuple[bool, str]]:
+    """The plain-text-only displays of a cell: (is an update, the text), in order."""
+    return [(o.update, o.data["text/plain"]) for o in captured.outputs
+            if list(o.data) == ["text/plain"] and o.transient.get("display_id")]
+
+
+def test_the_waiting_line_of_a_turn_with_a_panel_follows_the_decisions(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    shell._fragola_nb.widgets = True
+    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b,
+               require_approval=True)
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add])
+    model.push(tool_calls(call("add", {"a": 1, "b": 2}, id="call_1")),
+               tool_calls(call("add", {"a": 3, "b": 4}, id="call_2"),
+                          call("add", {"a": 5, "b": 6}, id="call_3")),
+               reply("done"),
+               tool_calls(call("add", {"a": 7, "b": 8}, id="call_4")))
+    with capture_output() as captured:
+        run(shell, "%%fragola\nadd")
+        assert captured.stdout == ""  # a display that can be updated, not printed text
+        panel = shell._fragola_nb.views[-1]
+        panel.approvals.boxes["call_1"].approve.click()
+        until(lambda: len(notes(captured)) == 2)  # it paused again
+        for call_id in ("call_2", "call_3"):
+            panel.approvals.boxes[call_id].approve.click()
+        until(lambda: len(notes(captured)) == 3)
+        run(shell, "%%fragola\nonce more")
+        shell._fragola_nb.views[-1].stop_button.click()  # stopped while waiting
+        until(lambda: len(notes(captured)) == 5)
+    assert agent.status == "idle"
+    assert agent.state.messages[-1]["content"].startswith("Cancelled: this tool call did not")
+    assert notes(captured) == [
+        (False, "fragola_nb: 'a' is waiting on 1 tool call(s): use the controls above"),
+        (True, "fragola_nb: 'a' went on after the decisions and waits again, on 2 tool "
+               "call(s): use the controls above"),
+        (True, "fragola_nb: 'a' went on after the decisions: finished"),
+        (False, "fragola_nb: 'a' is waiting on 1 tool call(s): use the controls above"),
+        (True, "fragola_nb: 'a' was stopped: no longer waiting"),
+    ]
+    ids = [o.transient["display_id"] for o in captured.outputs if list(o.data) == ["text/plain"]]
+    assert ids[0] == ids[1] == ids[2] != ids[3] == ids[4]  # each cell updates its own line

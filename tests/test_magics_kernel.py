@@ -77,10 +77,10 @@ def widget(kernel: Kernel, css_class: str) -> dict[str, Any]:
         return {}
 
 
-def updates(kernel: Kernel, display_id: str) -> list[str]:
-    """The text/html of each update of one display, in order."""
+def updates(kernel: Kernel, display_id: str, mime: str = "text/html") -> list[str]:
+    """The ``mime`` form of each update of one display, in order."""
     kernel.drain()
-    return [m["content"]["data"]["text/html"] for m in kernel.iopub_log
+    return [m["content"]["data"][mime] for m in kernel.iopub_log
             if m["msg_type"] == "update_display_data"
             and m["content"]["transient"]["display_id"] == display_id]
 
@@ -109,14 +109,23 @@ def test_a_paused_turn_ends_the_cell_and_a_click_resumes_it_in_place(
     new_agent(kernel, model, "calc", tools="[add]")
     model.push(tool_calls(call("add", {"a": 2, "b": 3})), reply("It is 5."))
     result = kernel.execute("%%fragola calc --model gpt-careful\nAdd 2 and 3")
-    assert "'calc' is waiting on 1 tool call(s): use the controls above" in result.stdout
     assert kernel.eval("calc.status") == "waiting"
     display_id = result.outputs[0]["transient"]["display_id"]
+    # the waiting line: plain text (what nbconvert and GitHub show), a display of its own
+    # that the kernel updates once the run goes on, not printed text that would stay
+    note = result.outputs[-1]
+    assert note["data"] == {
+        "text/plain": "fragola_nb: 'calc' is waiting on 1 tool call(s): use the controls above"
+    }
+    assert result.stdout == "" and note["transient"]["display_id"] != display_id
     kernel.click("fragola-approve")  # while the kernel is idle, as after a real cell
     kernel.wait_for("calc.status == 'idle'")
     assert kernel.eval("[m['content'] for m in calc.state.messages[-2:]]") == ["5", "It is 5."]
     assert [r["model"] for r in model.requests] == ["gpt-careful", "gpt-careful"]
     until(lambda: any("It is 5." in html for html in updates(kernel, display_id)))
+    assert updates(kernel, note["transient"]["display_id"], "text/plain") == [
+        "fragola_nb: 'calc' went on after the decisions: finished"
+    ]
 
 
 def test_stop_clicked_while_the_cell_runs_gets_through(

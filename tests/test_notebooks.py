@@ -83,7 +83,7 @@ def test_quickstart_with_clicks() -> None:
     with Kernel() as kernel:
         for source in cells[:approval + 1]:
             result = kernel.execute(source)
-        assert "waiting on 1 tool call" in result.stdout
+        assert "waiting on 1 tool call" in result.data[-1]["text/plain"]  # a display line
         assert kernel.eval("calculator.status") == "waiting"
         assert kernel.state("fragola-approval") is not None
         kernel.click("fragola-approve")

@@ -16,12 +16,27 @@ from IPython.display import display
 from ..agent import Agent
 from ..render import conversation_html, transcript_text
 
-__all__ = ["AgentTable", "ForkTreeText", "TurnTranscript", "show"]
+__all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "show"]
 
 
 def show(obj: Any, **kwargs: Any) -> Any:
     """``IPython.display.display`` (untyped there); returns the handle for ``display_id``."""
     return display(obj, **kwargs)  # type: ignore[no-untyped-call]
+
+
+class TextLine:
+    """A line of plain text shown as a display of its own, replaced in place by ``update``
+    (a note that would go stale as printed text). Only ``text/plain``, so nbconvert and GitHub
+    show it as the cell's output text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._handle = show({"text/plain": text}, raw=True, display_id=True)
+
+    def update(self, text: str) -> None:
+        if text != self.text and self._handle is not None:
+            self.text = text
+            self._handle.update({"text/plain": text}, raw=True)
 
 
 class TurnTranscript:

@@ -8,6 +8,7 @@ an interrupt cancels it), and the plain cell magic runs it with ``fragola_nb.run
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -21,13 +22,15 @@ from ..jsonmode import JsonResult
 from ..schemas import load_json_schema
 from ..state import AgentState
 from .cellargs import CellOptions, interpolate, lookup, parse_options
-from .textviews import TurnTranscript, show
+from .textviews import TextLine, TurnTranscript, show
 
 if TYPE_CHECKING:
     from ..events import Event
     from .magics import Extension
 
 __all__ = ["Turn", "TurnSettings", "TurnView"]
+
+_log = logging.getLogger("fragola_nb")
 
 
 class TurnSettings:
@@ -39,6 +42,7 @@ class TurnSettings:
     def __init__(self, agent: Agent, settings: dict[str, Any], drop: tuple[str, ...]) -> None:
         self.agent, self.settings, self.drop = agent, settings, drop
         self.on_idle: Callable[[], None] | None = None  # once, when idle after a pause
+        self.on_waiting: Callable[[], None] | None = None  # each time it pauses again
 
     def install(self) -> TurnSettings:
         self.agent.on_before_model_invocation(self._apply)
@@ -58,13 +62,15 @@ class TurnSettings:
         return config
 
     def _status(self, event: Event) -> None:
-        if event.status != "idle":  # type: ignore[attr-defined]
+        status, agent = event.status, event.context.agent  # type: ignore[attr-defined]
+        if status == "waiting" and agent is self.agent:
+            _observe(self.on_waiting)
+        if status != "idle":
             return
-        agent = event.context.agent
         self.release(agent)
-        if agent is self.agent and self.on_idle is not None:
-            on_idle, self.on_idle = self.on_idle, None
-            on_idle()
+        if agent is self.agent:
+            on_idle, self.on_idle, self.on_waiting = self.on_idle, None, None
+            _observe(on_idle)
 
 
 class TurnView:
@@ -139,8 +145,6 @@ class Turn:
             if self.error is not None:
                 self.panel.show_error(self.error)
             self.panel.refresh()
-            if agent.status == "waiting":
-                self.settings.on_idle = self.panel.refresh
         else:
             show(TurnTranscript(agent, self.since))
         if self.interrupted:
@@ -154,26 +158,60 @@ class Turn:
             else:
                 print(f"fragola_nb: the reply does not match the schema: {self.result.error}",
                       file=sys.stderr)
-        state = agent.state
-        if state.status == "waiting":
-            self._say_waiting(state)
-        elif state.outcome == "step_limit" and self.result is not None:
+        if agent.status == "waiting":
+            self._say_waiting()
+        elif agent.outcome == "step_limit" and self.result is not None:
             print(f"fragola_nb: {agent.name!r} used its step budget; "
                   f"`await {self.var}.step()` lets it go on")
         if options.out is not None and self.result is not None:
             self.ext.shell.user_ns[options.out] = self.result
 
-    def _say_waiting(self, state: AgentState) -> None:
-        v = self.var
-        where = "use the controls above" if self.panel is not None else (
-            f"decide each with {v}.approve(id) / {v}.reject(id, reason) / "
-            f"{v}.inject(id, result), then `await {v}.step()`"
-        )
-        print(f"fragola_nb: {self.agent.name!r} is waiting on {len(state.pending)} "
-              f"tool call(s): {where}")
-        if self.panel is None:
-            for pending in state.pending:
-                print(f"  {pending.id}: {pending.name}({pending.arguments}) [{pending.reason}]")
+    def _say_waiting(self) -> None:
+        v, name, pending = self.var, self.agent.name, self.agent.pending
+        if self.panel is None:  # no controls: list the calls to decide in code
+            print(f"fragola_nb: {name!r} is waiting on {len(pending)} tool call(s): decide each "
+                  f"with {v}.approve(id) / {v}.reject(id, reason) / {v}.inject(id, result), "
+                  f"then `await {v}.step()`")
+            for call in pending:
+                print(f"  {call.id}: {call.name}({call.arguments}) [{call.reason}]")
+            return
+        # Decided in the panel, later: a line that says so when the agent goes on, rather
+        # than printed text that stays "waiting" for good.
+        note = TextLine(f"fragola_nb: {name!r} is waiting on {len(pending)} tool call(s): "
+                        "use the controls above")
+        panel = self.panel
+
+        def waiting_again() -> None:
+            panel.refresh()
+            note.update(f"fragola_nb: {name!r} went on after the decisions and waits again, "
+                        f"on {len(self.agent.pending)} tool call(s): use the controls above")
+
+        def idle() -> None:
+            panel.refresh()
+            note.update(self._after_waiting())
+
+        self.settings.on_waiting, self.settings.on_idle = waiting_again, idle
+
+    def _after_waiting(self) -> str:
+        name, outcome = self.agent.name, self.agent.outcome
+        if outcome == "stopped":
+            return f"fragola_nb: {name!r} was stopped: no longer waiting"
+        if outcome == "step_limit":
+            return (f"fragola_nb: {name!r} went on after the decisions: step budget used; "
+                    f"`await {self.var}.step()` lets it go on")
+        if outcome == "finished":
+            return f"fragola_nb: {name!r} went on after the decisions: finished"
+        return f"fragola_nb: {name!r} is no longer waiting: it did not finish (see the panel)"
+
+
+def _observe(callback: Callable[[], None] | None) -> None:
+    """Call a view's callback from a status listener: a view must not break the run."""
+    if callback is None:
+        return
+    try:
+        callback()
+    except Exception:
+        _log.exception("fragola_nb: the turn's display failed to update")
 
 
 def _request_settings(options: CellOptions) -> tuple[dict[str, Any], tuple[str, ...]]:

@@ -86,9 +86,14 @@ def expect_answered(panel: Any, tool_text: str) -> None:
 
 def test_approve_runs_the_tool_and_the_run_ends(ui: UI) -> None:
     panel = paused_panel(ui, "approver")
+    # the line under the panel is updated in place (update_display_data from the click)
+    line = h.cell(ui.page, TURN_CELL["approver"]).locator(".jp-OutputArea-output").last
+    expect(line).to_have_text(
+        "fragola_nb: 'approver' is waiting on 1 tool call(s): use the controls above")
     panel.locator(".fragola-approve").click()
     expect_answered(panel, "5")
     expect(panel.locator(".fragola-steps")).to_have_text("2/5")
+    expect(line).to_have_text("fragola_nb: 'approver' went on after the decisions: finished")
     ui.shot("approved", panel)
     ui.assert_clean()
 
