@@ -508,12 +508,15 @@ def test_each_turn_gets_a_live_panel_and_older_ones_are_detached(
     [second] = ext.views
     assert (first.since, second.since) == (0, 2)
     assert first.reset_button.disabled and not second.reset_button.disabled
+    assert first.detached_note.value == "detached: a newer panel follows this agent"
+    assert second.detached_note.value == ""
     out = capsys.readouterr().out
     assert "AgentPanel(Agent(name='a'" in out and "[assistant]" not in out
     run(shell, "%fragola_tree")
     assert isinstance(ext.views[-1], ForkTree)
     run(shell, "%fragola_reset")
     assert second.reset_button.disabled and agent.message_count == 0
+    assert second.detached_note.value == "detached: this panel no longer follows the agent"
     assert ext.views == [ext.views[-1]]  # only the tree is still live
 
 

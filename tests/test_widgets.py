@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -24,7 +25,7 @@ from test_render import assert_inert
 
 from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
 from fragola_nb.agent import Agent
-from fragola_nb.notebook.blocks import BLOCK_SIZE, StreamView
+from fragola_nb.notebook.blocks import BLOCK_SIZE, PANEL_CSS, StreamView
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.tree import ESM, ForkTree
 from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
@@ -328,11 +329,40 @@ async def test_detach_freezes_the_view(model: ScriptedModel) -> None:
     panel = AgentPanel(agent)
     model.push(tool_calls(call("add", {"a": 1, "b": 2})))
     await agent.user_message("add")
+    assert panel.detached_note.value == ""
     panel.detach()
     assert box(panel).approve.disabled and panel.step_button.disabled
+    # the grey controls say why, beside them
+    assert panel.detached_note.value == "detached: this panel no longer follows the agent"
+    assert panel.detached_note in panel.button_row.children
     agent.reject("call_1", "later")
     assert box(panel).decision.value == ""  # the view keeps its last state
     assert panel.messages.count == 2
+
+
+def test_detached_says_why_as_text(model: ScriptedModel) -> None:
+    panel = AgentPanel(make_agent(model))
+    panel.detach(f"replaced by {SCRIPT}")
+    panel.detach("a second detach changes nothing")
+    assert panel.detached_note.value == (
+        "detached: replaced by &lt;script&gt;alert(1)&lt;/script&gt;")
+
+
+async def test_disabled_panel_buttons_look_disabled(model: ScriptedModel) -> None:
+    # ipywidgets only fades a disabled button: a faded orange Stop looked clickable.
+    rule = re.search(r"\.fragola-panel \.jupyter-button:disabled\{([^}]*)\}", PANEL_CSS)
+    assert rule is not None
+    assert "cursor:not-allowed" in rule[1] and "background-color:" in rule[1]
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    assert panel.stop_button.disabled and not panel.step_button.disabled  # idle
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("3"))
+    await agent.user_message("add")
+    assert not panel.stop_button.disabled  # waiting: Stop cancels the pending call
+    box(panel).approve.click()
+    assert box(panel).approve.disabled and box(panel).reject.disabled  # decided
+    await until(lambda: agent.status == "idle")
+    assert panel.stop_button.disabled
 
 
 async def test_stores_are_shown_and_refreshed(model: ScriptedModel) -> None:

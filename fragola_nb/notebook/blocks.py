@@ -34,8 +34,9 @@ GROUP_SIZE = 50
 
 # The streaming parts flow inline as one text (ipywidgets lays boxes and HTML widgets out as
 # flex boxes with margins: a part would start a new line). The last rules: approval buttons as
-# wide as their label ("Approve edited arguments" was cut to "Approve edited a..."); the
-# quiet note beside the status; and one
+# wide as their label ("Approve edited arguments" was cut to "Approve edited a..."); disabled
+# buttons grey with a not-allowed cursor (ipywidgets only fades them: a faded orange Stop
+# looked clickable); the quiet notes beside the status and the buttons; and one
 # "disconnected" mark per panel (ipywidgets puts a red broken-link icon on every widget without
 # a kernel: a notebook reopened from its saved widget state showed nine of them in one panel,
 # one per inner widget).
@@ -50,7 +51,9 @@ PANEL_CSS = """<style>
 .fragola-stores pre,.fragola-approval pre{white-space:pre-wrap;word-break:break-word;margin:2px 0}
 .fragola-approval .jupyter-button{width:auto;align-self:flex-start;
   min-width:var(--jp-widgets-inline-width-short,148px)}
-.fragola-panel .fragola-outcome{font-style:italic;
+.fragola-panel .jupyter-button:disabled{background-color:var(--jp-layout-color3,#ccc);
+  color:var(--jp-ui-font-color2,#555);cursor:not-allowed;box-shadow:none;opacity:.7}
+.fragola-panel .fragola-outcome,.fragola-panel .fragola-detached{font-style:italic;
   color:var(--jp-ui-font-color2,#555);margin-left:8px;white-space:nowrap}
 .fragola-panel .jupyter-widgets-disconnected::before,
 .fragola-fork-tree .jupyter-widgets-disconnected::before{display:none}

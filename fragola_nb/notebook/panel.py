@@ -107,19 +107,22 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
         self.fork_name.add_class("fragola-fork-name")
         self.fork_button = _button("Fork", "fragola-fork")
         self.tools_box, self.stores_box = _html("fragola-tools"), _html("fragola-stores")
+        self.detached_note = _html("fragola-detached")
         self.forks_box = widgets.VBox()
         self.forks_box.add_class("fragola-forks")
         self.stop_button.on_click(self._stop)
         self.step_button.on_click(self._step)
         self.reset_button.on_click(self._reset)
         self.fork_button.on_click(self._fork)
-        buttons = (self.stop_button, self.step_button, self.reset_button, self.fork_name,
-                   self.fork_button)
+        self.button_row = widgets.HBox([
+            self.stop_button, self.step_button, self.reset_button, self.fork_name,
+            self.fork_button, self.detached_note,  # the note says why they are grey
+        ])
         self.children = (
             widgets.HTML(CSS + PANEL_CSS),
             widgets.HBox([self.header, self.status_badge, self.outcome_note]),
             self.error_box, self.messages, self.streaming, self.approvals,
-            widgets.HBox(list(buttons)), self.tools_box, self.stores_box, self.forks_box,
+            self.button_row, self.tools_box, self.stores_box, self.forks_box,
         )
         self._subscriptions: list[Subscription] = [
             # transient: a view's listeners are not copied to forks nor saved in sessions
@@ -135,12 +138,14 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
 
     # -- the API the magics use -------------------------------------------------------------
 
-    def detach(self) -> None:
-        """Stop following the agent; the view keeps its last state, its controls disabled."""
+    def detach(self, why: str = "this panel no longer follows the agent") -> None:
+        """Stop following the agent; the view keeps its last state, its controls disabled,
+        and says ``detached: why`` beside them."""
         with self._lock:
             if self._detached:
                 return
             self._detached = True
+            self.detached_note.value = escape(f"detached: {why}")
             for subscription in self._subscriptions:
                 subscription.unsubscribe()
             for unsubscribe in self._store_unsubscribes:

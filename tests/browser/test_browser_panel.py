@@ -71,6 +71,8 @@ def test_stop_a_hanging_cell_and_a_hanging_step(ui: UI) -> None:
     expect(h.cell(ui.page, 3).locator(".jp-InputArea-prompt")).to_have_text("[*]:")
     expect(sleepy.locator(".fragola-stop")).to_be_enabled()
     expect(sleepy.locator(".fragola-step")).to_be_disabled()
+    expect(sleepy.locator(".fragola-step")).to_have_css("cursor", "not-allowed")
+    orange = sleepy.locator(".fragola-stop").evaluate("e => getComputedStyle(e).backgroundColor")
     ui.shot("cell-hanging", sleepy)
     sleepy.locator(".fragola-stop").click()
     expect(sleepy.locator(".fragola-status")).to_have_text("idle", timeout=30_000)
@@ -81,6 +83,9 @@ def test_stop_a_hanging_cell_and_a_hanging_step(ui: UI) -> None:
     expect(sleepy.locator(".fragola-msg-user")).to_contain_text("Are you there?")  # kept
     expect(sleepy.locator(".fragola-outcome")).to_have_text("stopped")  # beside the badge
     expect(sleepy.locator(".fragola-stop")).to_be_disabled()
+    # grey, not a faded orange that looks clickable
+    expect(sleepy.locator(".fragola-stop")).to_have_css("cursor", "not-allowed")
+    expect(sleepy.locator(".fragola-stop")).not_to_have_css("background-color", orange)
     expect(sleepy.locator(".fragola-step")).to_be_enabled()
     ui.shot("cell-stopped", sleepy)
 
