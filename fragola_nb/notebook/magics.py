@@ -129,7 +129,7 @@ class Extension:
 
     def show_turn(self, agent: Agent, since: int) -> TurnView | None:
         """Detach the agent's older turn panels; show a live one (None without a frontend)."""
-        self.detach_turn_panels(agent)
+        self.detach_turn_panels(agent, "a newer panel follows this agent")
         if not self.widgets:
             return None
         from .panel import AgentPanel
@@ -139,9 +139,11 @@ class Extension:
         self.views.append(panel)
         return TurnView(panel, show(panel, display_id=True))
 
-    def detach_turn_panels(self, agent: Agent) -> None:
+    def detach_turn_panels(
+        self, agent: Agent, why: str = "this panel no longer follows the agent"
+    ) -> None:
         for panel in self.turn_panels.pop(agent.id, []):
-            panel.detach()
+            panel.detach(why)
             self.views.remove(panel)
 
     def detach_all(self) -> None:

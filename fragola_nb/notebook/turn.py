@@ -119,8 +119,6 @@ class Turn:
         self.agent = agent
         self.var = options.fork or options.agent or "agent"  # how the notebook names it
         self.since = agent.message_count
-        for older in self.ext.turn_panels.get(agent.id, ()):  # show_turn detaches them too
-            older.detach("a newer panel follows this agent")
         self.panel: TurnView | None = self.ext.show_turn(agent, self.since)
         self.settings = TurnSettings(agent, *_request_settings(options)).install()
 
