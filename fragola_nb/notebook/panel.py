@@ -41,6 +41,8 @@ OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used — Step 
 """What the header says, beside the status, about how the last run ended (``agent.outcome``);
 nothing for a run that finished or paused (the badge and the messages say it), nor after an
 error (the error box says it)."""
+STATIC_OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used"}
+"""The same in the static HTML copy (nbconvert, GitHub), which has no Step button."""
 
 
 def _observer(method: Handler) -> Handler:
@@ -71,12 +73,12 @@ def _html(css_class: str) -> Any:
     return widget
 
 
-def _outcome_note(agent: Agent) -> str:
+def _outcome_note(agent: Agent, notes: dict[str, str] = OUTCOME_NOTES) -> str:
     # agent.outcome, not agent.state: this runs on every event. A run going on makes the
     # last one's end old news.
     if agent.status == "generating" or agent.outcome is None:
         return ""
-    return OUTCOME_NOTES.get(agent.outcome, "")
+    return notes.get(agent.outcome, "")
 
 
 class AgentPanel(widgets.VBox):  # type: ignore[misc]
@@ -288,7 +290,7 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
     def html(self) -> str:
         """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
         agent = self.agent
-        note = _outcome_note(agent)
+        note = _outcome_note(agent, STATIC_OUTCOME_NOTES)
         note = f" · {note}" if note else ""
         return conversation_html(
             agent.messages_since(self.since or 0), title=agent.name, status=agent.status,
