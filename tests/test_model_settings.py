@@ -128,3 +128,57 @@ async def test_a_listener_returning_something_else_than_the_config_is_told_so(
     agent.off("before_model_invocation", wrong)
     state = await agent.step()
     assert state.messages[-1] == {"role": "assistant", "content": "fine"}
+
+
+class Extracted(pydantic.BaseModel):
+    city: str
+    population: int
+
+
+async def test_the_request_transform_post_skips_would_change_nothing_sent(
+    model: ScriptedModel,
+) -> None:
+    # create() runs every body through the openai client's maybe_transform; fragola_nb posts
+    # the body as it is. That is lossless only while the transform is an identity on what
+    # fragola_nb sends: checked here on requests of every shape it makes, so that an openai
+    # release adding an alias or a format to a Chat Completions field fails this test.
+    from openai._utils import maybe_transform
+    from openai.types.chat import completion_create_params as params
+
+    from fragola_nb import tool
+    from fragola_nb.scripted import call, tool_calls
+
+    @tool(require_approval=True)
+    def add(x: int, y: int) -> int:
+        """Add two numbers."""
+        return x + y
+
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(
+        "wide", instructions=["Be exact.", "Use tools."], use_developer_role=True, tools=[add],
+        model_settings={"temperature": 0.5, "seed": 1, "stop": ["END"], "metadata": {"k": "v"},
+                        "max_completion_tokens": 50, "tool_choice": "auto",
+                        "parallel_tool_calls": True, "user": "teacher-1"},
+    )
+    model.push(tool_calls(call("add", {"x": 1, "y": 2}), content="Adding."), reply("3"))
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+    await agent.user_message([{"type": "text", "text": "look"}, image])
+    agent.approve(agent.pending[0].id, {"x": 1, "y": 2})
+    await agent.step()
+    streaming = agent.fork("streaming")
+    streaming.options.model_settings.update(stream=True, stream_options={"include_usage": True})
+    model.push(tool_calls(call("add", {"x": 2, "y": 2})))
+    await streaming.user_message("again")
+    streaming.reject(streaming.pending[0].id, "no")
+    model.push(reply("fine"))
+    await streaming.step()
+    model.push(reply('{"city": "Oslo", "population": 700000}'),
+               reply('{"city": "Oslo", "population": 700000}'))
+    await agent.json("a city", Extracted)
+    await agent.json("a city", {"type": "object", "properties": {"city": {"type": "string"}}})
+
+    assert len(model.requests) == 6
+    for body in model.requests:
+        shape = (params.CompletionCreateParamsStreaming if body.get("stream")
+                 else params.CompletionCreateParamsNonStreaming)
+        assert maybe_transform(body, shape) == body
