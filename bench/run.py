@@ -156,7 +156,7 @@ def main() -> None:
         "",
         f"Client CPU and wall time per model call; median of {over[0]['reps']} interleaved "
         "repetitions; × floor is the median of the per-repetition ratios; (±n%) is half the "
-        "interquartile range of the samples. The floor sends the same request bytes as "
+        "interquartile range of the samples. The floor sends the same request bodies as "
         "fragola_nb (checked).", "",
         overhead.table(over), "",
         "fragola_nb's own CPU per model call with the model client stubbed out (no openai "
