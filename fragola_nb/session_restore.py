@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["build_agents", "check_document", "label"]
 
 
-
 def _fail(message: str) -> NoReturn:
     raise SessionError(f"invalid session file: {message}")
 

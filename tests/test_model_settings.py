@@ -30,7 +30,8 @@ async def test_body_fields_and_request_options_go_where_create_puts_them(
     model.push(reply("hi"))
     agent = make_agent(
         model, temperature=0.25, seed=7, metadata={"lesson": "1"},
-        extra_headers={"X-Trace": "trace-7"}, extra_query={"tenant": "t1"},
+        extra_headers={"X-Trace": "trace-7", "X-Api-Key": "sk-extra"},
+        extra_query={"tenant": "t1"},
         extra_body={"custom_field": [1, 2]},
     )
     await agent.user_message("hello")
@@ -41,7 +42,9 @@ async def test_body_fields_and_request_options_go_where_create_puts_them(
     assert body["custom_field"] == [1, 2]  # extra_body is merged into the JSON body
     assert not {"extra_headers", "extra_query", "extra_body", "timeout"} & body.keys()
     assert model.headers[0]["x-trace"] == "trace-7"
-    assert model.headers[0]["authorization"] == "Bearer test-key"
+    assert model.headers[0]["authorization"] == "Bearer [redacted]"  # sent, not recorded
+    assert model.headers[0]["x-api-key"] == "[redacted]"
+    assert "test-key" not in str(model.headers) and "sk-extra" not in str(model.headers)
     assert model.targets[0] == "/v1/chat/completions?tenant=t1"
 
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ScriptedModel"]
 
+# Recorded with their scheme only: an API key sent here, by mistake or not, is not kept.
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
+
 Brain = Callable[[dict[str, Any]], Item]
 
 
@@ -73,7 +76,9 @@ class ScriptedModel:
 
     Everything exchanged is recorded: :attr:`requests` (parsed bodies, in arrival order),
     :attr:`targets` (each request's path and query string, in the same order),
-    :attr:`headers` (each request's headers, names in lower case, in the same order),
+    :attr:`headers` (each request's headers, names in lower case, in the same order; the
+    value of ``Authorization`` and other key headers is kept as its scheme and
+    ``[redacted]``),
     :attr:`responses` (non-stream completion bodies) and :attr:`chunks` (stream chunks).
     """
 
@@ -199,7 +204,8 @@ class ScriptedModel:
         with self._cond:
             self.requests.append(request)
             self.targets.append(handler.path)
-            self.headers.append({name.lower(): value for name, value in handler.headers.items()})
+            self.headers.append({name.lower(): _recorded(name.lower(), value)
+                                 for name, value in handler.headers.items()})
             served = len(self.requests) - 1
             gen = self._release_gen
             entry = self._script.popleft() if self._script else None
@@ -304,3 +310,10 @@ class ScriptedModel:
             # Closing without the terminating chunk is what a network cut looks like.
             handler.close_connection = True
         handler.stream(frames, self.chunk_delay, self._stopping)
+
+
+def _recorded(name: str, value: str) -> str:
+    if name not in SECRET_HEADERS:
+        return value
+    scheme, _, secret = value.partition(" ")
+    return f"{scheme} [redacted]" if secret else "[redacted]"
