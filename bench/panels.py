@@ -46,14 +46,6 @@ def _install_recording_comm() -> None:
     comm.create_comm = RecordingComm  # ipywidgets looks it up at each widget's open
 
 
-def panel_available() -> bool:
-    try:
-        from fragola_nb.notebook.panel import AgentPanel  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _new_message(i: int) -> dict[str, Any]:
     if i % 2 == 0:
         return {"role": "user", "content": f"Follow-up {i}: and what about *this* one?"}
@@ -166,21 +158,14 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    from common import LeanServer
+    from common import LeanServer, report
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
     args = parser.parse_args()
-    if not panel_available():
-        result: dict[str, Any] = {"skipped": "fragola_nb/notebook/panel.py is not there yet"}
-        print(result["skipped"])
-    else:
-        with LeanServer() as server:
-            result = measure(server.base_url)
-        print(table(result))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    with LeanServer() as server:
+        result = measure(server.base_url)
+    report(result, table(result), args.json)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import time
 from typing import Any
 
 import openai
-from common import LeanServer, median
+from common import LeanServer, median, report
 from workloads import FLOOR_TOOLS, MODEL, client
 
 from fragola_nb.model_client import ModelClient, assistant_message
@@ -209,12 +208,9 @@ def main() -> None:
     with LeanServer() as server:
         rows = asyncio.run(measure(server))
     result = {"rows": rows, "types_scanned": scanned, "transform": transform_alone()}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    print(f"transform is an identity on dict bodies ({scanned} parameter types scanned)")
-    print(table(rows))
-    print(transform_table(result["transform"]))
+    report(result, "\n".join((
+        f"transform is an identity on dict bodies ({scanned} parameter types scanned)",
+        table(rows), transform_table(result["transform"]))), args.json)
 
 
 if __name__ == "__main__":
