@@ -15,12 +15,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fragola_nb import Agent, Fragola, Tool
-from fragola_nb.scripted import ScriptedModel
+from fragola_nb.scripted import ScriptedModel, reply
 
-__all__ = ["answered", "asked", "assert_valid_history", "make_agent", "make_fragola", "user"]
+__all__ = [
+    "answered",
+    "asked",
+    "assert_recovers",
+    "assert_valid_history",
+    "make_agent",
+    "make_fragola",
+    "user",
+]
 
 
 def make_fragola(model: ScriptedModel, /, **options: Any) -> Fragola:
@@ -71,3 +80,23 @@ def assert_valid_history(messages: list[dict[str, Any]]) -> None:
         if message["role"] == "assistant":
             open_ids = [c["id"] for c in message.get("tool_calls") or ()]
     assert not open_ids, f"tool calls {open_ids} unanswered at the end"
+
+
+async def assert_recovers(agent: Agent, model: ScriptedModel, history: list[dict[str, Any]],
+                          check: Callable[[Agent], None]) -> None:
+    """After a failure: idle with exactly ``history``, and the next call sends that history
+    and works. ``check`` (``invariants.check_agent``, or a history check) runs before and after
+    that call."""
+    check(agent)
+    state = agent.state
+    assert state.status == "idle"
+    assert state.messages == history
+    sent = len(model.requests)
+    model.push(reply("back again"))
+
+    retried = await agent.step()
+
+    assert model.requests[sent]["messages"] == history
+    assert retried.messages == [*history, {"role": "assistant", "content": "back again"}]
+    assert retried.outcome == "finished"
+    check(agent)

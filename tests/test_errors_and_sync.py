@@ -9,7 +9,15 @@ from typing import Any
 
 import openai
 import pytest
-from helpers import assert_valid_history, make_agent, make_fragola
+from helpers import (
+    answered,
+    asked,
+    assert_recovers,
+    assert_valid_history,
+    make_agent,
+    make_fragola,
+    user,
+)
 
 import fragola_nb
 from fragola_nb import (
@@ -115,21 +123,8 @@ async def test_misuse_raises_bad_usage_and_changes_nothing(
 # -- API failures ---------------------------------------------------------------------------
 
 
-async def assert_recovers(agent: Agent, model: ScriptedModel, history: list[dict[str, Any]]
-                          ) -> None:
-    """After a failure: idle, the history as expected and valid, and the next call works."""
-    state = agent.state
-    assert state.status == "idle"
-    assert state.messages == history
-    assert_valid_history(state.messages)
-    sent = len(model.requests)
-    model.push(reply("back again"))
-
-    retried = await agent.step()
-
-    assert model.requests[sent]["messages"] == history
-    assert retried.messages == [*history, {"role": "assistant", "content": "back again"}]
-    assert retried.outcome == "finished"
+def history_is_valid(agent: Agent) -> None:
+    assert_valid_history(agent.state.messages)
 
 
 @pytest.mark.parametrize("status", [500, 429, 400])
@@ -147,7 +142,7 @@ async def test_http_errors_raise_model_http_error(model: ScriptedModel, status: 
     assert f"scripted {status}" in str(error)
     assert isinstance(error.__cause__, openai.APIStatusError)
     assert error.__cause__.status_code == status
-    await assert_recovers(agent, model, [{"role": "user", "content": "hi"}])
+    await assert_recovers(agent, model, [user("hi")], history_is_valid)
 
 
 async def test_no_answer_within_the_timeout_raises_model_timeout(model: ScriptedModel) -> None:
@@ -158,7 +153,7 @@ async def test_no_answer_within_the_timeout_raises_model_timeout(model: Scripted
         await agent.user_message("hi")
 
     assert isinstance(caught.value.__cause__, openai.APITimeoutError)
-    await assert_recovers(agent, model, [{"role": "user", "content": "hi"}])
+    await assert_recovers(agent, model, [user("hi")], history_is_valid)
 
 
 async def test_a_dropped_connection_raises_model_connection_error(model: ScriptedModel) -> None:
@@ -169,7 +164,7 @@ async def test_a_dropped_connection_raises_model_connection_error(model: Scripte
         await agent.user_message("hi")
 
     assert isinstance(caught.value.__cause__, openai.APIConnectionError)
-    await assert_recovers(agent, model, [{"role": "user", "content": "hi"}])
+    await assert_recovers(agent, model, [user("hi")], history_is_valid)
 
 
 async def test_a_body_that_is_not_json_raises_model_response_error(model: ScriptedModel) -> None:
@@ -182,7 +177,7 @@ async def test_a_body_that_is_not_json_raises_model_response_error(model: Script
     # The openai client parses the body with json.loads and lets its ValueError through, so
     # the cause is that ValueError (there is no openai exception to keep).
     assert isinstance(caught.value.__cause__, ValueError)
-    await assert_recovers(agent, model, [{"role": "user", "content": "hi"}])
+    await assert_recovers(agent, model, [user("hi")], history_is_valid)
 
 
 async def test_json_that_is_not_a_completion_raises_model_response_error(
@@ -194,7 +189,7 @@ async def test_json_that_is_not_a_completion_raises_model_response_error(
     with pytest.raises(ModelResponseError, match="no choices"):
         await agent.user_message("hi")
 
-    await assert_recovers(agent, model, [{"role": "user", "content": "hi"}])
+    await assert_recovers(agent, model, [user("hi")], history_is_valid)
 
 
 async def test_a_stream_cut_midway_leaves_no_half_built_reply(model: ScriptedModel) -> None:
@@ -204,7 +199,7 @@ async def test_a_stream_cut_midway_leaves_no_half_built_reply(model: ScriptedMod
     with pytest.raises(ModelConnectionError):
         await agent.user_message("hi")
 
-    await assert_recovers(agent, model, [{"role": "user", "content": "hi"}])
+    await assert_recovers(agent, model, [user("hi")], history_is_valid)
 
 
 async def test_a_failure_after_a_tool_call_keeps_the_answered_call(model: ScriptedModel) -> None:
@@ -215,12 +210,10 @@ async def test_a_failure_after_a_tool_call_keeps_the_answered_call(model: Script
         await agent.user_message("2 + 3?")
 
     await assert_recovers(agent, model, [
-        {"role": "user", "content": "2 + 3?"},
-        {"role": "assistant", "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
-    ])
+        user("2 + 3?"),
+        asked(("call_1", "add", {"a": 2, "b": 3})),
+        answered("call_1", "5"),
+    ], history_is_valid)
     assert agent.state.step_count == 2
 
 
@@ -263,7 +256,7 @@ async def test_a_raising_listener_before_the_request_keeps_the_user_message(
     assert caught.value.event == "before_model_invocation"
     assert model.requests == []
     unsubscribe()
-    await assert_recovers(agent, model, [{"role": "user", "content": "hi"}])
+    await assert_recovers(agent, model, [user("hi")], history_is_valid)
 
 
 async def test_a_raising_async_listener_raises_listener_error(model: ScriptedModel) -> None:

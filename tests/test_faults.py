@@ -16,6 +16,7 @@ from typing import Any
 import openai
 import pytest
 import pytest_asyncio
+from helpers import answered, asked, assert_recovers, user
 from invariants import check_agent, loopback_http_client
 
 from fragola_nb import (
@@ -70,17 +71,6 @@ async def make_agent(model: ScriptedModel) -> AsyncIterator[MakeAgent]:
     yield make
     for fragola in made:
         await fragola.aclose()
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-ADD_CALL = {
-    "role": "assistant",
-    "tool_calls": [{"id": "call_1", "type": "function",
-                    "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}],
-}
 
 
 # -- bodies the scripted model cannot make on its own -----------------------------------------
@@ -257,24 +247,6 @@ def fault_params() -> list[Any]:
     ]
 
 
-async def assert_recovers(agent: Agent, model: ScriptedModel, history: list[dict[str, Any]]
-                          ) -> None:
-    """After a failure: idle, exactly ``history`` (valid, every call answered, no partial
-    reply), and the next call sends that history and works."""
-    check_agent(agent)
-    assert agent.status == "idle"
-    assert agent.state.messages == history
-    sent = len(model.requests)
-    model.push(reply("back again"))
-
-    state = await agent.step()
-
-    assert model.requests[sent]["messages"] == history
-    assert state.messages == [*history, {"role": "assistant", "content": "back again"}]
-    assert state.outcome == "finished"
-    check_agent(agent)
-
-
 @pytest.mark.parametrize(("fault", "stream"), fault_params())
 async def test_a_fault_on_the_first_request_raises_and_leaves_only_the_user_message(
     model: ScriptedModel, make_agent: MakeAgent, fault: Fault, stream: bool
@@ -290,7 +262,7 @@ async def test_a_fault_on_the_first_request_raises_and_leaves_only_the_user_mess
     else:
         assert isinstance(caught.value.__cause__, fault.cause)
     assert len(model.requests) == 1
-    await assert_recovers(agent, model, [user("hi")])
+    await assert_recovers(agent, model, [user("hi")], check_agent)
 
 
 @pytest.mark.parametrize(("fault", "stream"), fault_params())
@@ -306,9 +278,9 @@ async def test_a_fault_after_a_tool_round_keeps_the_answered_calls(
     assert agent.step_count == 1  # the failed model call is not counted
     await assert_recovers(agent, model, [
         user("2 + 3?"),
-        ADD_CALL,
-        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
-    ])
+        asked(("call_1", "add", {"a": 2, "b": 3})),
+        answered("call_1", "5"),
+    ], check_agent)
 
 
 async def test_a_stream_that_stalls_mid_reply_times_out(
@@ -324,7 +296,7 @@ async def test_a_stream_that_stalls_mid_reply_times_out(
 
     assert isinstance(caught.value.__cause__, openai.APITimeoutError)
     model.chunk_delay = 0.0
-    await assert_recovers(agent, model, [user("hi")])
+    await assert_recovers(agent, model, [user("hi")], check_agent)
 
 
 @pytest.mark.parametrize(("shape", "stream"), [
@@ -342,7 +314,7 @@ async def test_an_answer_that_could_not_be_sent_back_is_a_model_response_error(
     with pytest.raises(ModelResponseError):
         await agent.user_message("hi")
 
-    await assert_recovers(agent, model, [user("hi")])
+    await assert_recovers(agent, model, [user("hi")], check_agent)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
