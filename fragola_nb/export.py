@@ -35,6 +35,7 @@ from .render import (
     text_of,
 )
 from .render import tool_names_of as _tool_names
+from .session import atomic_write
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -84,10 +85,9 @@ def export_tree_markdown(agent: Agent, path: str | os.PathLike[str] | None = Non
     lines = [f"# {_inline(title or root.name)}", ""]
     for node, start, messages in _branches(root):
         lines += [f"## {_inline(node.name)}", "", _about(node, len(messages)), ""]
-        if node.instructions and (node.parent is None
-                                  or node.instructions != node.parent.instructions):
-            # A prompt experiment compares branches by their instructions: show each change.
-            lines += ["Instructions:", "", _fence(node.instructions, "text"), ""]
+        instructions = _changed_instructions(node)
+        if instructions:
+            lines += ["Instructions:", "", _fence(instructions, "text"), ""]
         if start:
             lines += [f"*Continues after message {start} of "
                       f"{_inline(node.parent.name if node.parent else '')}.*", ""]
@@ -106,10 +106,10 @@ def export_tree_html(agent: Agent, path: str | os.PathLike[str] | None = None, *
         note = (f"<p><small>continues after message {start} of "
                 f"{escape(node.parent.name if node.parent else '')}</small></p>" if start else "")
         body = messages_html(messages[start:], start, _tool_names(messages[:start]))
-        if node.instructions and (node.parent is None
-                                  or node.instructions != node.parent.instructions):
+        instructions = _changed_instructions(node)
+        if instructions:
             role = "developer" if node.options.use_developer_role else "system"
-            body = message_html({"role": role, "content": node.instructions}) + body
+            body = message_html({"role": role, "content": instructions}) + body
         sections.append(f'<section class="fragola-conversation"><h2>{escape(node.name)}</h2>'
                         f"<p><small>{escape(_subtitle(node))}</small></p>{note}{body}</section>")
     heading = f"<h1>{escape(title or root.name)}</h1>"
@@ -121,19 +121,25 @@ def export_tree_html(agent: Agent, path: str | os.PathLike[str] | None = None, *
 
 def _branches(root: Agent) -> Iterator[tuple[Agent, int, Messages]]:
     """Each agent of the tree (parents first), where its own part starts, its messages."""
-    stack = [root]
+    stack: list[tuple[Agent, Messages]] = [(root, [])]  # with the parent's messages
     while stack:
-        node = stack.pop()
+        node, inherited = stack.pop()
         messages = node.state.messages
+        # The messages shared with the parent, by identity: a reset breaks the sharing.
+        limit = min(node.fork_point, len(messages), len(inherited))
         start = 0
-        if node.parent is not None:
-            # The messages shared with the parent, by identity: a reset breaks the sharing.
-            inherited = node.parent.state.messages
-            limit = min(node.fork_point, len(messages), len(inherited))
-            while start < limit and messages[start] is inherited[start]:
-                start += 1
+        while start < limit and messages[start] is inherited[start]:
+            start += 1
         yield node, start, messages
-        stack.extend(reversed(node.forks))
+        stack.extend((fork, messages) for fork in reversed(node.forks))
+
+
+def _changed_instructions(agent: Agent) -> str | None:
+    """The agent's instructions when a root has them or a fork changed them, else None."""
+    # A prompt experiment compares branches by their instructions: show each change.
+    if agent.parent is not None and agent.instructions == agent.parent.instructions:
+        return None
+    return agent.instructions or None
 
 
 def _subtitle(agent: Agent) -> str:
@@ -228,7 +234,5 @@ def _page(title: str, body: str) -> str:
 
 def _written(path: str | os.PathLike[str] | None, text: str) -> str:
     if path is not None:
-        from .session import atomic_write
-
         atomic_write(Path(os.path.realpath(path)), text, mode=0o644)
     return text

@@ -158,7 +158,7 @@ def session_from_json(data: bytes | str, fragola: Fragola, *, tools: Iterable[To
     by_name = {tool.name: tool for tool in check_tools(tools)}
     agents = build_agents(document, fragola, by_name, _listener_map(listeners))
     for saved in document["stores"]:
-        store = fragola._stores.get(saved["namespace"])
+        store = fragola.get_store(saved["namespace"])
         if store is None:
             fragola.add_store(Store(saved["value"], saved["namespace"]))
         else:

@@ -132,6 +132,7 @@ SCHEMA: dict[str, Any] = {
     }),
 }
 
+
 @functools.lru_cache(maxsize=1)
 def _validator() -> Any:
     # Built on first use: importing jsonschema costs seconds (its format checkers), and

@@ -136,19 +136,13 @@ def stream_chunks(
     ``content: null`` rather than ``""``.
     """
     size = max(1, chunk_size)
+    head = {"id": id, "object": "chat.completion.chunk", "created": created, "model": model}
     # OpenAI puts `"usage": null` on every chunk when usage was asked for.
     extra: dict[str, Any] = {"usage": None} if usage is not None else {}
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
-        return {
-            "id": id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [choice],
-            **extra,
-        }
+        return {**head, "choices": [choice], **extra}
 
     first_content = "" if answer.content is not None or not answer.tool_calls else None
     out = [chunk({"role": "assistant", "content": first_content})]
@@ -170,16 +164,7 @@ def stream_chunks(
         )
     out.append(chunk({}, answer.finish_reason))
     if usage is not None:
-        out.append(
-            {
-                "id": id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": usage,
-            }
-        )
+        out.append({**head, "choices": [], "usage": usage})
     return out
 
 
