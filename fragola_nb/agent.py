@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import itertools
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -14,7 +15,14 @@ from .checks import check_content, check_messages, normalize_instructions
 from .context import AgentContext, AgentOptions
 from .driver import StopNow
 from .errors import BadUsage, InvalidArguments, ListenerError
-from .events import Listeners, StateUpdateEvent, StatusChangeEvent, claim, release
+from .events import (
+    Listeners,
+    StateUpdateEvent,
+    StatusChangeEvent,
+    UserMessageEvent,
+    claim,
+    release,
+)
 from .history import History
 from .listening import Listening
 from .schemas import ArgumentsRejected
@@ -54,8 +62,8 @@ class Agent(Listening):
         """How many messages this agent inherited from its parent when forked."""
         self._forks: list[Agent] = []
         self._fork_names = itertools.count(1)
-        self._stores = index_stores(tuple(stores))
         self._history = History(check_messages(messages))
+        self._stores = index_stores(stores)
         self._step_count = 0
         self._status: Status = "idle"
         self._outcome: Outcome | None = None
@@ -105,7 +113,7 @@ class Agent(Listening):
             messages=self._history.to_list(),
             step_count=self._step_count,
             status=self._status,
-            pending=tuple(self._pending.values()),
+            pending=self.pending,
             outcome=self._outcome,
         )
 
@@ -198,8 +206,6 @@ class Agent(Listening):
         async def start() -> None:
             nonlocal message
             if events and self._listeners.has("user_message"):
-                from .events import UserMessageEvent
-
                 event = UserMessageEvent(self.context, message)
                 try:
                     await self._listeners.emit("user_message", event)
@@ -301,11 +307,7 @@ class Agent(Listening):
         return pending
 
     def _decide(self, pending: PendingCall, decision: Decision) -> None:
-        self._pending[pending.id] = PendingCall(
-            pending.id, pending.name, pending.params, pending.arguments, pending.reason, decision
-        )
-        self._observe("after_state_update",
-                                    StateUpdateEvent(self.context, "pending"))
+        self._add_pending(dataclasses.replace(pending, decision=decision))
 
     # -- history and options ----------------------------------------------------------------
 
@@ -313,8 +315,7 @@ class Agent(Listening):
         """Clear the history (or replace it with ``messages``) and the step count."""
         if self._status == "generating":
             raise BadUsage(f"agent {self.name!r} is generating: stop it before reset()")
-        history = History(check_messages(messages or ()))
-        self._history = history
+        self._history = History(check_messages(messages or ()))
         self._pending.clear()
         self._step_count = 0
         self._outcome = None
@@ -347,9 +348,9 @@ class Agent(Listening):
         return message
 
     def _add_pending(self, pending: PendingCall) -> None:
+        """Store a call the run pauses on, or its new decision."""
         self._pending[pending.id] = pending
-        self._observe("after_state_update",
-                                    StateUpdateEvent(self.context, "pending"))
+        self._observe("after_state_update", StateUpdateEvent(self.context, "pending"))
 
     def _observe(self, name: str, event: Any) -> None:
         """Fire an observer event from synchronous code. Async listeners run as tasks; during

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import ListenerError
+from .errors import BadUsage, ListenerError
 
 if TYPE_CHECKING:
     from .context import AgentContext
@@ -203,8 +203,6 @@ class Listeners:
 
     def add(self, event: str, listener: Listener) -> Subscription:
         if not callable(listener):
-            from .errors import BadUsage
-
             raise BadUsage(f"on_{event} takes a function, got {type(listener).__name__}")
         self._by_event[event].append(listener)
         return Subscription(self, event, listener)

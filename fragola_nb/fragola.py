@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
-from .checks import check_messages, normalize_instructions
+from .checks import normalize_instructions
 from .context import AgentOptions
 from .errors import BadUsage
 from .model_client import ModelClient, settings_problem
@@ -51,7 +52,7 @@ class Fragola:
         self._model = ModelClient(
             client=client, api_key=api_key, base_url=base_url, options=openai_client_options
         )
-        self._stores = index_stores(tuple(stores))
+        self._stores = index_stores(stores)
         self.scripted_model: ScriptedModel | None = None
         """The scripted model this instance runs on, when made by ``scripted``/``from_env``."""
 
@@ -97,8 +98,6 @@ class Fragola:
         name); options that only concern a real API connection (``base_url``, ``timeout``,
         ``max_retries``, headers...) have nothing to apply to and are left out.
         """
-        import os
-
         if options.get("api_key") or options.get("client") or os.environ.get("OPENAI_API_KEY"):
             return cls(model=model, **options)
         print(
@@ -150,12 +149,11 @@ class Fragola:
             reset_step_count_after_user_message=bool(reset_step_count_after_user_message),
             tools=list(check_tools(tools)),
         )
-        return Agent(self, options, messages=check_messages(messages), stores=stores)
+        return Agent(self, options, messages=messages, stores=stores)
 
     def add_store(self, store: Store[Any]) -> None:
         """Share ``store`` with every agent of this instance (and their forks)."""
-        merged = index_stores((*self._stores.values(), store))
-        self._stores = merged
+        self._stores = index_stores((*self._stores.values(), store))
 
     def get_store(self, namespace: str) -> Store[Any] | None:
         return self._stores.get(namespace)

@@ -21,16 +21,14 @@ class Listening:
 
     def on(self, event: str, listener: Listener) -> Subscription:
         """Subscribe ``listener`` to ``event`` (one of ``EVENT_NAMES``)."""
-        if event not in EVENTS:
-            raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")
+        _check_event(event)
         return self._listeners.add(event, listener)
 
     def off(self, event: str, listener: Listener) -> None:
         """Remove ``listener`` (or the ``Subscription`` that ``on_*`` returned) from ``event``
         on this agent (a fork's copy included: each agent holds its own list, so this is how
         a fork drops an inherited listener)."""
-        if event not in EVENTS:
-            raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")
+        _check_event(event)
         if isinstance(listener, Subscription):
             listener = listener.listener
         self._listeners.remove(event, listener)
@@ -70,3 +68,8 @@ class Listening:
 
     def on_status_change(self, listener: Listener) -> Subscription:
         return self.on("status_change", listener)
+
+
+def _check_event(event: str) -> None:
+    if event not in EVENTS:
+        raise BadUsage(f"unknown event {event!r}; events: {', '.join(EVENTS)}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -178,6 +179,7 @@ def _json_path(parts: Any) -> str:
 _DOC_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$")
 _DOC_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
 _REST_PARAM = re.compile(r"^\s*:param\s+(?:\w+\s+)?(\w+)\s*:\s*(.*)$")
+_DOC_SECTION_END = re.compile(r"^\s*(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$")
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -198,7 +200,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             in_args, current = True, None
             continue
         if in_args:
-            if re.match(r"^\s*(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$", line):
+            if _DOC_SECTION_END.match(line):
                 in_args, current = False, None
                 continue
             arg = _DOC_ARG_LINE.match(line)
@@ -222,7 +224,7 @@ class SignatureSchema(PydanticSchema):
         _, docs = parse_docstring(fn.__doc__)
         fields: dict[str, Any] = {}
         try:
-            hints = _type_hints(fn)
+            hints = typing.get_type_hints(fn)
         except Exception as exc:
             raise InvalidToolDefinition(f"cannot read the type hints of {name}: {exc}") from exc
         for param in inspect.signature(fn).parameters.values():
@@ -238,9 +240,3 @@ class SignatureSchema(PydanticSchema):
             )
         model = pydantic.create_model(f"{name}_arguments", **fields)
         super().__init__(model)
-
-
-def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    import typing
-
-    return typing.get_type_hints(fn)

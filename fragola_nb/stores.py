@@ -7,7 +7,7 @@ forked; stores given to ``Fragola(stores=[...])`` are shared by every agent and 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from .errors import BadUsage
@@ -70,7 +70,7 @@ def create_store(value: T, namespace: str) -> Store[T]:
     return Store(value, namespace)
 
 
-def index_stores(stores: list[Store[Any]] | tuple[Store[Any], ...]) -> dict[str, Store[Any]]:
+def index_stores(stores: Iterable[Store[Any]]) -> dict[str, Store[Any]]:
     """Stores by namespace; two stores with one namespace is a mistake worth stopping."""
     by_name: dict[str, Store[Any]] = {}
     for store in stores:
