@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "assert_valid_history",
     "make_agent",
     "make_fragola",
+    "until",
     "user",
 ]
 
@@ -100,3 +102,12 @@ async def assert_recovers(agent: Agent, model: ScriptedModel, history: list[dict
     assert retried.messages == [*history, {"role": "assistant", "content": "back again"}]
     assert retried.outcome == "finished"
     check(agent)
+
+
+def until(check: Callable[[], Any], timeout: float = 20) -> None:
+    """Wait for observable state that another thread or a kernel brings about, never a sleep
+    of a guessed length; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pydantic
+from helpers import make_fragola, user
 
-from fragola_nb import Fragola, tool
+from fragola_nb import tool
 from fragola_nb.agent import Agent
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 
@@ -22,8 +23,7 @@ class AddArgs(pydantic.BaseModel):
 def make_agent(model: ScriptedModel, name: str = "viewed") -> Agent:
     add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b,
                require_approval=lambda p, c: p.a > 1)
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    return fragola.agent(name, tools=[add], messages=[{"role": "user", "content": "start"}])
+    return make_fragola(model).agent(name, tools=[add], messages=[user("start")])
 
 
 def views_match_state(agent: Agent) -> None:

@@ -6,13 +6,10 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from helpers import make_fragola, user
 
-from fragola_nb import Agent, BadUsage, Fragola, create_store, tool
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-
-
-def make_fragola(model: ScriptedModel, **options: Any) -> Fragola:
-    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0, **options)
+from fragola_nb import Agent, BadUsage, create_store, tool
+from fragola_nb.scripted import call, reply, tool_calls
 
 
 @tool
@@ -25,10 +22,6 @@ def ping() -> str:
 def echo(text: str) -> str:
     """Echo the text."""
     return text
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
 
 
 def assistant(text: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from helpers import make_fragola, user
 from invariants import check_agent, loopback_http_client
 
 from fragola_nb import Agent, Fragola, ModelHTTPError, run_sync, tool
@@ -39,10 +40,6 @@ TESTS = Path(__file__).parent
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
 
 
 def calls(name: str) -> dict[str, Any]:
@@ -327,8 +324,7 @@ def test_keyboard_interrupt_while_cancelled_calls_are_answered_still_settles(
 ) -> None:
     # The listener interrupts on each tool result: on the first, then on every "cancelled"
     # answer that repairs the history. The repair must go to the end all the same.
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    agent = fragola.agent("agent", tools=[add])
+    agent = make_fragola(model).agent("agent", tools=[add])
 
     @agent.on_after_state_update
     def interrupt_on_results(event: Any) -> None:
@@ -366,7 +362,7 @@ def fresh_loop_agent(model: ScriptedModel) -> Callable[..., Agent]:
     ``KeyboardInterrupt`` when ``interrupting``."""
 
     def make(stream: bool, interrupting: bool = False) -> Agent:
-        fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+        fragola = make_fragola(model)
         broken = tool(name="add", description="Interrupts.", handler=interrupt)
         return fragola.agent("agent", tools=[broken if interrupting else add],
                              model_settings={"stream": True} if stream else {})

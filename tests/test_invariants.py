@@ -25,6 +25,7 @@ from typing import Any
 
 import openai
 import pytest
+from helpers import make_fragola
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from invariants import check_agent, check_history, snapshot
@@ -374,7 +375,7 @@ def test_the_history_check_accepts_a_waiting_agents_open_calls() -> None:
 async def test_step_with_nothing_to_send_is_bad_usage(model: ScriptedModel) -> None:
     # Found by random play: step() on an empty history sent `messages: []`, which the API
     # always refuses. With instructions there is a message to send.
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    fragola = make_fragola(model)
     bare = fragola.agent("bare")
     instructed = fragola.agent("instructed", instructions="Say hello first.")
     model.push(reply("Hello!"))

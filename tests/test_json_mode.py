@@ -8,9 +8,10 @@ from typing import Any
 import openai
 import pydantic
 import pytest
+from helpers import make_fragola
 
-from fragola_nb import Fragola, JsonModeError, JsonResult, ModelError
-from fragola_nb.scripted import ScriptedModel, fail, reply
+from fragola_nb import JsonModeError, JsonResult, ModelError
+from fragola_nb.scripted import fail, reply
 
 
 class User(pydantic.BaseModel):
@@ -31,10 +32,6 @@ USER_SCHEMA = {
 
 PROMPT = "Extract info from: John Doe is 30 years old and likes skiing and coding."
 JOHN = {"name": "John Doe", "age": 30, "tags": ["skiing", "coding"]}
-
-
-def make_fragola(model: ScriptedModel) -> Fragola:
-    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
 
 
 async def test_pydantic_schema_sends_a_strict_json_schema_and_returns_an_instance(model):

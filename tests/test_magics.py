@@ -10,17 +10,17 @@ import asyncio
 import os
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pydantic
 import pytest
+from helpers import until
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 
-from fragola_nb import Fragola, JsonResult, run_sync, tool
+from fragola_nb import Fragola, JsonResult, Tool, run_sync, tool
 from fragola_nb.agent import Agent
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.tree import ForkTree
@@ -35,6 +35,11 @@ class City(pydantic.BaseModel):
 class AddArgs(pydantic.BaseModel):
     a: int
     b: int
+
+
+def add_tool(*, approval: bool = False) -> Tool:
+    return tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b,
+                require_approval=approval)
 
 
 @pytest.fixture
@@ -257,8 +262,7 @@ def test_by_caps_the_model_calls_of_the_turn(
     shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b)
-    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add])
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add_tool()])
     model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("never asked"))
     run(shell, "%%fragola --by 1 --out st\nadd")
     assert len(model.requests) == 1
@@ -332,9 +336,7 @@ def test_a_paused_turn_lists_the_calls_and_keeps_its_settings_until_it_ends(
     shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b,
-               require_approval=True)
-    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add])
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add_tool(approval=True)])
     model.push(tool_calls(call("add", {"a": 2, "b": 3}, id="call_9")), reply("5"),
                reply("next"))
     run(shell, "%%fragola --model gpt-careful\nadd 2 and 3")
@@ -352,9 +354,7 @@ def test_a_busy_agent_is_a_usage_error(
     shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b,
-               require_approval=True)
-    shell.user_ns["agent"] = fragola.agent(name="a", tools=[add])
+    shell.user_ns["agent"] = fragola.agent(name="a", tools=[add_tool(approval=True)])
     model.push(tool_calls(call("add", {"a": 2, "b": 3})))
     run(shell, "%%fragola\nadd")
     capsys.readouterr()
@@ -441,8 +441,7 @@ def test_a_terminal_shows_the_turn_as_a_transcript(
     shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b)
-    agent = shell.user_ns["agent"] = fragola.agent(name="calc", tools=[add])
+    agent = shell.user_ns["agent"] = fragola.agent(name="calc", tools=[add_tool()])
     model.push(reply("earlier"), tool_calls(call("add", {"a": 2, "b": 3}, id="c1")),
                reply("It is 5."))
     run(shell, "%%fragola\nwarm up")
@@ -520,14 +519,6 @@ def test_each_turn_gets_a_live_panel_and_older_ones_are_detached(
     assert ext.views == [ext.views[-1]]  # only the tree is still live
 
 
-def until(check: Callable[[], Any], timeout: float = 20) -> None:
-    """Wait for observable state (a click's run goes on on fragola_nb's background loop)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def notes(captured: CapturedIO) -> list[tuple[bool, str]]:
     """The plain-text-only displays of a cell: (is an update, the text), in order."""
     return [(o.update, o.data["text/plain"]) for o in captured.outputs
@@ -538,9 +529,7 @@ def test_the_waiting_line_of_a_turn_with_a_panel_follows_the_decisions(
     shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
 ) -> None:
     shell._fragola_nb.widgets = True
-    add = tool(name="add", description="Add.", schema=AddArgs, handler=lambda p: p.a + p.b,
-               require_approval=True)
-    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add])
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add_tool(approval=True)])
     model.push(tool_calls(call("add", {"a": 1, "b": 2}, id="call_1")),
                tool_calls(call("add", {"a": 3, "b": 4}, id="call_2"),
                           call("add", {"a": 5, "b": 6}, id="call_3")),

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from helpers import until
 from kernel_harness import Kernel
 from nbclient import NotebookClient
 
@@ -59,13 +59,6 @@ def new_agent(kernel: Kernel, model: ScriptedModel, name: str, **options: str) -
         f"fragola = Fragola(api_key='k', base_url={model.base_url!r}, max_retries=0)\n"
         f"{name} = fragola.agent(name={name!r}{extra})\nseen = []\n{name}.on_before_step(where)"
     )
-
-
-def until(check: Callable[[], Any], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def widget(kernel: Kernel, css_class: str) -> dict[str, Any]:

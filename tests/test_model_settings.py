@@ -13,6 +13,7 @@ from typing import Any
 
 import pydantic
 import pytest
+from helpers import make_fragola
 
 from fragola_nb import Agent, BadUsage, Fragola, ModelTimeout
 from fragola_nb.events import ModelInvocationEvent
@@ -20,8 +21,7 @@ from fragola_nb.scripted import ScriptedModel, hang, reply
 
 
 def make_agent(model: ScriptedModel, **settings: Any) -> Agent:
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    return fragola.agent("a", model_settings=settings)
+    return make_fragola(model).agent("a", model_settings=settings)
 
 
 async def test_body_fields_and_request_options_go_where_create_puts_them(
@@ -156,8 +156,7 @@ async def test_the_request_transform_post_skips_would_change_nothing_sent(
         """Add two numbers."""
         return x + y
 
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    agent = fragola.agent(
+    agent = make_fragola(model).agent(
         "wide", instructions=["Be exact.", "Use tools."], use_developer_role=True, tools=[add],
         model_settings={"temperature": 0.5, "seed": 1, "stop": ["END"], "metadata": {"k": "v"},
                         "max_completion_tokens": 50, "tool_choice": "auto",

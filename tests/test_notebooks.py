@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import until
 from kernel_harness import Kernel
 from nbclient import NotebookClient
 
@@ -65,14 +64,6 @@ def _cells(name: str) -> list[str]:
     return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
 
 
-def _until(check: Callable[[], bool], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the kernel did not get there")
-        time.sleep(0.1)
-
-
 def test_quickstart_with_clicks() -> None:
     """The issue's "done when": run the quickstart offline, approve the tool call by clicking,
     fork, and pick a branch in the tree; the headless fallback cell then does nothing."""
@@ -100,6 +91,6 @@ def test_quickstart_with_clicks() -> None:
             kernel.drain(0.05)
             return "<b>what_if</b>" in kernel.state("fragola-header")["value"]
 
-        _until(shows_the_fork)
+        until(shows_the_fork)
         for source in cells[tree + 1:]:
             kernel.execute(source)

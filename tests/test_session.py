@@ -31,14 +31,20 @@ def fresh(model: ScriptedModel, **options: Any) -> Fragola:
     return Fragola(api_key="other-key", base_url=model.base_url, max_retries=0, **options)
 
 
+async def saved_tree(model: ScriptedModel, tmp_path: Path) -> tuple[Agent, Path]:
+    """The ``session_world`` tree, grown on ``model`` and saved to ``tmp_path / "s.json"``."""
+    _, root = await grow_tree(model, Bank(), Log())
+    path = tmp_path / "s.json"
+    save_session(path, root)
+    return root, path
+
+
 async def saved_and_loaded(model: ScriptedModel, tmp_path: Path) -> tuple[Agent, Session, Bank,
                                                                           Log, Fragola]:
-    _, root = await grow_tree(model, Bank(), Log())
-    save_session(tmp_path / "s.json", root)
+    root, path = await saved_tree(model, tmp_path)
     bank, log = Bank(), Log()
     fragola = fresh(model)
-    session = load_session(tmp_path / "s.json", fragola, tools=bank.tools(),
-                           listeners=log.listeners())
+    session = load_session(path, fragola, tools=bank.tools(), listeners=log.listeners())
     return root, session, bank, log, fragola
 
 
@@ -214,13 +220,12 @@ async def test_a_loaded_agent_keeps_its_options_talking_to_the_model(
 async def test_stores_are_restored_and_the_fragola_store_updated_in_place(
     model: ScriptedModel, tmp_path: Path,
 ) -> None:
-    _, root = await grow_tree(model, Bank(), Log())
-    save_session(tmp_path / "s.json", root)
+    _, path = await saved_tree(model, tmp_path)
     mine = create_store({"visits": 0}, "shared")
     seen: list[Any] = []
     mine.on_change(seen.append)
 
-    session = load_session(tmp_path / "s.json", fresh(model, stores=[mine]),
+    session = load_session(path, fresh(model, stores=[mine]),
                            tools=Bank().tools(), listeners=Log().listeners())
 
     assert seen == [{"visits": 1}]
@@ -235,13 +240,12 @@ async def test_stores_are_restored_and_the_fragola_store_updated_in_place(
 async def test_a_missing_tool_or_listener_is_named_and_nothing_is_loaded(
     model: ScriptedModel, tmp_path: Path,
 ) -> None:
-    _, root = await grow_tree(model, Bank(), Log())
-    save_session(tmp_path / "s.json", root)
+    _, path = await saved_tree(model, tmp_path)
     mine = create_store({"visits": 0}, "shared")
     fragola = fresh(model, stores=[mine])
 
     with pytest.raises(SessionError) as caught:
-        load_session(tmp_path / "s.json", fragola, tools=[add], listeners=[Log().status])
+        load_session(path, fragola, tools=[add], listeners=[Log().status])
 
     message = str(caught.value)
     assert "tool 'transfer'" in message and "tool 'remote'" in message

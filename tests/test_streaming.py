@@ -9,17 +9,14 @@ from typing import Any
 
 import openai
 import pytest
+from helpers import answered, asked, make_fragola
 from openai.types.chat import ChatCompletionChunk
 from openai_schema import validate_chunk
 
-from fragola_nb import Fragola, ModelError, tool
-from fragola_nb.scripted import ScriptedModel, call, raw, reply, tool_calls
+from fragola_nb import ModelError, tool
+from fragola_nb.scripted import call, raw, reply, tool_calls
 
 STREAM = {"stream": True}
-
-
-def make_fragola(model: ScriptedModel) -> Fragola:
-    return Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
 
 
 @tool
@@ -149,21 +146,15 @@ async def test_several_tool_calls_in_one_stream_are_assembled(model):
     state = await agent.user_message("Paris weather and time, Lima weather")
 
     assert state.messages[1] == {
-        "role": "assistant",
         "content": "Checking.",
-        "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_2", "type": "function",
-             "function": {"name": "get_time", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_3", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Lima"}'}},
-        ],
+        **asked(("call_1", "get_weather", {"city": "Paris"}),
+                ("call_2", "get_time", {"city": "Paris"}),
+                ("call_3", "get_weather", {"city": "Lima"})),
     }
     assert state.messages[2:5] == [
-        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny in Paris"},
-        {"role": "tool", "tool_call_id": "call_2", "content": "Noon in Paris"},
-        {"role": "tool", "tool_call_id": "call_3", "content": "Sunny in Lima"},
+        answered("call_1", "Sunny in Paris"),
+        answered("call_2", "Noon in Paris"),
+        answered("call_3", "Sunny in Lima"),
     ]
 
 
@@ -211,17 +202,10 @@ async def test_interleaved_tool_call_deltas_are_assembled_by_index(model):
     state = await agent.user_message("Oslo weather, Rome time")
 
     assert state.messages[1:4] == [
-        {
-            "role": "assistant",
-            "tool_calls": [
-                {"id": "call_a", "type": "function",
-                 "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
-                {"id": "call_b", "type": "function",
-                 "function": {"name": "get_time", "arguments": '{"city": "Rome"}'}},
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_a", "content": "Sunny in Oslo"},
-        {"role": "tool", "tool_call_id": "call_b", "content": "Noon in Rome"},
+        asked(("call_a", "get_weather", {"city": "Oslo"}),
+              ("call_b", "get_time", {"city": "Rome"})),
+        answered("call_a", "Sunny in Oslo"),
+        answered("call_b", "Noon in Rome"),
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import assert_valid_history, make_agent
+from helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, AgentState, BadUsage, tool
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
@@ -106,15 +106,11 @@ async def test_a_turn_runs_tools_until_a_final_answer(model: ScriptedModel) -> N
 
     assert ticks == [1, 2]
     assert state.messages == [
-        {"role": "user", "content": "tick twice"},
-        {"role": "assistant", "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "tick", "arguments": '{"n": 1}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "tick 1"},
-        {"role": "assistant", "tool_calls": [
-            {"id": "call_2", "type": "function",
-             "function": {"name": "tick", "arguments": '{"n": 2}'}}]},
-        {"role": "tool", "tool_call_id": "call_2", "content": "tick 2"},
+        user("tick twice"),
+        asked(("call_1", "tick", {"n": 1})),
+        answered("call_1", "tick 1"),
+        asked(("call_2", "tick", {"n": 2})),
+        answered("call_2", "tick 2"),
         {"role": "assistant", "content": "Ticked twice."},
     ]
     assert (state.step_count, state.outcome) == (3, "finished")
@@ -255,18 +251,13 @@ async def test_by_zero_makes_no_model_call(model: ScriptedModel) -> None:
 async def test_step_first_answers_tool_calls_left_open_in_the_history(
     model: ScriptedModel,
 ) -> None:
-    seed = [
-        {"role": "user", "content": "tick"},
-        {"role": "assistant", "tool_calls": [
-            {"id": "c9", "type": "function", "function": {"name": "tick", "arguments": '{"n": 9}'}}
-        ]},
-    ]
+    seed = [user("tick"), asked(("c9", "tick", {"n": 9}))]
     agent, ticks = ticking_agent(model, messages=seed)
 
     state = await agent.step(by=0)
 
     assert ticks == [9]
-    assert state.messages == [*seed, {"role": "tool", "tool_call_id": "c9", "content": "tick 9"}]
+    assert state.messages == [*seed, answered("c9", "tick 9")]
     assert model.requests == []
 
 

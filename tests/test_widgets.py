@@ -21,6 +21,7 @@ import ipywidgets as widgets
 import pydantic
 import pytest
 from comm.base_comm import BaseComm
+from helpers import make_fragola
 from test_render import assert_inert
 
 from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
@@ -795,8 +796,7 @@ async def test_panel_listeners_are_not_copied_to_forks_nor_saved(model, tmp_path
     from fragola_nb import load_session, save_session
 
     model.push(reply("hello"))
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    agent = fragola.agent("viewed")
+    agent = make_fragola(model).agent("viewed")
     panel = AgentPanel(agent)
     await agent.user_message("hi")
     fork = agent.fork("branch")
@@ -809,7 +809,7 @@ async def test_panel_listeners_are_not_copied_to_forks_nor_saved(model, tmp_path
 
 async def test_fork_tree_has_a_static_text_and_html_form(model):
     model.push(reply("hello <b>there</b>"))
-    agent = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0).agent("root")
+    agent = make_fragola(model).agent("root")
     await agent.user_message("hi")
     agent.fork("branch <i>")
     tree = ForkTree(agent)
