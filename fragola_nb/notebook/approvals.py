@@ -18,7 +18,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 
 from ..errors import FragolaError
 from ..render import escape, pretty_arguments
-from .blocks import close_tree, error_text
+from .blocks import button, close_tree, error_text, html_widget
 from .runner import launch
 
 if TYPE_CHECKING:
@@ -26,12 +26,6 @@ if TYPE_CHECKING:
     from ..state import Decision, PendingCall
 
 __all__ = ["ApprovalBox", "Approvals"]
-
-
-def _button(description: str, css_class: str, style: str = "") -> Any:
-    button = widgets.Button(description=description, button_style=style)
-    button.add_class(css_class)
-    return button
 
 
 def _line(*children: Any) -> Any:
@@ -55,22 +49,20 @@ class ApprovalBox(widgets.VBox):  # type: ignore[misc]
             f"<code>{escape(pending.id)}</code> {why}</div>"
             f'<pre class="fragola-args">{escape(pretty_arguments(pending.arguments))}</pre>'
         )
-        self.approve = _button("Approve", "fragola-approve", "success")
+        self.approve = button("Approve", "fragola-approve", "success")
         self.args_edit = widgets.Textarea(value=arguments, rows=min(arguments.count("\n") + 1, 8))
         self.args_edit.add_class("fragola-args-edit")
-        self.edit_approve = _button("Approve edited arguments", "fragola-edit-approve")
+        self.edit_approve = button("Approve edited arguments", "fragola-edit-approve")
         self.reason = widgets.Text(placeholder="reason for rejecting")
         self.reason.add_class("fragola-reason")
-        self.reject = _button("Reject", "fragola-reject", "danger")
+        self.reject = button("Reject", "fragola-reject", "danger")
         self.inject_text = widgets.Textarea(placeholder="the tool's result, typed by hand")
         self.inject_text.add_class("fragola-inject-text")
-        self.inject = _button("Inject result", "fragola-inject")
-        self.error = widgets.HTML()
-        self.error.add_class("fragola-approval-error")
-        self.decision = widgets.HTML()
-        self.decision.add_class("fragola-approval-decision")
-        for button in (self.approve, self.edit_approve, self.reject, self.inject):
-            button.tooltip = f"{button.description}: {pending.id}"
+        self.inject = button("Inject result", "fragola-inject")
+        self.error = html_widget("fragola-approval-error")
+        self.decision = html_widget("fragola-approval-decision")
+        for control in (self.approve, self.edit_approve, self.reject, self.inject):
+            control.tooltip = f"{control.description}: {pending.id}"
         self.approve.on_click(lambda _: self._decide(lambda: agent.approve(self.call_id)))
         self.edit_approve.on_click(lambda _: self._decide(self._approve_edited))
         self.reject.on_click(

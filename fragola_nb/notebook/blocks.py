@@ -1,4 +1,5 @@
-"""The parts of a panel that show text: message blocks, the streaming reply, errors.
+"""The parts of a panel that show text: message blocks, the streaming reply, errors; and the
+small widget helpers the panel and the approval boxes share.
 
 Messages go into HTML widgets of at most ``BLOCK_SIZE`` messages each, and the blocks into
 groups of at most ``GROUP_SIZE``. Appending a message reads only that message from the agent
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = [
-    "BLOCK_SIZE", "GROUP_SIZE", "PANEL_CSS", "MessageBlocks", "StreamView", "close_tree",
-    "error_text",
+    "BLOCK_SIZE", "GROUP_SIZE", "PANEL_CSS", "MessageBlocks", "StreamView", "button", "close_tree",
+    "error_text", "html_widget",
 ]
 
 BLOCK_SIZE = 50
@@ -58,6 +59,20 @@ PANEL_CSS = """<style>
 .fragola-panel .jupyter-widgets-disconnected::before,
 .fragola-fork-tree .jupyter-widgets-disconnected::before{display:none}
 </style>"""
+
+
+def button(description: str, css_class: str, style: str = "") -> Any:
+    """A ``widgets.Button`` with a CSS class (what the tests and the browser find it by)."""
+    widget = widgets.Button(description=description, button_style=style)
+    widget.add_class(css_class)
+    return widget
+
+
+def html_widget(css_class: str) -> Any:
+    """An empty ``widgets.HTML`` with a CSS class."""
+    widget = widgets.HTML()
+    widget.add_class(css_class)
+    return widget
 
 
 def error_text(exc: BaseException) -> str:

@@ -93,10 +93,7 @@ class Extension:
         """The agent named on the line, else ``agent``, else a new default agent."""
         ns = self.shell.user_ns
         if name is not None:
-            value = lookup(name, ns, "agent")
-            if not isinstance(value, Agent):
-                raise UsageError(f"{name} is a {type(value).__name__}, not an Agent")
-            return value
+            return self._agent_named(name)
         if "agent" in ns:
             if not isinstance(ns["agent"], Agent):
                 raise UsageError(
@@ -122,7 +119,10 @@ class Extension:
             if not isinstance(value, Agent):
                 raise UsageError(f"%{magic} AGENT: name the agent (no `agent` in the notebook)")
             return value
-        value = lookup(parse_name(name, "AGENT"), self.shell.user_ns, "agent")
+        return self._agent_named(parse_name(name, "AGENT"))
+
+    def _agent_named(self, name: str) -> Agent:
+        value = lookup(name, self.shell.user_ns, "agent")
         if not isinstance(value, Agent):
             raise UsageError(f"{name} is a {type(value).__name__}, not an Agent")
         return value
@@ -136,8 +136,12 @@ class Extension:
 
         panel = AgentPanel(agent, since=since)
         self.turn_panels.setdefault(agent.id, []).append(panel)
-        self.views.append(panel)
-        return TurnView(panel, show(panel, display_id=True))
+        return TurnView(panel, self.show_view(panel, display_id=True))
+
+    def show_view(self, view: Any, **kwargs: Any) -> Any:
+        """Display a live panel or tree, to be detached on unload; ``show``'s handle."""
+        self.views.append(view)
+        return show(view, **kwargs)
 
     def detach_turn_panels(
         self, agent: Agent, why: str = "this panel no longer follows the agent"
@@ -208,9 +212,7 @@ class FragolaMagics(Magics):
             return
         from .panel import AgentPanel
 
-        panel = AgentPanel(agent)
-        self.ext.views.append(panel)
-        show(panel)
+        self.ext.show_view(AgentPanel(agent))
 
     @line_magic
     def fragola_tree(self, line: str) -> None:
@@ -221,9 +223,7 @@ class FragolaMagics(Magics):
             return
         from .tree import ForkTree
 
-        tree = ForkTree(agent)
-        self.ext.views.append(tree)
-        show(tree)
+        self.ext.show_view(ForkTree(agent))
 
     @line_magic
     def fragola_agents(self, line: str) -> None:

@@ -24,7 +24,15 @@ from ..errors import FragolaError
 from ..events import transient
 from ..render import CSS, conversation_html, escape
 from .approvals import Approvals
-from .blocks import PANEL_CSS, MessageBlocks, StreamView, close_view, error_text
+from .blocks import (
+    PANEL_CSS,
+    MessageBlocks,
+    StreamView,
+    button,
+    close_view,
+    error_text,
+    html_widget,
+)
 from .runner import launch
 
 if TYPE_CHECKING:
@@ -46,8 +54,8 @@ STATIC_OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used"}
 
 
 def _observer(method: Handler) -> Handler:
-    """Only this panel's agent (listeners are copied to forks), and never raise: a view must
-    not break the run it shows."""
+    """A panel's listener: transient (not copied to forks nor saved in sessions), only for
+    this panel's agent, and never raising: a view must not break the run it shows."""
 
     @functools.wraps(method)
     def listener(self: AgentPanel, event: Any) -> None:
@@ -58,19 +66,7 @@ def _observer(method: Handler) -> Handler:
         except Exception:
             _log.exception("fragola_nb: the panel of %s failed to update", self.agent.name)
 
-    return listener
-
-
-def _button(description: str, css_class: str, style: str = "") -> Any:
-    button = widgets.Button(description=description, button_style=style)
-    button.add_class(css_class)
-    return button
-
-
-def _html(css_class: str) -> Any:
-    widget = widgets.HTML()
-    widget.add_class(css_class)
-    return widget
+    return transient(listener)
 
 
 def _outcome_note(agent: Agent, notes: dict[str, str] = OUTCOME_NOTES) -> str:
@@ -95,21 +91,23 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
         self._lock = threading.RLock()
         self._detached = False
         self.add_class("fragola-panel")
-        self.header, self.status_badge = _html("fragola-header"), _html("fragola-status")
-        self.outcome_note = _html("fragola-outcome")
+        self.header = html_widget("fragola-header")
+        self.status_badge = html_widget("fragola-status")
+        self.outcome_note = html_widget("fragola-outcome")
         self._status_class = ""
-        self.error_box = _html("fragola-error")
+        self.error_box = html_widget("fragola-error")
         self.messages = MessageBlocks(since or 0)
         self.streaming = StreamView()
         self.approvals = Approvals(agent, self.show_error)
-        self.stop_button = _button("Stop", "fragola-stop", "warning")
-        self.step_button = _button("Step", "fragola-step")
-        self.reset_button = _button("Reset", "fragola-reset")
+        self.stop_button = button("Stop", "fragola-stop", "warning")
+        self.step_button = button("Step", "fragola-step")
+        self.reset_button = button("Reset", "fragola-reset")
         self.fork_name = widgets.Text(placeholder="fork name (optional)")
         self.fork_name.add_class("fragola-fork-name")
-        self.fork_button = _button("Fork", "fragola-fork")
-        self.tools_box, self.stores_box = _html("fragola-tools"), _html("fragola-stores")
-        self.detached_note = _html("fragola-detached")
+        self.fork_button = button("Fork", "fragola-fork")
+        self.tools_box = html_widget("fragola-tools")
+        self.stores_box = html_widget("fragola-stores")
+        self.detached_note = html_widget("fragola-detached")
         self.forks_box = widgets.VBox()
         self.forks_box.add_class("fragola-forks")
         self.stop_button.on_click(self._stop)
@@ -127,11 +125,10 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
             self.button_row, self.tools_box, self.stores_box, self.forks_box,
         )
         self._subscriptions: list[Subscription] = [
-            # transient: a view's listeners are not copied to forks nor saved in sessions
-            agent.on_after_state_update(transient(self._on_state_update)),
-            agent.on_status_change(transient(self._on_status_change)),
-            agent.on_model_chunk(transient(self._on_model_chunk)),
-            agent.on_after_step(transient(self._on_after_step)),
+            agent.on_after_state_update(self._on_state_update),
+            agent.on_status_change(self._on_status_change),
+            agent.on_model_chunk(self._on_model_chunk),
+            agent.on_after_step(self._on_after_step),
         ]
         self._store_unsubscribes = [
             store.on_change(self._on_store_change) for store in agent.stores.values()
@@ -226,8 +223,8 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
             self.outcome_note.value = escape(_outcome_note(agent))
             if not self._detached:
                 self.stop_button.disabled = status == "idle"
-                for button in (self.step_button, self.reset_button, self.fork_button):
-                    button.disabled = status == "generating"
+                for control in (self.step_button, self.reset_button, self.fork_button):
+                    control.disabled = status == "generating"
             self.approvals.sync()
             self.tools_box.value = self._tools_html()
             self._render_stores()
@@ -277,8 +274,6 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
         except FragolaError as exc:
             self.show_error(exc)
             return
-        for subscription in self._subscriptions:  # the fork got copies of our listeners
-            fork.off(subscription.event, subscription.listener)
         self.fork_name.value = ""
         if self.on_fork is not None:
             self.on_fork(fork)

@@ -7,16 +7,15 @@ escaped ``_repr_html_``. They are snapshots, taken when made.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from IPython.display import display
 
 from ..agent import Agent
-from ..render import conversation_html, transcript_text
+from ..render import conversation_html, escape, transcript_text
 
-__all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "show"]
+__all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "show", "walk"]
 
 
 def show(obj: Any, **kwargs: Any) -> Any:
@@ -43,13 +42,12 @@ class TurnTranscript:
     """The messages one ``%%fragola`` turn added to an agent."""
 
     def __init__(self, agent: Agent, since: int) -> None:
-        state = agent.state
-        self.messages = state.messages[since:]
+        self.messages = agent.messages_since(since)
         self.title = agent.name
-        self.status = state.status
+        self.status = agent.status
         self.subtitle = (
-            f"id {agent.id} · step {state.step_count}/{agent.options.max_step}"
-            f" · outcome {state.outcome}"
+            f"id {agent.id} · step {agent.step_count}/{agent.options.max_step}"
+            f" · outcome {agent.outcome}"
         )
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -90,7 +88,7 @@ class AgentTable:
             return "<p>no agents in the namespace</p>"
         head = "".join(f"<th>{c}</th>" for c in self.COLUMNS)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+            "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>"
             for row in self.rows
         )
         return f'<table class="fragola-agents"><tr>{head}</tr>{body}</table>'
@@ -102,24 +100,29 @@ class ForkTreeText:
     def __init__(self, agent: Agent) -> None:
         self.lines = [
             ("  " * depth + ("└ " if depth else "") + _node(node), node is agent)
-            for depth, node in _walk(agent.root, 0)
+            for depth, node in walk(agent.root)
         ]
 
+    def text(self) -> str:
+        """The tree as plain text, the agent's line starred."""
+        return "\n".join(("* " if me else "  ") + text for text, me in self.lines)
+
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text("\n".join(("* " if me else "  ") + text for text, me in self.lines))
+        printer.text(self.text())
 
     def _repr_html_(self) -> str:
         items = "".join(
-            f"<div>{'<b>' if me else ''}{html.escape(text)}{'</b>' if me else ''}</div>"
+            f"<div>{'<b>' if me else ''}{escape(text)}{'</b>' if me else ''}</div>"
             for text, me in self.lines
         )
         return f'<div class="fragola-tree-text" style="white-space:pre">{items}</div>'
 
 
-def _walk(node: Agent, depth: int) -> Iterator[tuple[int, Agent]]:
+def walk(node: Agent, depth: int = 0) -> Iterator[tuple[int, Agent]]:
+    """``node`` and its forks, depth first, each with its depth below ``node``."""
     yield depth, node
     for child in node.forks:
-        yield from _walk(child, depth + 1)
+        yield from walk(child, depth + 1)
 
 
 def _node(agent: Agent) -> str:

@@ -21,10 +21,11 @@ import traitlets
 from ..events import transient
 from .blocks import close_view
 from .panel import AgentPanel
+from .textviews import ForkTreeText, walk
 
 if TYPE_CHECKING:
     from ..agent import Agent
-    from ..events import Listener
+    from ..events import Subscription
 
 __all__ = ["ForkTree", "TreeView"]
 
@@ -115,7 +116,7 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
         self.branch.add_class("fragola-tree-branch")
         self.panel: AgentPanel | None = None
         self.agents: dict[str, Agent] = {}
-        self._listeners: dict[str, list[tuple[str, Listener]]] = {}
+        self._subscriptions: list[Subscription] = []
         self._lock = threading.RLock()
         self._detached = False
         self.children = (self.view, self.branch)
@@ -137,33 +138,27 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
             if self._detached:
                 return
             nodes: list[dict[str, Any]] = []
-            stack: list[tuple[Agent, int]] = [(self.agent.root, 0)]
-            while stack:
-                agent, depth = stack.pop()
+            for depth, agent in walk(self.agent.root):
                 if agent.id not in self.agents:
                     self._watch(agent)
                 nodes.append(node_of(agent, depth))
-                stack.extend((fork, depth + 1) for fork in reversed(agent.forks))
             self.view.nodes = nodes
 
     def detach(self) -> None:
         """Stop following the agents; the tree and the panel keep their last state."""
         with self._lock:
             self._detached = True
-            for agent_id, listeners in self._listeners.items():
-                for event, listener in listeners:
-                    self.agents[agent_id].off(event, listener)
-            self._listeners.clear()
+            for subscription in self._subscriptions:
+                subscription.unsubscribe()
+            self._subscriptions.clear()
             if self.panel is not None:
                 self.panel.detach()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         # Next to the live view, a static tree (and the selected branch) for nbconvert/GitHub.
-        from .textviews import ForkTreeText
-
         data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
         text = ForkTreeText(self.selected or self.agent)
-        data["text/plain"] = "\n".join(("* " if me else "  ") + line for line, me in text.lines)
+        data["text/plain"] = text.text()
         data["text/html"] = text._repr_html_() + (self.panel.html() if self.panel else "")
         return data
 
@@ -173,17 +168,17 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
         super().close()
 
     def _watch(self, agent: Agent) -> None:
-        @transient  # the view's listener: not copied to forks nor saved in sessions
-        def changed(event: Any) -> None:
-            try:
-                self.refresh()
-            except Exception:  # a view must not break the run it shows
-                _log.exception("fragola_nb: the fork tree failed to update")
-
         self.agents[agent.id] = agent
-        self._listeners[agent.id] = [("after_state_update", changed), ("status_change", changed)]
-        agent.on_after_state_update(changed)
-        agent.on_status_change(changed)
+        self._subscriptions += [
+            agent.on_after_state_update(self._changed), agent.on_status_change(self._changed),
+        ]
+
+    @transient  # the view's listener: not copied to forks nor saved in sessions
+    def _changed(self, event: Any) -> None:
+        try:
+            self.refresh()
+        except Exception:  # a view must not break the run it shows
+            _log.exception("fragola_nb: the fork tree failed to update")
 
     def _on_selected(self, change: dict[str, Any]) -> None:
         with self._lock:
