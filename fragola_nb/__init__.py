@@ -23,10 +23,17 @@ from .errors import (
     SessionError,
 )
 from .events import EVENT_NAMES, Subscription, ToolCallConfig
-from .export import export_html, export_markdown, export_tree_html, export_tree_markdown
 from .fragola import Fragola
 from .jsonmode import JsonResult
-from .session import Session, load_session, save_session
+from .sessions import (
+    Session,
+    export_html,
+    export_markdown,
+    export_tree_html,
+    export_tree_markdown,
+    load_session,
+    save_session,
+)
 from .state import AgentState, Decision, PendingCall
 from .stores import Store, create_store
 from .sync import run_sync

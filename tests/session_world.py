@@ -11,7 +11,7 @@ import pydantic
 
 from fragola_nb import Agent, Fragola, Tool, create_store, tool
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.session_dump import listener_name
+from fragola_nb.sessions.dump import listener_name
 
 SECRET = "sk-test-SECRET-session-123"
 
@@ -148,7 +148,7 @@ def snapshot(agent: Agent) -> dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def valid_session_text() -> str:
     """A saved grown tree (made once, on its own scripted model and event loop)."""
-    from fragola_nb.session import session_to_json
+    from fragola_nb.sessions import session_to_json
 
     async def make() -> str:
         with ScriptedModel() as model:

@@ -226,6 +226,20 @@ async def test_exports_write_the_file_they_return(model: ScriptedModel, tmp_path
     assert "````text\nif a < b:\n```\nhi\n````" in text
 
 
+async def test_an_export_to_a_symlink_replaces_the_link_not_its_target(
+    model: ScriptedModel, tmp_path: Path,
+) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("mine\n")
+    (tmp_path / "lesson.md").symlink_to(target)
+
+    text = export_markdown(make(model), tmp_path / "lesson.md")
+
+    assert target.read_text() == "mine\n"
+    assert not (tmp_path / "lesson.md").is_symlink()
+    assert (tmp_path / "lesson.md").read_text(encoding="utf-8") == text
+
+
 @pytest.mark.parametrize("export", [export_markdown, export_html, export_tree_markdown])
 async def test_a_loaded_session_exports_the_same_text(
     model: ScriptedModel, tmp_path: Path, export: Any,

@@ -349,6 +349,30 @@ async def test_a_failure_while_writing_keeps_the_old_file(
     assert files_in(tmp_path) == ["s.json"]
 
 
+async def test_saving_to_a_symlink_replaces_the_link_and_never_writes_its_target(
+    model: ScriptedModel, tmp_path: Path,
+) -> None:
+    target = tmp_path / "elsewhere" / "precious.txt"
+    target.parent.mkdir()
+    target.write_text("not yours to overwrite\n")
+    target.chmod(0o644)
+    link = tmp_path / "s.json"
+    link.symlink_to(target)
+    agent = fresh(model).agent("a")
+
+    written = save_session(link, agent)
+
+    assert target.read_text() == "not yours to overwrite\n"
+    assert oct(target.stat().st_mode & 0o777) == "0o644"
+    assert written == link and not link.is_symlink()
+    assert oct(link.stat().st_mode & 0o777) == "0o600"  # a new file: the target's mode not copied
+    assert [a.name for a in load_session(link, fresh(model))] == ["a"]
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.json")
+    save_session(dangling, agent)
+    assert not dangling.is_symlink() and not (tmp_path / "nowhere").exists()
+
+
 def test_a_process_killed_between_write_and_rename_leaves_the_old_file(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import os, sys
@@ -415,3 +439,21 @@ async def test_save_and_load_refuse_what_they_cannot_use(
         load_session(tmp_path / "s.json", None)  # type: ignore[arg-type]
     with pytest.raises(FileNotFoundError):
         load_session(tmp_path / "missing.json", fresh(model))
+
+
+# -- where the code lives ---------------------------------------------------------------------
+
+
+def test_sessions_and_exports_live_in_one_subpackage() -> None:
+    import fragola_nb
+    import fragola_nb.sessions as sessions
+
+    public = ["Session", "load_session", "save_session", "export_html", "export_markdown",
+              "export_tree_html", "export_tree_markdown"]
+    for name in public:
+        assert getattr(fragola_nb, name) is getattr(sessions, name)
+        assert getattr(sessions, name).__module__.startswith("fragola_nb.sessions.")
+    assert callable(sessions.session_to_json) and callable(sessions.session_from_json)
+    package = Path(fragola_nb.__file__).parent
+    assert not [p.name for p in package.glob("session_*.py")]
+    assert not (package / "export.py").exists() and not (package / "session.py").exists()

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from session_world import Bank, Log, snapshot, valid_session_text
 
 from fragola_nb import Fragola, Session, SessionError
-from fragola_nb.session import session_from_json, session_to_json
+from fragola_nb.sessions import session_from_json, session_to_json
 
 Doc = dict[str, Any]
 

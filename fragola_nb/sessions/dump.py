@@ -15,16 +15,16 @@ from typing import Any
 
 import pydantic
 
-from .agent import Agent
-from .errors import BadUsage, SessionError
-from .events import Listener, is_transient
-from .fragola import Fragola
-from .history import History
-from .session_restore import label
-from .session_schema import FORMAT, VERSION, scrub_settings
-from .state import PendingCall
-from .stores import Store
-from .tools import serialize_result
+from ..agent import Agent
+from ..errors import BadUsage, SessionError
+from ..events import Listener, is_transient
+from ..fragola import Fragola
+from ..history import History
+from ..state import PendingCall
+from ..stores import Store
+from ..tools import serialize_result
+from .restore import label
+from .schema import FORMAT, VERSION, scrub_settings
 
 __all__ = ["document_of", "listener_name", "locate", "not_json"]
 

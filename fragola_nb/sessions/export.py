@@ -21,11 +21,10 @@ import os
 import re
 from collections.abc import Iterator
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .render import (
+from ..render import (
     CSS,
     conversation_html,
     escape,
@@ -34,11 +33,11 @@ from .render import (
     pretty_arguments,
     text_of,
 )
-from .render import tool_names_of as _tool_names
-from .session import atomic_write
+from ..render import tool_names_of as _tool_names
+from .atomic import atomic_write, entry_path
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["export_html", "export_markdown", "export_tree_html", "export_tree_markdown"]
 
@@ -234,5 +233,5 @@ def _page(title: str, body: str) -> str:
 
 def _written(path: str | os.PathLike[str] | None, text: str) -> str:
     if path is not None:
-        atomic_write(Path(os.path.realpath(path)), text, mode=0o644)
+        atomic_write(entry_path(path), text, mode=0o644)
     return text

@@ -5,7 +5,7 @@ A session file is read with the standard ``json`` module and nothing else: no pi
 ``Infinity`` or numbers too large to be finite; the document must match ``SCHEMA`` (objects
 the format defines refuse unknown keys, ``__class__`` and friends included). Values the
 format leaves free (message fields other than the ones it names, store values, model
-settings) are plain data, never interpreted. Semantic checks follow in ``session_restore``.
+settings) are plain data, never interpreted. Semantic checks follow in ``restore``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import math
 import re
 from typing import Any
 
-from .errors import SessionError
-from .events import EVENT_NAMES
+from ..errors import SessionError
+from ..events import EVENT_NAMES
 
 __all__ = ["FORMAT", "SCHEMA", "VERSION", "parse_session", "scrub_settings"]
 

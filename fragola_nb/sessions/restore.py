@@ -15,20 +15,20 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .agent import Agent
-from .context import AgentOptions
-from .errors import SessionError
-from .events import Listener
-from .history import History
-from .model_client import settings_problem
-from .runloop import parse_arguments
-from .schemas import ArgumentsRejected
-from .state import Decision, PendingCall
-from .stores import Store
+from ..agent import Agent
+from ..context import AgentOptions
+from ..errors import SessionError
+from ..events import Listener
+from ..history import History
+from ..model_client import settings_problem
+from ..runloop import parse_arguments
+from ..schemas import ArgumentsRejected
+from ..state import Decision, PendingCall
+from ..stores import Store
 
 if TYPE_CHECKING:
-    from .fragola import Fragola
-    from .tools import Tool
+    from ..fragola import Fragola
+    from ..tools import Tool
 
 __all__ = ["build_agents", "check_document", "label"]
 

@@ -12,7 +12,7 @@ the ``Fragola`` instance's stores. What is not: the API key and client (they sta
 headers, ``sk-...`` values; dropped with a logged warning), and code: tools and listeners are
 re-bound by name from what ``load_session`` is given.
 
-The file (``session_schema.FORMAT``, version 1) holds ``stores``, ``histories`` and ``agents``.
+The file (``schema.FORMAT``, version 1) holds ``stores``, ``histories`` and ``agents``.
 Histories are stored once each, as in memory: a fork's history names its parent's as ``base``
 and keeps only its own messages, so a tree of forks costs no more than its messages.
 Writes are atomic (a temporary file in the same directory, flushed, fsynced, then renamed over
@@ -21,23 +21,22 @@ the old one); a failed save leaves the previous file as it was.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .agent import Agent
-from .errors import BadUsage, SessionError
-from .events import Listener
-from .fragola import Fragola
-from .session_dump import document_of, listener_name, locate, not_json
-from .session_restore import build_agents, check_document
-from .session_schema import parse_session
-from .stores import Store
-from .tools import Tool, check_tools
+from ..agent import Agent
+from ..errors import BadUsage, SessionError
+from ..events import Listener
+from ..fragola import Fragola
+from ..stores import Store
+from ..tools import Tool, check_tools
+from .atomic import atomic_write, entry_path
+from .dump import document_of, listener_name, locate, not_json
+from .restore import build_agents, check_document
+from .schema import parse_session
 
 __all__ = ["Session", "load_session", "save_session", "session_from_json", "session_to_json"]
 
@@ -100,7 +99,7 @@ def save_session(path: str | os.PathLike[str], agents: Agents, *,
     await its turn). ``fragola`` is needed only when ``agents`` is empty (to save its stores).
     ``listeners=False`` saves no listener. Returns the path written.
     """
-    target = Path(os.path.realpath(path))
+    target = entry_path(path)
     atomic_write(target, session_to_json(agents, fragola=fragola, listeners=listeners))
     return target
 
@@ -181,29 +180,3 @@ def _listener_map(listeners: ListenerSpec) -> dict[str, Listener | None]:
             raise BadUsage(f"two different listeners are named {name!r}: pass "
                            "listeners={name: function} instead")
     return out
-
-
-def atomic_write(path: Path, text: str, *, mode: int = 0o600) -> None:
-    """Write ``text`` to ``path`` so that a crash leaves the old file or the new one, whole.
-
-    A new file gets ``mode`` (by default readable by its owner only: conversations are
-    private); an existing file keeps its permissions.
-    """
-    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as file:
-            os.chmod(name, path.stat().st_mode & 0o777 if path.exists() else mode)
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
-    with contextlib.suppress(OSError, AttributeError):  # make the rename itself durable
-        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)

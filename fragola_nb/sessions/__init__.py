@@ -1,0 +1,25 @@
+"""Sessions and exports: a tree of agents saved to one JSON file and loaded back, and
+conversations written as Markdown or standalone HTML.
+
+``session`` holds the public functions (``save_session``, ``load_session``, ``Session``);
+``schema`` the file format and its strict parsing; ``dump`` and ``restore`` turn live agents
+into the document and back; ``export`` writes the readable copies; ``atomic`` writes any of
+these files whole or not at all.
+"""
+
+from __future__ import annotations
+
+from .export import export_html, export_markdown, export_tree_html, export_tree_markdown
+from .session import Session, load_session, save_session, session_from_json, session_to_json
+
+__all__ = [
+    "Session",
+    "export_html",
+    "export_markdown",
+    "export_tree_html",
+    "export_tree_markdown",
+    "load_session",
+    "save_session",
+    "session_from_json",
+    "session_to_json",
+]
