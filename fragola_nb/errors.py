@@ -30,9 +30,15 @@ reply), so the next call works.
 
 Reaching the step budget is not an error (see ``AgentState.outcome == "step_limit"``), and a
 tool that fails does not raise either: its error goes back to the model as the tool's result.
+
+In IPython and Jupyter, an error of ours raised in a cell is shown as its class and message
+(IPython's ``_render_traceback_`` hook); ``%tb`` then shows the full traceback and chain.
 """
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
 
 __all__ = [
     "BadUsage",
@@ -52,6 +58,21 @@ __all__ = [
 
 class FragolaError(Exception):
     """Root of every error fragola_nb raises."""
+
+    @property
+    def _render_traceback_(self) -> Callable[[], list[str]]:
+        """IPython's hook for an exception's own traceback. IPython shows our error, as it is
+        raised in a cell, as its class and message, not 60-80 lines through the run loop and
+        the ``openai`` client. The hook is there only while this error is the one being
+        handled: shown again later (``%tb``, ``%tb verbose``), IPython prints its own full
+        traceback with the chain (``__cause__``). Nothing of IPython is imported here."""
+        if sys.exc_info()[1] is not self:
+            raise AttributeError("_render_traceback_")  # hasattr() is False: IPython's own
+        return self._short_traceback
+
+    def _short_traceback(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}", "(%tb shows the full traceback)"]
+
 
 
 class BadUsage(FragolaError):

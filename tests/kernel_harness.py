@@ -46,6 +46,7 @@ class Kernel:
         self.widgets: dict[str, dict[str, Any]] = {}  # comm id -> latest state
         self.iopub_log: list[dict[str, Any]] = []
         self._started: dict[str, int] = {}  # msg id of a cell -> where its messages begin
+        self._replies: dict[str, dict[str, Any]] = {}  # msg id -> its execute_reply content
 
     def __enter__(self) -> Kernel:
         self.km = KernelManager(kernel_name="python3")
@@ -139,6 +140,20 @@ class Kernel:
         """The value of a JSON-serialisable expression in the kernel."""
         out = self.execute(f"import json as _j; print(_j.dumps({expression}))").stdout
         return json.loads(out.strip().splitlines()[-1])
+
+    def reply(self, msg_id: str, timeout: float = 60) -> dict[str, Any]:
+        """The execute_reply of cell ``msg_id`` (``status``: ok, error or aborted)."""
+        deadline = time.monotonic() + timeout
+        while msg_id not in self._replies:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no execute_reply to {msg_id} within {timeout}s")
+            try:
+                msg = self.kc.get_shell_msg(timeout=0.5)
+            except queue.Empty:
+                continue
+            if msg["msg_type"] == "execute_reply":
+                self._replies[msg["parent_header"]["msg_id"]] = msg["content"]
+        return self._replies.pop(msg_id)
 
     # -- widgets ------------------------------------------------------------------------------
 

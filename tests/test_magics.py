@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import openai
 import pydantic
 import pytest
 from helpers import until
@@ -20,7 +21,16 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 
-from fragola_nb import Fragola, JsonResult, Tool, run_sync, tool
+from fragola_nb import (
+    BadUsage,
+    Fragola,
+    JsonModeError,
+    JsonResult,
+    ModelHTTPError,
+    Tool,
+    run_sync,
+    tool,
+)
 from fragola_nb.agent import Agent
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.tree import ForkTree
@@ -75,6 +85,11 @@ def usage_error(shell: InteractiveShell, cell: str, capsys: pytest.CaptureFixtur
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("UsageError: "), err
     return lines[0]
+
+
+SHORT_500 = ["ModelHTTPError: the model API answered HTTP 500: the server is on fire",
+             "(%tb shows the full traceback)"]
+INTERRUPTED = "TurnInterrupted: 'a' stopped by the interrupt; its history is kept valid"
 
 
 # -- loading --------------------------------------------------------------------------------
@@ -264,7 +279,7 @@ def test_by_caps_the_model_calls_of_the_turn(
 ) -> None:
     agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add_tool()])
     model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("never asked"))
-    run(shell, "%%fragola --by 1 --out st\nadd")
+    assert run(shell, "%%fragola --by 1 --out st\nadd").success  # the budget is no error
     assert len(model.requests) == 1
     assert agent.state.outcome == "step_limit" and agent.state.messages[-1]["content"] == "3"
     assert "'a' used its step budget" in capsys.readouterr().out
@@ -315,21 +330,64 @@ def test_json_with_a_json_schema_and_a_reply_that_does_not_match(
     assert shell.user_ns["r"].success is False
 
 
-def test_an_api_error_is_one_line_and_the_agent_stays_usable(
+def test_an_api_error_fails_the_cell_in_one_line_and_the_agent_stays_usable(
     shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     agent = shell.user_ns["agent"] = fragola.agent(name="a")
     model.push(fail(500, "the server is on fire"), reply("better now"))
     result = run(shell, "%%fragola --out st\nhello")
-    assert result.success and "st" not in shell.user_ns
-    err = capsys.readouterr().err
-    assert err.strip().splitlines() == [
-        "fragola_nb: ModelHTTPError: the model API answered HTTP 500: the server is on fire"
+    # the cell fails (a queue of cells stops here), shown in one line, not a traceback
+    assert isinstance(result.error_in_exec, ModelHTTPError) and "st" not in shell.user_ns
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-2:] == SHORT_500 and "Traceback" not in out + err
+    assert isinstance(result.error_in_exec.__cause__, openai.InternalServerError)
+    assert agent.status == "idle" and agent.state.messages == [
+        {"role": "user", "content": "hello"}
     ]
-    assert agent.status == "idle"
-    run(shell, "%%fragola\nagain")
+    run(shell, "%tb")  # asked for, the whole chain, down to the openai error
+    full = capsys.readouterr().out
+    assert "InternalServerError" in full and "Traceback" in full and "runloop" in full
+    assert run(shell, "%%fragola\nagain").success
     assert agent.state.messages[-1]["content"] == "better now"
+
+
+def test_a_fragola_error_in_a_code_cell_is_one_line_and_tb_shows_the_chain(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shell.user_ns["agent"] = fragola.agent(name="a")
+    shell.user_ns["run_sync"] = run_sync
+    model.push(fail(500, "the server is on fire"))
+    result = run(shell, "x = 1\nrun_sync(agent.user_message('hello'))")
+    assert isinstance(result.error_in_exec, ModelHTTPError)
+    assert capsys.readouterr().out.splitlines() == SHORT_500
+    run(shell, "%tb")
+    assert "InternalServerError" in capsys.readouterr().out
+    result = run(shell, "agent.approve('call_nope')")  # misuse: one line too
+    assert isinstance(result.error_in_exec, BadUsage)
+    [line, hint] = capsys.readouterr().out.splitlines()
+    assert line.startswith("BadUsage: ") and hint == "(%tb shows the full traceback)"
+    # an exception of the user's own that wraps ours keeps IPython's full traceback
+    result = run(shell, "try:\n    agent.approve('call_nope')\n"
+                        "except Exception as exc:\n    raise RuntimeError('mine') from exc")
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert "Traceback" in capsys.readouterr().out
+
+
+def test_json_mode_errors_fail_the_cell_and_a_reply_off_the_schema_does_not(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shell.user_ns.update(agent=fragola.agent(name="a"), City=City)
+    model.push(reply("no JSON here, sorry"))
+    result = run(shell, "%%fragola --json City --out r\nA city")
+    assert isinstance(result.error_in_exec, JsonModeError) and "r" not in shell.user_ns
+    line, hint = capsys.readouterr().out.splitlines()[-2:]
+    assert line.startswith("JsonModeError: ") and hint == "(%tb shows the full traceback)"
+    model.push(reply('{"name": "Lyon", "population": "many"}'))
+    assert run(shell, "%%fragola --json City --out r\nA city").success  # a reply arrived
+    assert shell.user_ns["r"].success is False
 
 
 def test_a_paused_turn_lists_the_calls_and_keeps_its_settings_until_it_ends(
@@ -339,7 +397,7 @@ def test_a_paused_turn_lists_the_calls_and_keeps_its_settings_until_it_ends(
     agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add_tool(approval=True)])
     model.push(tool_calls(call("add", {"a": 2, "b": 3}, id="call_9")), reply("5"),
                reply("next"))
-    run(shell, "%%fragola --model gpt-careful\nadd 2 and 3")
+    assert run(shell, "%%fragola --model gpt-careful\nadd 2 and 3").success  # not an error
     out = capsys.readouterr().out
     assert "'a' is waiting on 1 tool call(s): decide each with agent.approve(id)" in out
     assert "call_9: add({'a': 2, 'b': 3}) [approval]" in out
@@ -362,7 +420,7 @@ def test_a_busy_agent_is_a_usage_error(
     assert "agent 'a' is waiting: decide its pending calls or stop it first" in line
 
 
-def test_ctrl_c_stops_the_turn_gracefully(
+def test_ctrl_c_stops_the_turn_and_fails_the_cell_in_one_line(
     shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -375,12 +433,13 @@ def test_ctrl_c_stops_the_turn_gracefully(
 
     threading.Thread(target=interrupt, daemon=True).start()
     result = run(shell, "%%fragola\nwait for it")
-    assert result.success
+    # the cell ends as interrupted (Run All stops there), in one line
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
     out, err = capsys.readouterr()
-    assert "fragola_nb: interrupted: the agent stopped" in out and "Traceback" not in err
+    assert out.splitlines()[-1] == INTERRUPTED and "Traceback" not in out + err
     assert agent.status == "idle" and agent.state.outcome == "stopped"
     assert agent.state.messages == [{"role": "user", "content": "wait for it"}]
-    run(shell, "%%fragola\nagain")
+    assert run(shell, "%%fragola\nagain").success
     assert agent.state.messages[-1]["content"] == "after the interrupt"
 
 
@@ -411,6 +470,34 @@ def test_with_a_running_loop_the_cell_becomes_an_await_on_that_loop(
     assert "[assistant] on the loop" in capsys.readouterr().out
     # the console's "is this cell complete?" still sees a cell magic, complete at a blank line
     assert shell.check_complete("%%fragola\nhi\n")[0] == "incomplete"
+
+
+def test_on_the_await_path_errors_and_interrupts_fail_the_cell_in_one_line(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    agent = shell.user_ns["agent"] = fragola.agent(name="a")
+    model.push(fail(500, "the server is on fire"), hang())
+
+    async def cell(raw: str, interrupt: bool = False) -> ExecutionResult:
+        transformed = shell.transform_cell(raw)
+        assert transformed.startswith("await get_ipython()._fragola_nb.run_cell(")
+        task = asyncio.ensure_future(shell.run_cell_async(raw, transformed_cell=transformed))
+        if interrupt:  # as ipykernel does on an interrupt: cancel the cell's task
+            await asyncio.to_thread(model.wait_for_requests, 2, 10)
+            task.cancel()
+        return await task
+
+    result = asyncio.run(cell("%%fragola\nhello"))
+    assert isinstance(result.error_in_exec, ModelHTTPError)
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-2:] == SHORT_500 and "Traceback" not in out + err
+    result = asyncio.run(cell("%%fragola\nwait for it", interrupt=True))
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1] == INTERRUPTED and "Traceback" not in out + err
+    assert agent.status == "idle" and agent.state.outcome == "stopped"
+    assert [m["content"] for m in agent.state.messages] == ["hello", "wait for it"]
 
 
 def test_the_transformer_leaves_alone_what_it_cannot_await(shell: InteractiveShell) -> None:

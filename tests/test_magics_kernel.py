@@ -19,12 +19,15 @@ import pytest
 from helpers import until
 from kernel_harness import Kernel
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from fragola_nb.scripted import ScriptedModel, call, demo_brain, fail, hang, reply, tool_calls
 
 CONFIG = Path(__file__).parent.parent / "jupyter-config" / "ipython"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 SECRET = "sk-test-SECRET-123"
+SHORT_503 = ["ModelHTTPError: the model API answered HTTP 503: overloaded, try later",
+             "(%tb shows the full traceback)"]
 
 SETUP = """
 import asyncio, threading
@@ -137,7 +140,7 @@ def test_stop_clicked_while_the_cell_runs_gets_through(
     ]
 
 
-def test_interrupting_the_kernel_stops_the_turn_and_the_next_cell_works(
+def test_interrupting_the_kernel_stops_the_turn_and_fails_the_cell_in_one_line(
     kernel: Kernel, model: ScriptedModel
 ) -> None:
     new_agent(kernel, model, "sleepy")
@@ -146,8 +149,13 @@ def test_interrupting_the_kernel_stops_the_turn_and_the_next_cell_works(
     assert model.wait_for_requests(1, timeout=20)
     kernel.km.interrupt_kernel()
     result = kernel.collect(msg_id, timeout=30, allow_error=True)
-    assert result.error is None and "Traceback" not in result.stderr
-    assert "fragola_nb: interrupted: the agent stopped" in result.stdout
+    assert kernel.reply(msg_id)["status"] == "error"  # Run All stops here
+    assert result.error is not None and result.error["ename"] == "TurnInterrupted"
+    assert result.error["traceback"] == [
+        "TurnInterrupted: 'sleepy' stopped by the interrupt; its history is kept valid"
+    ]
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "stopped" in result.outputs[-1]["data"]["text/html"]  # the panel's final form
     assert kernel.eval("[sleepy.status, sleepy.state.outcome, sleepy.state.messages]") == [
         "idle", "stopped", [{"role": "user", "content": "Wait for me"}]
     ]
@@ -155,19 +163,69 @@ def test_interrupting_the_kernel_stops_the_turn_and_the_next_cell_works(
     assert kernel.eval("sleepy.state.messages[-1]['content']") == "awake"
 
 
-def test_mistakes_and_api_errors_are_one_line(kernel: Kernel, model: ScriptedModel) -> None:
+def test_mistakes_and_api_errors_fail_the_cell_in_one_line(
+    kernel: Kernel, model: ScriptedModel
+) -> None:
     new_agent(kernel, model, "fragile")
-    bad = kernel.execute("%%fragola fragile --by lots\nhi", allow_error=True)
+    msg_id = kernel.start("%%fragola fragile --by lots\nhi")
+    bad = kernel.collect(msg_id, allow_error=True)
     assert bad.stderr.startswith("UsageError: argument --by: --by takes a whole number")
     assert len(bad.stderr.strip().splitlines()) == 1 and bad.error is None
+    assert kernel.reply(msg_id)["status"] == "error"
     model.push(fail(503, "overloaded, try later"))
-    failed = kernel.execute("%%fragola fragile\nhi")
-    assert failed.stderr == (
-        "fragola_nb: ModelHTTPError: the model API answered HTTP 503: overloaded, try later\n"
-    )
+    failing = kernel.start("%%fragola fragile\nhi")
+    queued = kernel.start("print('the next cell ran')")  # Run All: waiting behind it
+    failed = kernel.collect(failing, allow_error=True)
+    assert kernel.reply(failing)["status"] == "error"
+    assert kernel.reply(queued)["status"] == "aborted"
+    assert failed.error is not None and failed.error["ename"] == "ModelHTTPError"
+    assert failed.error["traceback"] == SHORT_503
+    assert failed.stdout == failed.stderr == ""
     kernel.drain()
     assert "overloaded, try later" in kernel.state("fragola-error")["value"]
-    assert kernel.eval("fragile.status") == "idle"
+    assert kernel.eval("[fragile.status, fragile.state.messages]") == [
+        "idle", [{"role": "user", "content": "hi"}]
+    ]
+
+
+def test_a_fragola_error_in_a_code_cell_is_one_line_and_tb_shows_the_chain(
+    kernel: Kernel, model: ScriptedModel
+) -> None:
+    new_agent(kernel, model, "direct")
+    model.push(fail(503, "overloaded, try later"))
+    msg_id = kernel.start("await direct.user_message('hi')")
+    failed = kernel.collect(msg_id, allow_error=True)
+    assert kernel.reply(msg_id)["status"] == "error"
+    assert failed.error is not None and failed.error["traceback"] == SHORT_503
+    full = kernel.execute("%tb", allow_error=True).error
+    assert full is not None and full["ename"] == "ModelHTTPError"
+    text = "\n".join(full["traceback"])
+    assert "InternalServerError" in text and "direct cause" in text
+
+
+def test_a_notebook_stops_at_a_cell_whose_turn_failed(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    model.push(fail(401, "Incorrect API key provided"))
+    cells = [
+        "%load_ext fragola_nb",
+        "from fragola_nb import Fragola\n"
+        f"fragola = Fragola(api_key='sk-bad', base_url={model.base_url!r}, max_retries=0)",
+        "%%fragola\nHello",
+        "print('the next cell ran')",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError) as failed:
+        client.execute()
+    assert "ModelHTTPError: the model API answered HTTP 401" in str(failed.value)
+    [error] = [o for o in notebook.cells[2].outputs if o.output_type == "error"]
+    assert error.traceback == [
+        "ModelHTTPError: the model API answered HTTP 401: Incorrect API key provided",
+        "(%tb shows the full traceback)",
+    ]
+    assert notebook.cells[3].outputs == [] and notebook.cells[3].execution_count is None
 
 
 def test_the_plain_cell_magic_runs_the_same_turn_with_run_sync(

@@ -3,6 +3,14 @@
 Both ways a cell reaches us run the same coroutine: the input transformer turns the cell into
 ``await ...run_cell(line, body)`` so it runs on the kernel's own loop (widget clicks get through,
 an interrupt cancels it), and the plain cell magic runs it with ``fragola_nb.run_sync``.
+
+How a cell ends follows Jupyter's rule that a cell which did not do its work fails, so "Run
+All" and ``jupyter execute`` stop there. A mistake on the line is a ``UsageError`` before
+anything is sent. An error of the run (the model API, a listener, ``JsonModeError``) and an
+interrupt end the cell as an error after the panel (or transcript) shows the turn as it
+ended: the error is raised again, shown in one line (``_render_traceback_``). A turn that
+pauses for a decision, uses its step budget, is stopped from its panel, or gets a ``--json``
+reply that does not match the schema has done what was asked: the cell ends normally.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import pydantic
 from IPython.core.error import UsageError
 
 from ..agent import Agent
-from ..errors import BadUsage, FragolaError
+from ..errors import BadUsage
 from ..jsonmode import JsonResult
 from ..schemas import load_json_schema
 from ..state import AgentState
@@ -28,9 +36,18 @@ if TYPE_CHECKING:
     from ..events import Event
     from .magics import Extension
 
-__all__ = ["Turn", "TurnSettings", "TurnView"]
+__all__ = ["Turn", "TurnInterrupted", "TurnSettings", "TurnView"]
 
 _log = logging.getLogger("fragola_nb")
+
+
+class TurnInterrupted(KeyboardInterrupt):
+    """A ``%%fragola`` turn ended by an interrupt (the kernel's Interrupt, Ctrl-C). The agent
+    stopped with a valid history; the cell ends as an interrupted cell does, in one line
+    rather than a traceback through the run."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython's hook, as on FragolaError
+        return [f"{type(self).__name__}: {self}"]
 
 
 class TurnSettings:
@@ -95,7 +112,7 @@ class Turn:
     def __init__(self, ext: Extension, line: str, body: str) -> None:
         self.ext, self.line, self.body = ext, line, body
         self.result: AgentState | JsonResult[Any] | None = None
-        self.error: FragolaError | None = None
+        self.error: Exception | None = None
         self.interrupted = False
 
     def prepare(self) -> None:
@@ -130,16 +147,17 @@ class Turn:
             else:
                 self.result = await self.agent.user_message(self.text, by=self.options.by)
         except (asyncio.CancelledError, KeyboardInterrupt):
-            # The agent repaired its history when cancelled; the cell ends normally.
+            # The agent repaired its history when cancelled; ``finish`` raises TurnInterrupted.
             self.interrupted = True
-        except FragolaError as exc:
+        except Exception as exc:  # shown by the panel, raised again by finish
             self.error = exc
         finally:
             if self.agent.status != "waiting":
                 self.settings.release()
 
     def finish(self) -> None:
-        """Show the outcome: the panel's final form (or a transcript), and one-line notes."""
+        """Show the outcome: the panel's final form (or a transcript), and one-line notes;
+        then fail the cell if the turn was interrupted or raised."""
         agent, options = self.agent, self.options
         if self.panel is not None:
             if self.error is not None:
@@ -147,11 +165,6 @@ class Turn:
             self.panel.refresh()
         else:
             show(TurnTranscript(agent, self.since))
-        if self.interrupted:
-            print("fragola_nb: interrupted: the agent stopped (its history is kept valid)")
-        if self.error is not None:
-            print(f"fragola_nb: {type(self.error).__name__}: {_first_line(self.error)}",
-                  file=sys.stderr)
         if isinstance(self.result, JsonResult):
             if self.result.success:
                 show(self.result.data)
@@ -165,6 +178,12 @@ class Turn:
                   f"`await {self.var}.step()` lets it go on")
         if options.out is not None and self.result is not None:
             self.ext.shell.user_ns[options.out] = self.result
+        if self.interrupted:
+            raise TurnInterrupted(
+                f"{agent.name!r} stopped by the interrupt; its history is kept valid"
+            )
+        if self.error is not None:
+            raise self.error
 
     def _say_waiting(self) -> None:
         v, name, pending = self.var, self.agent.name, self.agent.pending
@@ -240,9 +259,3 @@ def _schema(value: Any) -> Any:
     raise UsageError(
         f"--json takes a pydantic model class or a JSON Schema, not {type(value).__name__}"
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"
-
