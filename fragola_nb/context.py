@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from .redact import redacted
 from .tools import Tool, check_tools
 
 if TYPE_CHECKING:
@@ -28,6 +29,13 @@ class AgentOptions:
     max_step: int = 5
     reset_step_count_after_user_message: bool = True
     tools: list[Tool] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        # Settings may carry credentials (extra_headers={"Authorization": ...}): shown
+        # redacted, by the rule session files use. The settings themselves are untouched.
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["model_settings"] = redacted(self.model_settings)
+        return f"AgentOptions({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
 
 class AgentContext:

@@ -12,6 +12,7 @@ from .checks import normalize_instructions
 from .context import AgentOptions
 from .errors import BadUsage
 from .model_client import ModelClient, settings_problem
+from .redact import redact_text
 from .stores import Store, index_stores
 from .tools import Tool, check_tools
 
@@ -159,5 +160,5 @@ class Fragola:
         return self._stores.get(namespace)
 
     def __repr__(self) -> str:
-        where = "scripted model" if self.offline else self.base_url
+        where = "scripted model" if self.offline else redact_text(self.base_url)
         return f"Fragola(model={self.model!r}, base_url={where!r})"

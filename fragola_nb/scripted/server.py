@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from ..redact import hidden, is_secret_name, redact_text
 from . import wire
 from .items import Drop, Fail, Hang, Item, Raw, Reply, ScriptEntry, ToolCalls, fail, resolve
 
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
     import openai
 
 __all__ = ["ScriptedModel"]
-
-# Recorded with their scheme only: an API key sent here, by mistake or not, is not kept.
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
 
 Brain = Callable[[dict[str, Any]], Item]
 
@@ -76,9 +74,10 @@ class ScriptedModel:
 
     Everything exchanged is recorded: :attr:`requests` (parsed bodies, in arrival order),
     :attr:`targets` (each request's path and query string, in the same order),
-    :attr:`headers` (each request's headers, names in lower case, in the same order; the
-    value of ``Authorization`` and other key headers is kept as its scheme and
-    ``[redacted]``),
+    :attr:`headers` (each request's headers, names in lower case, in the same order).
+    Credentials are not kept (``fragola_nb.redact``): a header whose name is one
+    (``Authorization``, ``x-goog-api-key``...) keeps only its scheme and ``[redacted]``, and
+    a credential in any other header or in the query string is ``[redacted]``.
     :attr:`responses` (non-stream completion bodies) and :attr:`chunks` (stream chunks).
     """
 
@@ -203,8 +202,8 @@ class ScriptedModel:
         entry: ScriptEntry | None
         with self._cond:
             self.requests.append(request)
-            self.targets.append(handler.path)
-            self.headers.append({name.lower(): _recorded(name.lower(), value)
+            self.targets.append(redact_text(handler.path))
+            self.headers.append({name.lower(): _recorded(name, value)
                                  for name, value in handler.headers.items()})
             served = len(self.requests) - 1
             gen = self._release_gen
@@ -313,7 +312,5 @@ class ScriptedModel:
 
 
 def _recorded(name: str, value: str) -> str:
-    if name not in SECRET_HEADERS:
-        return value
-    scheme, _, secret = value.partition(" ")
-    return f"{scheme} [redacted]" if secret else "[redacted]"
+    # An API key sent here, by mistake or not, is not kept: fragola_nb's one rule decides.
+    return hidden(value) if is_secret_name(name) else redact_text(value)

@@ -20,11 +20,12 @@ from ..errors import BadUsage, SessionError
 from ..events import Listener, is_transient
 from ..fragola import Fragola
 from ..history import History
+from ..redact import scrub
 from ..state import PendingCall
 from ..stores import Store
 from ..tools import serialize_result
 from .restore import label
-from .schema import FORMAT, VERSION, scrub_settings
+from .schema import FORMAT, VERSION
 
 __all__ = ["document_of", "listener_name", "locate", "not_json"]
 
@@ -104,9 +105,9 @@ class _Dump:
 
     def agent(self, agent: Agent) -> dict[str, Any]:
         options = agent.options
-        settings, removed = scrub_settings(options.model_settings)
+        settings, removed = scrub(options.model_settings, "model_settings")
         for where in removed:
-            _log.warning("fragola_nb: %s of agent %r was not saved (secrets are never "
+            _log.warning("fragola_nb: %s of agent %r was not saved (credentials are never "
                          "written to a session)", where, agent.name)
         return {
             "id": agent.id,
@@ -130,6 +131,7 @@ class _Dump:
             "stores": _stores(agent._stores.values()),
             "pending": [_pending(call) for call in agent._pending.values()],
             "listeners": self.listeners(agent) if self.with_listeners else {},
+            **({"credentials_not_saved": removed} if removed else {}),
         }
 
     def listeners(self, agent: Agent) -> dict[str, list[str]]:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from typing import Any
 
 from ..errors import SessionError
 from ..events import EVENT_NAMES
 
-__all__ = ["FORMAT", "SCHEMA", "VERSION", "parse_session", "scrub_settings"]
+__all__ = ["FORMAT", "SCHEMA", "VERSION", "parse_session"]
 
 FORMAT = "fragola_nb.session"
 VERSION = 1
@@ -115,7 +114,10 @@ _AGENT = _strict({
         "propertyNames": {"enum": list(EVENT_NAMES)},
         "additionalProperties": {"type": "array", "items": _name},
     },
-})
+    # Written only when something was left out: the paths (never the values) of the model
+    # settings that ``fragola_nb.redact`` took for credentials. Older files have none.
+    "credentials_not_saved": {"type": "array", "items": {"type": "string", "maxLength": 1000}},
+}, "credentials_not_saved")
 _HISTORY = _strict({
     "base": {"oneOf": [{"type": "null"}, _count]},
     "base_length": _count,
@@ -189,48 +191,3 @@ def parse_session(data: bytes | str) -> dict[str, Any]:
         where = "/".join(str(part) for part in error.absolute_path) or "(top)"
         raise SessionError(f"invalid session file at {where}: {error.message[:300]}")
     return document
-
-
-# -- secrets ----------------------------------------------------------------------------------
-
-_SECRET_KEY = re.compile(
-    r"^(api[_-]?key|x-api-key|authorization|proxy-authorization|cookie|set-cookie|"
-    r"openai[_-]api[_-]key|client[_-]secret)$"
-    r"|secret|passw|credential|bearer|(^|[_-])(access|refresh|auth|session|id)[_-]?token$",
-    re.IGNORECASE,
-)
-_SECRET_VALUE = re.compile(r"^\s*(bearer\s+\S|basic\s+\S|sk-[A-Za-z0-9_-]{8,})", re.IGNORECASE)
-
-
-def scrub_settings(value: Any, path: str = "model_settings") -> tuple[Any, list[str]]:
-    """``value`` without secret-looking keys or values (at any depth), and their paths.
-
-    API keys live in the ``Fragola`` instance, never in a session; a key put in
-    ``model_settings`` (``api_key``, an ``Authorization`` header in ``extra_headers``...) is
-    dropped rather than written.
-    """
-    removed: list[str] = []
-    if isinstance(value, dict):
-        kept: dict[Any, Any] = {}
-        for key, item in value.items():
-            where = f"{path}.{key}"
-            if isinstance(key, str) and _SECRET_KEY.search(key):
-                removed.append(where)
-                continue
-            if isinstance(item, str) and _SECRET_VALUE.match(item):
-                removed.append(where)
-                continue
-            kept[key], inner = scrub_settings(item, where)
-            removed.extend(inner)
-        return kept, removed
-    if isinstance(value, (list, tuple)):
-        items = []
-        for index, item in enumerate(value):
-            if isinstance(item, str) and _SECRET_VALUE.match(item):
-                removed.append(f"{path}[{index}]")
-                continue
-            kept_item, inner = scrub_settings(item, f"{path}[{index}]")
-            items.append(kept_item)
-            removed.extend(inner)
-        return items, removed
-    return value, removed

@@ -8,9 +8,10 @@ What is saved: every tree the given agents belong to (from its root, all forks),
 id, ``fork_of``, ``fork_point``, messages, step count, status and outcome, options (tools by
 name), own stores, pending calls with their decisions, and listeners by ``__qualname__``; plus
 the ``Fragola`` instance's stores. What is not: the API key and client (they stay with the
-``Fragola`` you load into), secret-looking model settings (``api_key``, ``Authorization``
-headers, ``sk-...`` values; dropped with a logged warning), and code: tools and listeners are
-re-bound by name from what ``load_session`` is given.
+``Fragola`` you load into), credentials in model settings (any header, query or body value
+whose name or text ``fragola_nb.redact`` takes for one: dropped, each logged as a warning and
+its path listed in the agent's ``credentials_not_saved``; loading warns again), and code:
+tools and listeners are re-bound by name from what ``load_session`` is given.
 
 The file (``schema.FORMAT``, version 1) holds ``stores``, ``histories`` and ``agents``.
 Histories are stored once each, as in memory: a fork's history names its parent's as ``base``
@@ -22,6 +23,7 @@ the old one); a failed save leaves the previous file as it was.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +41,8 @@ from .restore import build_agents, check_document
 from .schema import parse_session
 
 __all__ = ["Session", "load_session", "save_session", "session_from_json", "session_to_json"]
+
+_log = logging.getLogger("fragola_nb")
 
 
 class Session:
@@ -156,6 +160,7 @@ def session_from_json(data: bytes | str, fragola: Fragola, *, tools: Iterable[To
     check_document(document)
     by_name = {tool.name: tool for tool in check_tools(tools)}
     agents = build_agents(document, fragola, by_name, _listener_map(listeners))
+    _report_not_saved(document)
     for saved in document["stores"]:
         store = fragola.get_store(saved["namespace"])
         if store is None:
@@ -163,6 +168,16 @@ def session_from_json(data: bytes | str, fragola: Fragola, *, tools: Iterable[To
         else:
             store.set(saved["value"])
     return Session(agents)
+
+
+def _report_not_saved(document: dict[str, Any]) -> None:
+    """Say which settings the file left out as credentials: requests may need them again."""
+    for record in document["agents"]:
+        paths = [" ".join(path.split()) for path in record.get("credentials_not_saved", ())]
+        if paths:
+            _log.warning("fragola_nb: agent %r was saved without %s (credentials are never "
+                         "written to a session); set them again if its requests need them",
+                         record["options"]["name"], ", ".join(paths))
 
 
 def _listener_map(listeners: ListenerSpec) -> dict[str, Listener | None]:

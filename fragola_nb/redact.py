@@ -1,0 +1,197 @@
+"""One rule for what is a credential, used wherever fragola_nb shows or writes settings.
+
+Session files, ``repr(Fragola(...))``, ``repr(agent.options)`` and the scripted model's
+recorded headers all ask this module; nothing else decides.
+
+>>> is_secret_name("Ocp-Apim-Subscription-Key"), is_secret_name("max_tokens")
+(True, False)
+>>> redact_text("http://user:hunter2@host/v1?key=AIzaXYZ&alt=sse")
+'http://user:[redacted]@host/v1?key=[redacted]&alt=sse'
+
+**Names** (a header, a query parameter, a body field, at any depth). A name is split into
+words at ``-``, ``_``, ``.``, spaces and camelCase (``x-goog-api-key`` → x, goog, api, key;
+``apiKey`` → api, key). It names a credential when one word
+
+- contains ``key``, ``token``, ``secret``, ``signature``, ``passw``, ``passphrase``,
+  ``subscription``, ``authoriz``, ``authent``, ``cookie``, ``credential`` or ``bearer``
+  (``X-Amz-Security-Token``, ``Private-Token``, ``apikey``, ``Set-Cookie``, ``client_secret``,
+  ``Proxy-Authorization``, ``X-Amz-Credential``), or
+- is exactly ``sig``, ``auth``, ``pwd`` or ``jwt`` (Azure's ``sig``; not ``signal``,
+  ``author``, ``design`` or ``pass_through``).
+
+Exceptions, so that ordinary model settings keep working and round-trip through a session:
+
+- ``tokens`` (plural), ``tokenizer``/``tokenize``, ``detokenize``, ``keyword(s)`` are counts
+  or text, not credentials: ``max_tokens``, ``max_completion_tokens``, ``budget_tokens``,
+  ``skip_special_tokens``, ``tokenizer`` are kept.
+- ``token`` followed by ``id``/``ids`` is a token number: ``stop_token_ids`` is kept.
+- ``cache_key`` and ``idempotency_key`` are labels a client chooses, not secrets:
+  ``prompt_cache_key`` and ``Idempotency-Key`` are kept.
+- The keys of a JSON Schema's ``properties``, ``patternProperties``, ``$defs`` and
+  ``definitions`` name fields of the model's reply (``response_format`` may well ask for an
+  ``api_key`` field); they are not tested as names (their values still are).
+
+``top_logprobs``, ``logit_bias`` (its keys are token ids), ``safety_identifier``, ``user``,
+``metadata``, ``keep_alive``, ``api-version`` contain none of the words and are kept.
+
+**Values** (any string, under any name, in lists too) hold a credential when they contain
+
+- ``Bearer <8 or more token characters>`` (any case);
+- ``Basic <base64>`` whose base64 decodes to ``user:password`` (``Basic facts`` is prose);
+- a well-known key shape: ``sk-``/``sk_``/``rk_`` and 8 more characters (OpenAI, Anthropic,
+  Stripe...), ``ghp_``/``github_pat_``/``glpat-``/``xoxb-``/``hf_``/``gsk_``... and 16 more,
+  Google's ``AIza...``, AWS's ``AKIA...``/``ASIA...``, a JSON Web Token ``eyJ….eyJ….``;
+- a URL with a password (``scheme://user:password@``) or with a query parameter whose name
+  is a credential (``?key=...``, ``&sig=...``).
+
+Nothing here looks a value up anywhere: it is text matching, deliberately wide for names
+(a dropped header is named in the session file and logged; a leaked one cannot be recalled).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["REDACTED", "SCHEMA_NAME_MAPS", "hidden", "is_secret_name", "is_secret_value",
+           "redact_text", "redacted", "scrub"]
+
+REDACTED = "[redacted]"
+
+_SEPARATORS = re.compile(r"[^A-Za-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_FRAGMENTS = re.compile(r"key|token|secret|signature|passw|passphrase|subscription|authoriz"
+                        r"|authent|cookie|credential|bearer")
+_WORDS = frozenset({"sig", "auth", "pwd", "jwt"})
+_NOT_SECRET_WORD = re.compile(r"tokens|tokeni[sz]\w*|detokeni[sz]\w*|keywords?")
+_NOT_SECRET_PAIRS = frozenset({("token", "id"), ("token", "ids"), ("cache", "key"),
+                               ("idempotency", "key")})
+_SCHEMES = frozenset({"basic", "bearer", "digest", "token", "apikey", "negotiate", "sharedkey"})
+SCHEMA_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+"""Keys whose value maps names chosen by a JSON Schema's author, not credentials."""
+
+# Each pattern keeps group 1 (a scheme, "user:") and hides what follows it.
+_TOKEN_CHARS = r"[A-Za-z0-9._~+/=-]"
+_KEY_SHAPES = [
+    re.compile(r"(?i)(\bbearer\s+)" + _TOKEN_CHARS + r"{8,}"),
+    re.compile(r"(?<![A-Za-z0-9_-])()(?:sk|rk)[-_][A-Za-z0-9_-]{8,}"),
+    re.compile(r"(?<![A-Za-z0-9_-])()(?:ghp|gho|ghu|ghs|ghr|github_pat|glpat|xox[abeoprs]|hf|gsk"
+               r"|r8|nvapi|pplx)[-_][A-Za-z0-9_-]{16,}"),
+    re.compile(r"(?<![A-Za-z0-9_-])()AIza[0-9A-Za-z_-]{30,}"),
+    re.compile(r"(?<![A-Za-z0-9])()(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    re.compile(r"(?<![A-Za-z0-9_-])()eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+    re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s?#@:]*:)[^/\s?#@]+(?=@)"),
+]
+_BASIC = re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
+_QUERY_PAIR = re.compile(r"([?&;]([^=&#\s]+)=)([^&#\s]*)")
+
+
+def _words(name: str) -> list[str]:
+    return [word.lower() for part in _SEPARATORS.split(name)
+            for word in _CAMEL.sub(" ", part).split()]
+
+
+def is_secret_name(name: object) -> bool:
+    """True when a header, query parameter or body field called ``name`` holds a credential."""
+    if not isinstance(name, str):
+        return False
+    words = _words(name)
+    for index, word in enumerate(words):
+        pair = (word, words[index + 1] if index + 1 < len(words) else "")
+        before = (words[index - 1] if index else "", word)
+        if (_NOT_SECRET_WORD.fullmatch(word) or pair in _NOT_SECRET_PAIRS
+                or before in _NOT_SECRET_PAIRS):
+            continue
+        if word in _WORDS or _FRAGMENTS.search(word):
+            return True
+    return False
+
+
+def _basic(match: re.Match[str]) -> str:
+    try:
+        decoded = base64.b64decode(match.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        return match.group(0)
+    return match.group(1) + REDACTED if b":" in decoded else match.group(0)
+
+
+def _query(match: re.Match[str]) -> str:
+    return match.group(1) + REDACTED if is_secret_name(match.group(2)) else match.group(0)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every credential in it replaced by ``[redacted]`` (a scheme such as
+    ``Bearer`` and a URL's user name are kept, to say what was there)."""
+    for shape in _KEY_SHAPES:
+        text = shape.sub(lambda match: match.group(1) + REDACTED, text)
+    text = _BASIC.sub(_basic, text)
+    return _QUERY_PAIR.sub(_query, text) if "=" in text else text
+
+
+def is_secret_value(value: object) -> bool:
+    """True when ``value`` is a string that holds a credential (see the module's rule)."""
+    return isinstance(value, str) and redact_text(value) != value
+
+
+def hidden(value: Any) -> str:
+    """What is shown of a value whose name is a credential: ``[redacted]``, after its
+    authorization scheme when it has one (``Bearer [redacted]``)."""
+    if isinstance(value, str):
+        scheme, _, rest = value.strip().partition(" ")
+        if rest and scheme.lower() in _SCHEMES:
+            return f"{scheme} {REDACTED}"
+    return REDACTED
+
+
+def _walk(value: Any, path: str, on_secret: Callable[[str, Any, bool], Any],
+          names: bool = True) -> Any:
+    """``value`` rebuilt, ``on_secret(path, value, named)`` replacing each credential found
+    (``named``: found by its name, else by its text); ``_DROP`` drops it."""
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            shown = redact_text(key) if isinstance(key, str) else key
+            where = f"{path}.{shown}" if path else str(shown)
+            if shown != key or (names and is_secret_name(key)):
+                item = on_secret(where, item, True)
+            else:
+                item = _walk(item, where, on_secret, key not in SCHEMA_NAME_MAPS)
+            if item is not _DROP:
+                out[shown] = item
+        return out
+    if isinstance(value, (list, tuple)):
+        items = [_walk(item, f"{path}[{index}]", on_secret) for index, item in enumerate(value)]
+        kept = [item for item in items if item is not _DROP]
+        return kept if isinstance(value, list) else tuple(kept)
+    if is_secret_value(value):
+        return on_secret(path, value, False)
+    return value
+
+
+_DROP: Any = object()
+
+
+def scrub(value: Any, path: str = "") -> tuple[Any, list[str]]:
+    """``value`` without the credentials in it (at any depth), and the paths of what was
+    dropped (names only, never values): what session files write. A credential name drops
+    its value whole, whatever it holds; a string holding a credential is dropped, from a list
+    too."""
+    dropped: list[str] = []
+
+    def drop(where: str, _: Any, named: bool) -> Any:
+        dropped.append(where)
+        return _DROP
+
+    return _walk(value, path, drop), dropped
+
+
+def redacted(value: Any) -> Any:
+    """``value`` to show (a repr, a log): the same shape, every credential ``[redacted]``.
+
+    >>> redacted({"extra_headers": {"Authorization": "Bearer sk-abc12345678"}, "seed": 1})
+    {'extra_headers': {'Authorization': 'Bearer [redacted]'}, 'seed': 1}
+    """
+    return _walk(value, "", lambda _, item, named: hidden(item) if named else redact_text(item))
