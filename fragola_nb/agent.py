@@ -6,22 +6,22 @@ import asyncio
 import copy
 import dataclasses
 import itertools
+import threading
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import driver
 from .checks import check_content, check_messages, normalize_instructions
 from .context import AgentContext, AgentOptions
-from .driver import StopNow
-from .errors import BadUsage, InvalidArguments, ListenerError
+from .driver import Run, StopNow
+from .errors import BadUsage, InvalidArguments
 from .events import (
     Listeners,
     StateUpdateEvent,
     StatusChangeEvent,
     UserMessageEvent,
-    claim,
-    release,
 )
 from .history import History
 from .listening import Listening
@@ -69,14 +69,12 @@ class Agent(Listening):
         self._outcome: Outcome | None = None
         self._pending: dict[str, PendingCall] = {}
         self._listeners = Listeners()
-        self._stop_requested = False
-        self._cancel_requested = False
-        self._turn_began = False
-        self._task: asyncio.Task[AgentState] | None = None
-        self._task_loop: asyncio.AbstractEventLoop | None = None
-        self._turn_settings: dict[str, Any] = {}
-        self._observer_tasks: list[asyncio.Task[Any]] = []
-        self._in_turn = False
+        self._run: Run | None = None
+        """The ``user_message``/``step``/``json`` call in flight, if any (see ``driver``)."""
+        self._home_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        """The loop of the last call: where a ``step()`` would resume a waiting agent."""
+        self._lock = threading.RLock()
+        """Held while the status changes hands (a call starts; a waiting agent is stopped)."""
         self.context = AgentContext(self)
 
     # -- reading ----------------------------------------------------------------------------
@@ -177,7 +175,8 @@ class Agent(Listening):
         message = {"role": "user", "content": check_content(content)}
         self._check_can_start(resuming=False)
         budget = self._budget(by, after_user_message=True)
-        return await self._drive(self._user_message_start(message), budget)
+        return await driver.drive(self, self._user_message_start(message), budget,
+                                  resuming=False)
 
     async def step(self, *, by: int | None = None) -> AgentState:
         """Run without a new user message; also resumes a paused agent."""
@@ -185,7 +184,8 @@ class Agent(Listening):
         if not len(self._history) and self.options.instructions is None:
             # The request would hold no message at all, which the API always refuses.
             raise BadUsage(f"agent {self.name!r} has no message to send: use user_message()")
-        return await self._drive(None, self._budget(by, after_user_message=False))
+        budget = self._budget(by, after_user_message=False)
+        return await driver.drive(self, None, budget, resuming=True)
 
     async def json(
         self, message: str, schema: Any, *, ignore_user_message_events: bool = False
@@ -238,14 +238,6 @@ class Agent(Listening):
                 f"agent {self.name!r} is waiting on {len(self._pending)} pending tool call(s): "
                 "approve/reject/inject them and call step(), or stop() to cancel them"
             )
-
-    async def _drive(
-        self,
-        start: Callable[[], Awaitable[None]] | None,
-        budget: int,
-        turn_settings: dict[str, Any] | None = None,
-    ) -> AgentState:
-        return await driver.drive(self, start, budget, turn_settings)
 
     # -- stopping ---------------------------------------------------------------------------
 
@@ -312,14 +304,17 @@ class Agent(Listening):
     # -- history and options ----------------------------------------------------------------
 
     def reset(self, messages: Sequence[dict[str, Any]] | None = None) -> None:
-        """Clear the history (or replace it with ``messages``) and the step count."""
-        if self._status == "generating":
-            raise BadUsage(f"agent {self.name!r} is generating: stop it before reset()")
-        self._history = History(check_messages(messages or ()))
-        self._pending.clear()
-        self._step_count = 0
-        self._outcome = None
-        self._set_status("idle")
+        """Clear the history (or replace it with ``messages``, checked like the agent's
+        ``messages=``) and the step count; pending calls are dropped."""
+        history = History(check_messages(() if messages is None else messages))
+        with self._lock:
+            if self._status == "generating":
+                raise BadUsage(f"agent {self.name!r} is generating: stop it before reset()")
+            self._history = history
+            self._pending.clear()
+            self._step_count = 0
+            self._outcome = None
+            self._set_status("idle")
         self._observe("after_state_update", StateUpdateEvent(self.context, "reset"))
 
     def reset_step_count(self) -> None:
@@ -354,26 +349,11 @@ class Agent(Listening):
 
     def _observe(self, name: str, event: Any) -> None:
         """Fire an observer event from synchronous code. Async listeners run as tasks; during
-        a turn they are awaited before the turn returns, so their errors are raised."""
+        a call they are awaited before the call returns, so their errors are raised."""
         tasks = self._listeners.emit_nowait(name, event)
-        if tasks and self._in_turn:
-            claim(tasks)
-            self._observer_tasks.extend(tasks)
-
-    def _release_observers(self) -> None:
-        """A turn that ended early (an error, cancellation, ``stop_sync()``) did not wait for
-        its async observers. They go on as observers fired outside a turn do, their errors
-        logged: left here, the next turn would wait on them and raise their errors as its own."""
-        tasks, self._observer_tasks = self._observer_tasks, []
-        release(tasks)
-
-    async def _drain_observers(self) -> None:
-        tasks, self._observer_tasks = self._observer_tasks, []
-        if tasks:
-            results = await asyncio.gather(*tasks, return_exceptions=True)
-            for result in results:
-                if isinstance(result, ListenerError):
-                    raise result
+        run = self._run
+        if tasks and run is not None:
+            run.add_observers(tasks)
 
     def _set_status(self, status: Status) -> None:
         previous, self._status = self._status, status
@@ -405,6 +385,29 @@ class Agent(Listening):
         # Views of the tree (a fork tree widget) learn of the new branch from the parent.
         self._observe("after_state_update", StateUpdateEvent(self.context, "fork"))
         return child
+
+    def drop(self) -> None:
+        """Take this fork, with its own forks, out of its parent's tree.
+
+        ``parent.forks`` holds every fork so the tree can be drawn and saved; a branch you no
+        longer want is dropped with this, and once nothing else refers to it, it is freed.
+        The dropped agent still works on its own, as the root of its own tree (``parent`` is
+        None, ``fork_of`` still names where it came from, its history is unchanged).
+
+        >>> for variant in variants:                                  # doctest: +SKIP
+        ...     trial = agent.fork(variant)
+        ...     answers[variant] = (await trial.user_message(q)).messages[-1]["content"]
+        ...     trial.drop()
+        """
+        parent = self.parent
+        if parent is None:
+            raise BadUsage(f"agent {self.name!r} is not a fork (or was already dropped)")
+        if self._status == "generating":
+            raise BadUsage(f"agent {self.name!r} is generating: drop it when the turn ends")
+        parent._forks.remove(self)
+        self.parent = None
+        # The parent's views (a fork tree widget) redraw without the branch.
+        parent._observe("after_state_update", StateUpdateEvent(parent.context, "drop"))
 
     # -- events -----------------------------------------------------------------------------
 

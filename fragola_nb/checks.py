@@ -1,4 +1,10 @@
-"""Checking what a user hands an agent: its messages, a message's content, instructions."""
+"""Checking what a user, a listener or a session hands an agent: messages, content,
+instructions.
+
+A history must always be a valid next request: whatever enters it (``messages=``,
+``reset(messages)``, a ``user_message`` or ``ai_message`` listener's result) is checked here
+first, so the run loop and the settling of a turn can read it without defending every field.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,22 @@ from typing import Any
 
 from .errors import BadUsage
 
-__all__ = ["ROLES", "check_content", "check_messages", "normalize_instructions"]
+__all__ = [
+    "ROLES",
+    "assistant_problem",
+    "check_content",
+    "check_messages",
+    "history_problem",
+    "message_problem",
+    "normalize_instructions",
+    "user_problem",
+]
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+CONTENT_HINT = (
+    "a string or a non-empty list of parts such as "
+    '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {...}}'
+)
 
 
 def normalize_instructions(instructions: str | list[str] | None) -> str | None:
@@ -20,27 +39,129 @@ def normalize_instructions(instructions: str | list[str] | None) -> str | None:
     raise BadUsage("instructions must be a string, a list of strings, or None")
 
 
-def check_content(content: Any) -> str | list[dict[str, Any]]:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and content and all(
+def _parts_ok(content: Any) -> bool:
+    return isinstance(content, list) and bool(content) and all(
         isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
-    ):
-        return content
-    raise BadUsage(
-        "content must be a string or a non-empty list of parts such as "
-        '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {...}}'
     )
 
 
+def check_content(content: Any) -> str | list[dict[str, Any]]:
+    if isinstance(content, str) or _parts_ok(content):
+        return content  # type: ignore[no-any-return]
+    raise BadUsage(f"content must be {CONTENT_HINT}")
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def user_problem(message: Any) -> str | None:
+    """Why ``message`` cannot be stored as a user message, or None."""
+    if not isinstance(message, dict):
+        return f"a user message must be a message dict, not a {_kind(message)}"
+    if message.get("role") != "user":
+        return f"a user message must keep the role 'user', not {message.get('role')!r}"
+    return message_problem(message)
+
+
+def assistant_problem(message: Any) -> str | None:
+    """Why ``message`` cannot be stored as the model's reply, or None."""
+    if not isinstance(message, dict):
+        return f"the model's reply must be a message dict, not a {_kind(message)}"
+    if message.get("role") != "assistant":
+        return f"the model's reply must keep the role 'assistant', not {message.get('role')!r}"
+    return message_problem(message)
+
+
+def message_problem(message: Any) -> str | None:
+    """Why ``message`` is not a Chat Completions message that can be sent back, or None."""
+    if not isinstance(message, dict):
+        return f"not a message dict but a {_kind(message)}"
+    role = message.get("role")
+    if role not in ROLES:
+        return f"the role {role!r} is not one of {', '.join(sorted(ROLES))}"
+    content = message.get("content")
+    if role in ("system", "developer", "user", "tool"):
+        if not isinstance(content, str) and not _parts_ok(content):
+            return f"the content of a {role} message must be {CONTENT_HINT}"
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            return "a tool message needs the tool_call_id (a string) of the call it answers"
+    if role == "function" and not isinstance(message.get("name"), str):
+        return "a function message needs a name"
+    if role == "assistant":
+        return _assistant_fields(message)
+    return None
+
+
+def _assistant_fields(message: dict[str, Any]) -> str | None:
+    content, calls = message.get("content"), message.get("tool_calls")
+    if content is not None and not isinstance(content, str) and not _parts_ok(content):
+        return "the content of an assistant message must be text, a list of parts, or None"
+    refusal = message.get("refusal")
+    if refusal is not None and not isinstance(refusal, str):
+        return "the refusal of an assistant message must be text or None"
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
+        return f"tool_calls must be a list of tool call dicts, not a {_kind(calls)}"
+    seen: set[str] = set()
+    for index, call in enumerate(calls):
+        where = f"tool_calls[{index}]"
+        if not isinstance(call, dict):
+            return f"{where} is not a tool call dict but a {_kind(call)}"
+        call_id, function = call.get("id"), call.get("function")
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            return f"{where} needs a unique id (a non-empty string), got {call_id!r:.60}"
+        seen.add(call_id)
+        if call.get("type", "function") != "function":
+            return f"{where} has the type {call.get('type')!r}; only 'function' is sent"
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
+                or not function["name"]:
+            return f"{where} needs a function with a name"
+        if not isinstance(function.get("arguments"), str):
+            return f"{where}'s function.arguments must be a string (JSON text)"
+    return None
+
+
+def history_problem(messages: Sequence[Any]) -> str | None:
+    """Why ``messages`` is not a history the agent can go on from, or None.
+
+    Each message must be valid on its own, and every ``tool`` message must answer, once, a
+    call of the assistant message it follows (with only tool messages between). Calls of the
+    last assistant message may stay unanswered: the next ``step()`` answers them.
+    """
+    open_calls: set[str] = set()
+    opened_at = -1
+    for index, message in enumerate(messages):
+        problem = message_problem(message)
+        if problem is not None:
+            return f"messages[{index}]: {problem}: {message!r:.120}"
+        role = message["role"]
+        if role == "tool":
+            call_id = message["tool_call_id"]
+            if call_id not in open_calls:
+                return (f"messages[{index}] is a tool message for {call_id!r}, which answers no "
+                        "open call of the assistant message before it")
+            open_calls.discard(call_id)
+            continue
+        if open_calls:
+            waiting = ", ".join(sorted(open_calls))
+            return (f"messages[{index}] comes after messages[{opened_at}], whose tool call(s) "
+                    f"{waiting} are unanswered: answer each with a tool message first")
+        if role == "assistant":
+            open_calls = {call["id"] for call in message.get("tool_calls") or ()}
+            opened_at = index
+    return None
+
+
 def check_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+    """``messages`` as a new list, or ``BadUsage`` saying what makes it no valid history."""
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise BadUsage("messages must be a list of Chat Completions message dicts")
     out = list(messages)
-    for index, message in enumerate(out):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise BadUsage(
-                f"messages[{index}] is not a message dict with a role "
-                f"({', '.join(sorted(ROLES))}): {message!r:.120}"
-            )
+    problem = history_problem(out)
+    if problem is not None:
+        raise BadUsage(problem)
     return out

@@ -27,11 +27,12 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import BadUsage, ListenerError
+from .checks import assistant_problem, user_problem
+from .errors import BadUsage, InvalidListenerResult, ListenerError
 
 if TYPE_CHECKING:
     from .context import AgentContext
@@ -108,8 +109,13 @@ class BeforeToolCallEvent(Event):
 class ToolCallEvent(Event):
     name: str
     params: Any
+    """What the handler received; for a call that could not run, the arguments as sent (a
+    dict, or the raw string when it is not a JSON object)."""
     result: Any
     id: str
+    error: str | None = None
+    """None when the handler ran (or a result was injected); otherwise the text that answers
+    the call instead (unknown tool, invalid arguments, the handler raised, rejected)."""
 
 
 @dataclass
@@ -120,6 +126,8 @@ class AfterToolCallEvent(Event):
     id: str
     message: dict[str, Any] = field(default_factory=dict)
     """The tool message stored in the history."""
+    error: str | None = None
+    """As ``tool_call``'s: None when the handler ran (or a result was injected)."""
 
 
 @dataclass
@@ -137,16 +145,41 @@ class StatusChangeEvent(Event):
     previous: str
 
 
-# name -> (event class, the attribute a listener's return value replaces, or None)
-EVENTS: dict[str, tuple[type[Event], str | None]] = {
-    "user_message": (UserMessageEvent, "message"),
+def _config_problem(config: Any) -> str | None:
+    if isinstance(config, Mapping):
+        return None
+    return f"the request settings must be a dict, not a {type(config).__name__}"
+
+
+def _tool_config_problem(config: Any) -> str | None:
+    if isinstance(config, ToolCallConfig):
+        return None
+    return (f"event.config must stay a ToolCallConfig, not a {type(config).__name__} (set "
+            "event.config.params or .inject_response instead)")
+
+
+@dataclass(frozen=True)
+class Mutable:
+    """What a mutating event lets a listener change: the attribute, how to describe it, and
+    the check its value must pass after each listener (returned or changed in place)."""
+
+    attr: str
+    what: str
+    problem: Callable[[Any], str | None] | None = None
+
+
+# name -> (event class, what a listener may change, or None for an observer)
+EVENTS: dict[str, tuple[type[Event], Mutable | None]] = {
+    "user_message": (UserMessageEvent, Mutable("message", "the message dict", user_problem)),
     "before_step": (StepEvent, None),
-    "before_model_invocation": (ModelInvocationEvent, "config"),
+    "before_model_invocation": (
+        ModelInvocationEvent, Mutable("config", "the config dict", _config_problem)),
     "model_chunk": (ModelChunkEvent, None),
-    "ai_message": (AiMessageEvent, "message"),
+    "ai_message": (AiMessageEvent, Mutable("message", "the message dict", assistant_problem)),
     "after_model_invocation": (AfterModelInvocationEvent, None),
-    "before_tool_call": (BeforeToolCallEvent, "config"),
-    "tool_call": (ToolCallEvent, "result"),
+    "before_tool_call": (
+        BeforeToolCallEvent, Mutable("config", "event.config", _tool_config_problem)),
+    "tool_call": (ToolCallEvent, Mutable("result", "the result")),
     "after_tool_call": (AfterToolCallEvent, None),
     "after_step": (StepEvent, None),
     "after_state_update": (StateUpdateEvent, None),
@@ -223,8 +256,9 @@ class Listeners:
         return other
 
     async def emit(self, name: str, event: Event) -> Event:
-        """Call every listener in order; a mutator's return value replaces the value."""
-        attr = EVENTS[name][1]
+        """Call every listener in order; a mutator's return value replaces the value, which
+        is checked after each listener, so a slip is named before anything uses it."""
+        mutable = EVENTS[name][1]
         for listener in list(self._by_event[name]):
             try:
                 result = listener(event)
@@ -232,8 +266,13 @@ class Listeners:
                     result = await result
             except Exception as exc:
                 raise _listener_error(name, listener, exc) from exc
-            if attr is not None and result is not None:
-                setattr(event, attr, result)
+            if mutable is None:
+                continue
+            if result is not None:
+                setattr(event, mutable.attr, result)
+            problem = mutable.problem and mutable.problem(getattr(event, mutable.attr))
+            if problem:
+                raise _result_error(name, listener, mutable, problem, returned=result is not None)
         return event
 
     def emit_nowait(self, name: str, event: Event) -> list[asyncio.Task[Any]]:
@@ -261,6 +300,15 @@ def _listener_error(name: str, listener: Listener, exc: Exception) -> ListenerEr
     return ListenerError(
         f"listener {who} of on_{name} raised {type(exc).__name__}: {exc}", event=name
     )
+
+
+def _result_error(name: str, listener: Listener, mutable: Mutable, problem: str, *,
+                  returned: bool) -> InvalidListenerResult:
+    who = getattr(listener, "__qualname__", repr(listener))
+    how = "returned a value that cannot be used" if returned else "left a value that cannot be used"
+    return InvalidListenerResult(
+        f"listener {who} of on_{name} {how}: {problem}. A listener of on_{name} must return "
+        f"{mutable.what} (changed or replaced), or None to keep it", event=name)
 
 
 _background: set[asyncio.Task[Any]] = set()

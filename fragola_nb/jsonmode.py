@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pydantic
 
+from . import driver
 from .errors import FragolaError, InvalidToolDefinition, JsonModeError, ModelError
 from .model_client import json_schema_response_format
 from .schemas import is_pydantic_v1_model, load_json_schema, parse_v1
@@ -49,7 +50,8 @@ async def run_json(
         {"role": "user", "content": message}, events=not ignore_user_message_events
     )
     try:
-        state = await agent._drive(start, budget, {"response_format": response_format})
+        state = await driver.drive(agent, start, budget, {"response_format": response_format},
+                                   resuming=False)
     except ModelError as exc:
         raise JsonModeError(f"the model API failed during agent.json: {exc}") from exc
     reply = state.last_message

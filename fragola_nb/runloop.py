@@ -20,10 +20,8 @@ unanswered so the history is always a valid next request.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .errors import BadUsage
 from .events import (
     AfterModelInvocationEvent,
     AfterToolCallEvent,
@@ -41,36 +39,39 @@ from .tools import Tool, serialize_result
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .driver import Run
 
 CANCELLED = "Cancelled: this tool call did not run because the run was stopped."
+INTERRUPTED = ("Cancelled: the run was stopped while this tool call ran; it did not finish, "
+               "and what it did is unknown.")
 
 
-async def run(agent: Agent, budget: int) -> Outcome:
-    """Drive one turn of ``agent`` with at most ``budget`` model calls."""
+async def run(agent: Agent, run: Run) -> Outcome:
+    """Drive one turn of ``agent`` with at most ``run.budget`` model calls."""
     calls_made = 0
     while True:
         # A stop() asked for while answering wins over a pause: the turn ends "stopped",
         # idle, and settling answers the calls still pending with a cancelled result.
         if unanswered_calls(agent):
-            if await answer_tools(agent) and not agent._stop_requested:
+            if await answer_tools(agent, run) and not run.stop_requested:
                 return "paused"
-        if agent._stop_requested:
+        if run.stop_requested:
             return "stopped"
-        if calls_made >= budget:
+        if calls_made >= run.budget:
             return "step_limit"
         step = agent._step_count + 1
         await emit(agent, "before_step", StepEvent(agent.context, step))
-        message = await call_model(agent)
+        message = await call_model(agent, run)
         if message is None:
             return "stopped"
         agent._step_count += 1
         calls_made += 1
         if not message.get("tool_calls"):
             await emit(agent, "after_step", StepEvent(agent.context, step))
-            return "stopped" if agent._stop_requested else "finished"
-        paused = await answer_tools(agent)
+            return "stopped" if run.stop_requested else "finished"
+        paused = await answer_tools(agent, run)
         await emit(agent, "after_step", StepEvent(agent.context, step))
-        if paused and not agent._stop_requested:
+        if paused and not run.stop_requested:
             return "paused"
 
 
@@ -80,20 +81,15 @@ async def emit(agent: Agent, name: str, event: Any) -> Any:
     return event
 
 
-async def call_model(agent: Agent) -> dict[str, Any] | None:
+async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     """Build the request, call the model, store and announce the assistant message."""
     config: dict[str, Any] = {"model": agent.fragola.model, **agent.options.model_settings}
-    config.update(agent._turn_settings)
+    config.update(run.settings)
     if agent._listeners.has("before_model_invocation"):
         event = await emit(agent, "before_model_invocation",
                            ModelInvocationEvent(agent.context, dict(config)))
-        config = event.config
-        if not isinstance(config, Mapping):
-            raise BadUsage(
-                "a before_model_invocation listener must return the config dict (or None "
-                f"to keep it), not a {type(config).__name__}"
-            )
-    if agent._stop_requested:
+        config = event.config  # checked by emit: a mapping
+    if run.stop_requested:
         return None  # a listener stopped the run before the request went out
     request = dict(config)
     request["messages"] = agent._request_messages()
@@ -140,14 +136,14 @@ def unanswered_calls(agent: Agent) -> list[dict[str, Any]]:
     return [c for c in calls if c.get("id") not in answered]
 
 
-async def answer_tools(agent: Agent) -> bool:
+async def answer_tools(agent: Agent, run: Run) -> bool:
     """Answer each unanswered call of the last assistant message, in order.
 
     Returns True when at least one call waits for a person or an outside result.
     """
     for call in unanswered_calls(agent):
         call_id = call["id"]
-        if agent._stop_requested:
+        if run.stop_requested:
             agent._answer(call_id, CANCELLED, "cancelled")
             agent._pending.pop(call_id, None)
             continue
@@ -155,70 +151,82 @@ async def answer_tools(agent: Agent) -> bool:
         if pending is not None:
             if pending.decision is None:
                 continue
-            await _carry_out(agent, pending)
+            await _carry_out(agent, run, pending)
             continue
-        await _first_look(agent, call)
+        await _first_look(agent, run, call)
     return any(p.decision is None for p in agent._pending.values())
 
 
-async def _first_look(agent: Agent, call: dict[str, Any]) -> None:
-    """A call seen for the first time: check it, then run it or pause on it."""
-    function = call.get("function") or {}
-    name = function.get("name", "")
+async def _first_look(agent: Agent, run: Run, call: dict[str, Any]) -> None:
+    """A call seen for the first time: check it, then run it or pause on it.
+
+    A call that cannot run (an unknown tool, arguments that are not JSON or fail the schema,
+    an approval rule that raised) is answered with what went wrong, so the model can correct
+    itself; ``tool_call`` and ``after_tool_call`` hear of it with ``event.error`` set.
+    """
+    function = call["function"]
+    name = function["name"]
     call_id = call["id"]
+    arguments, problem = parse_arguments(function["arguments"])
+    raw = function["arguments"] if problem is not None else arguments
     tool = agent.tool_named(name)
     if tool is None:
         known = ", ".join(t.name for t in agent.options.tools) or "none"
-        agent._answer(call_id, f"Error: there is no tool named {name!r}. Tools: {known}.")
+        error = f"Error: there is no tool named {name!r}. Tools: {known}."
+        await _finish(agent, run, name, call_id, raw, error, error=error)
         return
-    arguments, problem = parse_arguments(function.get("arguments"))
     if problem is not None:
-        agent._answer(call_id, f"Error: the arguments for {name} {problem}")
+        error = f"Error: the arguments for {name} {problem}"
+        await _finish(agent, run, name, call_id, raw, error, error=error)
         return
     try:
         params = tool.parse_arguments(arguments)
     except ArgumentsRejected as exc:
-        agent._answer(call_id, f"Error: invalid arguments for {name}:\n{exc}\nFix them and retry.")
+        error = f"Error: invalid arguments for {name}:\n{exc}\nFix them and retry."
+        await _finish(agent, run, name, call_id, arguments, error, error=error)
         return
     try:
         needs_person = tool.needs_approval(params, agent.context)
     except Exception as exc:
-        agent._answer(call_id, _failure(f"the approval rule of {name!r}", exc))
+        error = _failure(f"the approval rule of {name!r}", exc)
+        await _finish(agent, run, name, call_id, params, error, error=error)
         return
     if needs_person:
         agent._add_pending(PendingCall(call_id, name, params, arguments, "approval"))
         return
-    await _execute(agent, tool, call_id, params, arguments)
+    await _execute(agent, run, tool, call_id, params, arguments)
 
 
-async def _carry_out(agent: Agent, pending: PendingCall) -> None:
+async def _carry_out(agent: Agent, run: Run, pending: PendingCall) -> None:
     """Act on a person's decision for a paused call."""
     decision = pending.decision
     assert decision is not None
     del agent._pending[pending.id]
     if decision.kind == "reject":
         reason = f" Reason: {decision.text}" if decision.text else ""
-        agent._answer(pending.id, f"The user rejected this call to {pending.name}.{reason}")
+        text = f"The user rejected this call to {pending.name}.{reason}"
+        await _finish(agent, run, pending.name, pending.id, pending.params, text, error=text)
         return
     if decision.kind == "inject":
-        await _finish(agent, pending.name, pending.id, pending.params, decision.text)
+        await _finish(agent, run, pending.name, pending.id, pending.params, decision.text)
         return
     tool = agent.tool_named(pending.name)
     if tool is None:
-        agent._answer(pending.id, f"Error: the tool {pending.name!r} was removed before it ran.")
+        error = f"Error: the tool {pending.name!r} was removed before it ran."
+        await _finish(agent, run, pending.name, pending.id, pending.params, error, error=error)
         return
     if decision.params is None:
-        await _execute(agent, tool, pending.id, pending.params, pending.arguments)
+        await _execute(agent, run, tool, pending.id, pending.params, pending.arguments)
         return
     # The model will read this result against the arguments it sent: say they were changed,
     # so the history stays an exact record of what ran.
-    edited = serialize_result(decision.params)
-    note = f"(The user edited the arguments before this call ran: {edited})"
-    await _execute(agent, tool, pending.id, decision.params, pending.arguments, note)
+    note = f"(The user edited the arguments before this call ran: {_text(decision.params)})"
+    await _execute(agent, run, tool, pending.id, decision.params, pending.arguments, note)
 
 
 async def _execute(
     agent: Agent,
+    run: Run,
     tool: Tool,
     call_id: str,
     params: Any,
@@ -228,31 +236,58 @@ async def _execute(
     config = ToolCallConfig(tool=tool, params=params, id=call_id, arguments=arguments)
     if agent._listeners.has("before_tool_call"):
         event = await emit(agent, "before_tool_call", BeforeToolCallEvent(agent.context, config))
-        config = event.config
+        config = event.config  # checked by emit: a ToolCallConfig
+    error = None
     if config.inject_response is not None:
         result: Any = config.inject_response
     elif tool.is_dynamic:
         agent._add_pending(PendingCall(call_id, tool.name, config.params, arguments, "dynamic"))
         return
     else:
+        run.running_call = call_id  # from here on, a stop means "interrupted", not "did not run"
         try:
             result = await tool.invoke(config.params, agent.context)
         except Exception as exc:
-            result = _failure(f"the tool {tool.name!r}", exc)
-    await _finish(agent, tool.name, call_id, config.params, result, note)
+            result = error = _failure(f"the tool {tool.name!r}", exc)
+    await _finish(agent, run, tool.name, call_id, config.params, result, note=note, error=error)
 
 
 async def _finish(
-    agent: Agent, name: str, call_id: str, params: Any, result: Any, note: str | None = None
+    agent: Agent, run: Run, name: str, call_id: str, params: Any, result: Any, *,
+    note: str | None = None, error: str | None = None,
 ) -> None:
+    """Store the answer to a call and tell ``tool_call`` (which may change the result) and
+    ``after_tool_call``. A call that ran keeps its result in the history whatever happens to
+    the ``tool_call`` listeners (one raises, the run is cancelled meanwhile): then the result
+    as it was before them is stored."""
     if agent._listeners.has("tool_call"):
-        event = await emit(agent, "tool_call", ToolCallEvent(agent.context, name, params,
-                                                             result, call_id))
-        result = event.result
-    content = serialize_result(result)
-    message = agent._answer(call_id, f"{note}\n{content}" if note else content)
+        event = ToolCallEvent(agent.context, name, params, result, call_id, error)
+        try:
+            result = (await emit(agent, "tool_call", event)).result
+        except BaseException:
+            _store(agent, run, name, call_id, result, note)
+            raise
+    message = _store(agent, run, name, call_id, result, note)
     await emit(agent, "after_tool_call",
-               AfterToolCallEvent(agent.context, name, params, result, call_id, message))
+               AfterToolCallEvent(agent.context, name, params, result, call_id, message, error))
+
+
+def _store(agent: Agent, run: Run, name: str, call_id: str, result: Any, note: str | None
+           ) -> dict[str, Any]:
+    try:
+        content = serialize_result(result)
+    except Exception as exc:  # a circular value, keys that are not strings, too deep...
+        content = (f"Error: the result of {name} could not be turned into JSON text "
+                   f"({type(exc).__name__}: {exc})")
+    run.running_call = None
+    return agent._answer(call_id, f"{note}\n{content}" if note else content)
+
+
+def _text(value: Any) -> str:
+    try:
+        return serialize_result(value)
+    except Exception:
+        return repr(value)[:500]
 
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
@@ -263,10 +298,17 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
         value = json.loads(raw) if isinstance(raw, str) else raw
     except json.JSONDecodeError as exc:
         return {}, f"are not valid JSON ({exc.msg} at position {exc.pos}): {raw[:200]!r}"
+    except (ValueError, RecursionError) as exc:
+        # A number of more than 4,300 digits, or nesting deeper than Python's recursion limit.
+        return {}, f"cannot be read ({type(exc).__name__}: {str(exc)[:200]}): {raw[:200]!r}"
     if not isinstance(value, dict):
-        return {}, f"must be a JSON object, got {type(value).__name__}: {raw[:200]!r}"
+        return {}, f"must be a JSON object, got {type(value).__name__}: {str(raw)[:200]!r}"
     return value, None
 
 
 def _failure(what: str, exc: BaseException) -> str:
-    return f"Error: {what} raised {type(exc).__name__}: {exc}"
+    try:
+        said = str(exc)
+    except Exception:  # an exception whose __str__ raises in turn
+        said = "(its message could not be read)"
+    return f"Error: {what} raised {type(exc).__name__}: {said}"

@@ -30,7 +30,7 @@ from helpers import make_fragola, user
 from invariants import check_agent, loopback_http_client
 
 from fragola_nb import Agent, Fragola, ModelHTTPError, run_sync, tool
-from fragola_nb.runloop import CANCELLED
+from fragola_nb.runloop import CANCELLED, INTERRUPTED
 from fragola_nb.scripted import ScriptedModel, ScriptEntry, call, fail, hang, reply, tool_calls
 
 TESTS = Path(__file__).parent
@@ -55,6 +55,7 @@ def answer(content: str) -> dict[str, Any]:
 # What the history holds when the run is cut at a given point.
 USER_ONLY = [user("go")]
 CALL_CANCELLED = [user("go"), calls("add"), answer(CANCELLED)]
+CALL_INTERRUPTED = [user("go"), calls("add"), answer(INTERRUPTED)]  # cut inside its handler
 CALL_ANSWERED = [user("go"), calls("add"), answer("3")]
 TURN_DONE = [*CALL_ANSWERED, {"role": "assistant", "content": "done"}]
 
@@ -88,7 +89,8 @@ LISTENER_POINTS = [
     Point("ai_message", (ADD_CALL,), USER_ONLY, "ai_message"),
     Point("after_model_invocation", (ADD_CALL,), CALL_CANCELLED, "after_model_invocation"),
     Point("before_tool_call", (ADD_CALL,), CALL_CANCELLED, "before_tool_call"),
-    Point("tool_call", (ADD_CALL,), CALL_CANCELLED, "tool_call"),
+    # The handler ran: its result is kept, never recorded as "did not run".
+    Point("tool_call", (ADD_CALL,), CALL_ANSWERED, "tool_call"),
     Point("after_tool_call", (ADD_CALL,), CALL_ANSWERED, "after_tool_call"),
     Point("after_step", (ADD_CALL,), CALL_ANSWERED, "after_step"),
 ]
@@ -105,7 +107,7 @@ MODEL_POINTS = [
     Point("retry_backoff", (fail(503, headers={"retry-after-ms": "60000"}),), USER_ONLY),
     Point("stream", (reply("one two three four five six seven"),), USER_ONLY, modes=(True,)),
     Point("tool_handler", (tool_calls(call("slow", {}, id="c1")),),
-          [user("go"), calls("slow"), answer(CANCELLED)]),
+          [user("go"), calls("slow"), answer(INTERRUPTED)]),
 ]
 
 
@@ -347,7 +349,7 @@ KEYBOARD_POINTS = [
     *((p.event, p.expected, p.modes) for p in LISTENER_POINTS),
     ("after_state_update", USER_ONLY, (False, True)),  # raised as the user message is stored
     ("status_change", [], (False, True)),  # raised as the turn starts: nothing ran
-    ("handler", CALL_CANCELLED, (False, True)),
+    ("handler", CALL_INTERRUPTED, (False, True)),
 ]
 
 
@@ -421,7 +423,7 @@ def test_keyboard_interrupt_from_a_handler_reaches_the_run_sync_caller(
         run_sync(agent.user_message("go"), timeout=10)
 
     assert agent.status == "idle"
-    assert agent.state.messages == CALL_CANCELLED
+    assert agent.state.messages == CALL_INTERRUPTED
     check_agent(agent)
     model.push(reply("next"))
     assert run_sync(agent.step(), timeout=10).messages[-1] == {"role": "assistant",
@@ -560,7 +562,7 @@ def test_ctrl_c_in_a_plain_script_leaves_the_agent_idle_with_a_valid_history(
     assert report["ended"] == "KeyboardInterrupt"
     assert (report["status"], report["outcome"], report["problem"]) == ("idle", "stopped", None)
     if point == "handler":
-        assert report["messages"] == [user("go"), calls("slow"), answer(CANCELLED)]
+        assert report["messages"] == [user("go"), calls("slow"), answer(INTERRUPTED)]
     else:
         assert report["messages"] == USER_ONLY
     assert report["next"] == {"role": "assistant", "content": "next"}

@@ -11,7 +11,7 @@ import pytest
 from helpers import answered, asked, make_fragola, user
 
 from fragola_nb import Agent, AgentState, tool
-from fragola_nb.runloop import CANCELLED
+from fragola_nb.runloop import CANCELLED, INTERRUPTED
 from fragola_nb.scripted import ScriptedModel, call, hang, reply, tool_calls
 
 
@@ -286,7 +286,7 @@ async def test_stop_sync_while_a_slow_async_tool_runs_cancels_that_call(model):
     state = await asyncio.wait_for(task, timeout=1.0)
 
     assert cleaned_up == ["first"]
-    assert state.messages == two_calls_answered(CANCELLED, CANCELLED)
+    assert state.messages == two_calls_answered(INTERRUPTED, CANCELLED)
     assert state.status == "idle"
     assert len(model.requests) == 1
 
@@ -305,7 +305,7 @@ async def test_stop_sync_from_inside_a_tool_handler_cancels_that_call(model):
 
     state = await agent.user_message("go")
 
-    assert state.messages == two_calls_answered(CANCELLED, CANCELLED)
+    assert state.messages == two_calls_answered(INTERRUPTED, CANCELLED)
     assert state.status == "idle"
 
 
@@ -340,7 +340,7 @@ async def test_cancelling_the_awaiting_task_during_a_tool_call(model):
         await task
 
     assert agent.status == "idle"
-    assert agent.state.messages == two_calls_answered(CANCELLED, CANCELLED)
+    assert agent.state.messages == two_calls_answered(INTERRUPTED, CANCELLED)
     model.push(reply("ok"))
     state = await agent.step()
     assert state.messages[-1] == {"role": "assistant", "content": "ok"}
