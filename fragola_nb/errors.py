@@ -12,6 +12,8 @@
     │   ├── ModelConnectionError      the connection failed or dropped
     │   └── ModelResponseError        an answer that is not a usable completion
     ├── ListenerError             an event listener raised: fix the listener
+    │   └── InvalidListenerResult     a mutating listener returned (or left) a value that is
+    │                                 not what the event carries; also a ``BadUsage``
     ├── JsonModeError             ``agent.json`` got no parseable JSON or the API failed
     └── SessionError              a session file cannot be loaded or saved: it is corrupted,
                                   truncated or hostile, names a tool or listener not given to
@@ -44,6 +46,7 @@ __all__ = [
     "BadUsage",
     "FragolaError",
     "InvalidArguments",
+    "InvalidListenerResult",
     "InvalidToolDefinition",
     "JsonModeError",
     "ListenerError",
@@ -72,7 +75,6 @@ class FragolaError(Exception):
 
     def _short_traceback(self) -> list[str]:
         return [f"{type(self).__name__}: {self}", "(%tb shows the full traceback)"]
-
 
 
 class BadUsage(FragolaError):
@@ -117,6 +119,14 @@ class ListenerError(FragolaError):
     def __init__(self, message: str, *, event: str) -> None:
         super().__init__(message)
         self.event = event
+
+
+class InvalidListenerResult(ListenerError, BadUsage):
+    """A mutating listener returned (or changed the event's value into) something the event
+    cannot carry on with: a ``user_message`` listener returning a string instead of the
+    message dict, a ``before_tool_call`` listener returning a dict instead of the config.
+    Nothing of it was stored. It is both a ``ListenerError`` (a listener is at fault) and a
+    ``BadUsage`` (the calling code must change)."""
 
 
 class JsonModeError(FragolaError):
