@@ -10,19 +10,17 @@ shares with its parent.
 
 Everything is inert. HTML comes from ``fragola_nb.render`` (every string escaped, raw HTML and
 images off) inside a page whose Content-Security-Policy forbids scripts and remote loads.
-In Markdown, names and titles are backslash-escaped; message text is kept as Markdown only
-when no renderer could make markup from it (no ``<``, no image, only http(s)/mailto links),
-otherwise it is fenced, like tool arguments and results always are.
+In Markdown (``markdown``), names and titles are backslash-escaped; message text is kept as
+Markdown only when no renderer could make markup or a line of the transcript from it (no
+heading, no ``<``, no image, only http(s)/mailto links), otherwise it is fenced, like tool
+arguments and results always are; control and bidi characters are written as ``\\uXXXX``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ..render import (
     CSS,
@@ -30,11 +28,10 @@ from ..render import (
     escape,
     message_html,
     messages_html,
-    pretty_arguments,
-    text_of,
 )
 from ..render import tool_names_of as _tool_names
 from .atomic import atomic_write, entry_path
+from .markdown import fence, inline, messages_markdown
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -42,14 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["export_html", "export_markdown", "export_tree_html", "export_tree_markdown"]
 
 Messages = list[dict[str, Any]]
-# Inline text (names, titles) escapes what Markdown gives meaning to mid-line; "-", "/" and
-# "." only matter at the start of a line, which inline text never is.
-_PUNCTUATION = re.compile(r"([\\`*_\[\]<>!|~#&])")
-# Outside code, text that a renderer might turn into markup: "<" (raw HTML, autolinks), "!["
-# (images), a script scheme. Links are also judged on markdown-it's parse (entities decoded).
-_RISKY = re.compile(r"<|!\[|(?i:\b(java|vb|live)script\s*:|\bdata\s*:\s*\w+/)")
-_END = "fragola-end-of-message"
-_SAFE_SCHEMES = frozenset({"", "http", "https", "mailto"})
 
 
 def export_markdown(agent: Agent, path: str | os.PathLike[str] | None = None, *,
@@ -57,11 +46,11 @@ def export_markdown(agent: Agent, path: str | os.PathLike[str] | None = None, *,
     """The agent's conversation (its branch from the root) as Markdown; written to ``path``
     when given. Returns the text."""
     messages = agent.state.messages
-    lines = [f"# {_inline(title or agent.name)}", "", _about(agent, len(messages)), ""]
+    lines = [f"# {inline(title or agent.name)}", "", _about(agent, len(messages)), ""]
     if agent.instructions:
-        lines += ["## Instructions", "", _fence(agent.instructions, "text"), ""]
+        lines += ["## Instructions", "", fence(agent.instructions, "text"), ""]
     lines += ["## Conversation", ""]
-    lines += _messages_markdown(messages, 0, {})
+    lines += messages_markdown(messages, 0, {})
     return _written(path, "\n".join(lines).rstrip() + "\n")
 
 
@@ -81,18 +70,18 @@ def export_tree_markdown(agent: Agent, path: str | os.PathLike[str] | None = Non
                          title: str | None = None) -> str:
     """Every branch of ``agent``'s tree: the root's conversation, then what each fork adds."""
     root = agent.root
-    lines = [f"# {_inline(title or root.name)}", ""]
+    lines = [f"# {inline(title or root.name)}", ""]
     for node, start, messages in _branches(root):
-        lines += [f"## {_inline(node.name)}", "", _about(node, len(messages)), ""]
+        lines += [f"## {inline(node.name)}", "", _about(node, len(messages)), ""]
         instructions = _changed_instructions(node)
         if instructions:
-            lines += ["Instructions:", "", _fence(instructions, "text"), ""]
+            lines += ["Instructions:", "", fence(instructions, "text"), ""]
         if start:
             lines += [f"*Continues after message {start} of "
-                      f"{_inline(node.parent.name if node.parent else '')}.*", ""]
+                      f"{inline(node.parent.name if node.parent else '')}.*", ""]
         added = messages[start:]
         names = _tool_names(messages[:start])
-        lines += _messages_markdown(added, start, names) if added else ["*No new messages.*", ""]
+        lines += messages_markdown(added, start, names) if added else ["*No new messages.*", ""]
     return _written(path, "\n".join(lines).rstrip() + "\n")
 
 
@@ -148,77 +137,7 @@ def _subtitle(agent: Agent) -> str:
 
 
 def _about(agent: Agent, count: int) -> str:
-    return f"*{_inline(_subtitle(agent))} · {count} messages*"
-
-
-def _messages_markdown(messages: Messages, start: int, names: dict[str, str]) -> list[str]:
-    names = _tool_names(messages, dict(names))
-    lines: list[str] = []
-    for number, message in enumerate(messages, start + 1):
-        role = str(message.get("role", "?"))
-        text = text_of(message.get("content"))
-        if role == "tool":
-            name = names.get(str(message.get("tool_call_id", "")), "tool")
-            lines += [f"### {number} · Result of {_inline(name)}", "", _fence(text, "text"), ""]
-            continue
-        lines += [f"### {number} · {_inline(role.capitalize())}", ""]
-        if text:
-            lines += [text if _renders_safely(text) else _fence(text, "text"), ""]
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            lines += [f"Calls **{_inline(function.get('name', '?'))}**:", "",
-                      _fence(pretty_arguments(function.get("arguments", "")), "json"), ""]
-    return lines
-
-
-def _inline(text: Any) -> str:
-    """One line of literal text: every Markdown punctuation character backslash-escaped."""
-    return _PUNCTUATION.sub(r"\\\1", " ".join(str(text).split()))
-
-
-def _fence(text: str, info: str) -> str:
-    """A fenced code block that ``text`` cannot close (the fence outruns its backticks)."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{info}\n{text}\n{fence}"
-
-
-@lru_cache(maxsize=1)
-def _parser() -> Any:
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt("commonmark")
-    md.validateLink = lambda url: True  # type: ignore[method-assign]  # judge schemes below
-    return md
-
-
-def _renders_safely(text: str) -> bool:
-    """True when Markdown renderers make no HTML tag, image or script link from ``text``, and
-    it leaves nothing open (a fence, a quote) that would swallow what follows.
-
-    Code (spans and blocks) is shown as text by every renderer, so a ``<`` there is fine;
-    anywhere else it is a reason to fence the message, whatever markdown-it makes of it.
-    """
-    env: dict[str, Any] = {}
-    tokens = _parser().parse(f"{text}\n\n{_END}\n", env)
-    if env.get("references"):  # a link definition would apply to other messages too
-        return False
-    if [t.type for t in tokens[-3:]] != ["paragraph_open", "inline", "paragraph_close"] or (
-        tokens[-2].content != _END or tokens[-2].level != 1
-    ):
-        return False
-    for token in tokens:
-        if token.type == "html_block":
-            return False
-        for inner in token.children or ():
-            if inner.type in ("html_inline", "image"):
-                return False
-            if inner.type == "text" and _RISKY.search(inner.content):
-                return False
-            href = inner.attrGet("href") if inner.type == "link_open" else None
-            if href is not None and urlsplit(str(href)).scheme.lower() not in _SAFE_SCHEMES:
-                return False
-    return True
+    return f"*{inline(_subtitle(agent))} · {count} messages*"
 
 
 def _page(title: str, body: str) -> str:
