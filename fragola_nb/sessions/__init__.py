@@ -3,8 +3,10 @@ conversations written as Markdown or standalone HTML.
 
 ``session`` holds the public functions (``save_session``, ``load_session``, ``Session``);
 ``schema`` the file format and its strict parsing; ``dump`` and ``restore`` turn live agents
-into the document and back; ``export`` writes the readable copies; ``atomic`` writes any of
-these files whole or not at all.
+into the document and back; ``export`` writes the readable copies (``markdown`` keeps any
+message from reshaping a Markdown transcript); ``atomic`` writes any of these files whole or
+not at all, replacing a symbolic link rather than writing through it. Credentials in model
+settings are left out of session files by the one rule of ``fragola_nb.redact``.
 """
 
 from __future__ import annotations
