@@ -56,8 +56,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["REDACTED", "SCHEMA_NAME_MAPS", "hidden", "is_secret_name", "is_secret_value",
-           "redact_text", "redacted", "scrub"]
+__all__ = ["REDACTED", "hidden", "is_secret_name", "is_secret_value", "redact_text", "redacted",
+           "scrub"]
 
 REDACTED = "[redacted]"
 
@@ -70,7 +70,7 @@ _NOT_SECRET_WORD = re.compile(r"tokens|tokeni[sz]\w*|detokeni[sz]\w*|keywords?")
 _NOT_SECRET_PAIRS = frozenset({("token", "id"), ("token", "ids"), ("cache", "key"),
                                ("idempotency", "key")})
 _SCHEMES = frozenset({"basic", "bearer", "digest", "token", "apikey", "negotiate", "sharedkey"})
-SCHEMA_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCHEMA_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 """Keys whose value maps names chosen by a JSON Schema's author, not credentials."""
 
 # Each pattern keeps group 1 (a scheme, "user:") and hides what follows it.
@@ -158,7 +158,7 @@ def _walk(value: Any, path: str, on_secret: Callable[[str, Any, bool], Any],
             if shown != key or (names and is_secret_name(key)):
                 item = on_secret(where, item, True)
             else:
-                item = _walk(item, where, on_secret, key not in SCHEMA_NAME_MAPS)
+                item = _walk(item, where, on_secret, key not in _SCHEMA_NAME_MAPS)
             if item is not _DROP:
                 out[shown] = item
         return out
