@@ -12,7 +12,7 @@ import pydantic
 from . import driver
 from .errors import FragolaError, InvalidToolDefinition, JsonModeError, ModelError
 from .model_client import json_schema_response_format
-from .schemas import is_pydantic_v1_model, load_json_schema, parse_v1
+from .schemas import is_pydantic_v1_model, json_validator, load_json_schema, parse_v1
 from .state import AgentState
 
 if TYPE_CHECKING:
@@ -66,6 +66,10 @@ async def run_json(
         raise JsonModeError(
             f"the model's answer is not JSON ({exc.msg}): {content!r:.200}"
         ) from exc
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting too deep
+        raise JsonModeError(
+            f"the model's answer cannot be read as JSON ({type(exc).__name__}: "
+            f"{str(exc)[:200]})") from exc
     if document is None:
         raise JsonModeError("the model's answer has no JSON content")
     try:
@@ -84,6 +88,8 @@ def _prepare(schema: Any) -> tuple[Any, dict[str, Any]]:
                 return model.model_validate(document)
             except pydantic.ValidationError as exc:
                 raise ValueError(str(exc)) from exc
+            except Exception as exc:  # a custom validator raising anything else
+                raise ValueError(f"the validator raised {type(exc).__name__}: {exc}") from exc
 
         return validate_model, json_schema_response_format(model, _name(model.__name__))
     if is_pydantic_v1_model(schema):
@@ -98,13 +104,14 @@ def _prepare(schema: Any) -> tuple[Any, dict[str, Any]]:
             raw = load_json_schema(schema)
         except InvalidToolDefinition as exc:
             raise JsonModeError(str(exc)) from exc
-        import jsonschema  # imported when needed: it costs seconds at import time
-
-        validator = jsonschema.validators.validator_for(raw)(raw)
+        validator = json_validator(raw)
 
         def validate_raw(document: Any) -> Any:
-            errors = [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
-                      for e in validator.iter_errors(document)]
+            try:
+                errors = [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+                          for e in validator.iter_errors(document)]
+            except Exception as exc:  # a document nested deeper than the recursion limit
+                raise ValueError(f"the validator raised {type(exc).__name__}: {exc}") from exc
             if errors:
                 raise ValueError("\n".join(errors))
             return document

@@ -62,6 +62,8 @@ class PydanticSchema(ToolSchema):
             return self.model.model_validate(arguments)
         except pydantic.ValidationError as exc:
             raise ArgumentsRejected(format_pydantic_errors(exc.errors())) from exc
+        except Exception as exc:
+            raise _rejected_by_validator(exc) from exc
 
 
 class PydanticV1Schema(ToolSchema):
@@ -80,6 +82,18 @@ class PydanticV1Schema(ToolSchema):
             return self.model.parse_obj(arguments)
         except pydantic_v1.ValidationError as exc:
             raise ArgumentsRejected(format_pydantic_errors(exc.errors())) from exc
+        except Exception as exc:
+            raise _rejected_by_validator(exc) from exc
+
+
+def _rejected_by_validator(exc: Exception) -> ArgumentsRejected:
+    """Whatever a validator raises (a custom pydantic validator raising ``PermissionError``,
+    a ``RecursionError`` on deep arguments) means the arguments were not accepted."""
+    try:
+        said = str(exc)
+    except Exception:
+        said = "(no message)"
+    return ArgumentsRejected(f"- (arguments): the validator raised {type(exc).__name__}: {said}")
 
 
 class JsonSchema(ToolSchema):
@@ -91,18 +105,71 @@ class JsonSchema(ToolSchema):
         parameters = load_json_schema(schema)
         super().__init__(parameters)
         self.validates = validate
-        import jsonschema  # imported when needed: it costs seconds at import time
-
-        self._validator = jsonschema.validators.validator_for(parameters)(parameters)
+        self._validator = json_validator(parameters)
 
     def parse(self, arguments: dict[str, Any]) -> Any:
         if self.validates:
-            errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+            try:
+                errors = sorted(self._validator.iter_errors(arguments),
+                                key=lambda e: [str(part) for part in e.path])
+            except Exception as exc:
+                raise _rejected_by_validator(exc) from exc
             if errors:
                 raise ArgumentsRejected(
                     "\n".join(f"- {_json_path(e.absolute_path)}: {e.message}" for e in errors)
                 )
         return arguments
+
+
+def json_validator(schema: dict[str, Any]) -> Any:
+    """A ``jsonschema`` validator for a schema ``load_json_schema`` accepted, resolving
+    ``$ref`` within the schema (and the JSON Schema meta-schemas) only: never over the
+    network, which jsonschema would otherwise try for a remote ``$ref``."""
+    import jsonschema  # imported when needed: it costs seconds at import time
+
+    return jsonschema.validators.validator_for(schema)(schema, registry=_local_registry())
+
+
+def _local_registry() -> Any:
+    """The JSON Schema meta-schemas, and nothing that retrieves anything else."""
+    import jsonschema_specifications  # type: ignore[import-untyped]
+
+    return jsonschema_specifications.REGISTRY
+
+
+def _check_refs(schema: dict[str, Any]) -> None:
+    """Refuse a ``$ref`` that does not resolve within the schema, before any call needs it."""
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012, specification_with
+
+    specification = specification_with(str(schema.get("$schema", "")), default=DRAFT202012)
+    root = _local_registry().resolver_with_root(
+        specification.create_resource(schema))
+
+    def walk(node: Any, resolver: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, resolver)
+            return
+        if not isinstance(node, dict):
+            return
+        if node is not schema and specification.id_of(node):
+            resolver = resolver.in_subresource(specification.create_resource(node))
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable as exc:
+                raise InvalidToolDefinition(
+                    f"the JSON Schema's $ref {ref!r} points nowhere in the schema (fragola_nb "
+                    "never fetches remote schemas: put what it names under $defs)") from exc
+        for value in node.values():
+            walk(value, resolver)
+
+    try:
+        walk(schema, root)
+    except RecursionError as exc:
+        raise InvalidToolDefinition("the JSON Schema is nested too deeply") from exc
 
 
 def load_json_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
@@ -120,10 +187,13 @@ def load_json_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise InvalidToolDefinition(f"the JSON Schema is broken: {exc.message}") from exc
+    except RecursionError as exc:
+        raise InvalidToolDefinition("the JSON Schema is nested too deeply") from exc
     if schema.get("type", "object") != "object":
         raise InvalidToolDefinition(
             'a parameters schema must describe an object ("type": "object")'
         )
+    _check_refs(schema)
     return schema
 
 
@@ -141,6 +211,8 @@ def parse_v1(model: Any, document: Any) -> Any:
         return model.parse_obj(document)
     except pydantic_v1.ValidationError as exc:
         raise ValueError(str(exc)) from exc
+    except Exception as exc:  # a custom validator raising anything else
+        raise ValueError(f"the validator raised {type(exc).__name__}: {exc}") from exc
 
 
 def to_schema(schema: Any, *, validate: bool = False) -> ToolSchema:
