@@ -9,7 +9,7 @@ import pytest
 from helpers import make_fragola, user
 
 from fragola_nb import Agent, BadUsage, create_store, tool
-from fragola_nb.scripted import call, reply, tool_calls
+from fragola_nb.scripted import call, hang, reply, tool_calls
 
 
 @tool
@@ -394,3 +394,91 @@ async def test_fork_of_a_waiting_agent_keeps_the_pending_call_unapproved(model):
     }
     with pytest.raises(BadUsage):
         await agent.user_message("the parent still waits for a decision")
+
+
+# -- dropping branches (issue 10, B.5) ---------------------------------------------------------
+
+
+async def test_dropped_forks_are_freed_and_the_parent_lists_what_is_left(model):
+    import gc
+    import weakref
+
+    agent = make_fragola(model).agent("trunk", messages=[user(f"m{i}") for i in range(100)])
+    kept = agent.fork("kept")
+    refs = []
+    for n in range(2000):
+        fork = agent.fork(f"trial{n}")
+        refs.append(weakref.ref(fork))
+        fork.drop()
+    del fork
+    gc.collect()
+
+    assert [ref() for ref in refs] == [None] * len(refs)
+    assert agent.forks == (kept,)
+    assert tree(agent) == ("trunk", [("kept", [])])
+
+
+async def test_forks_nobody_dropped_stay_in_the_tree(model):
+    import gc
+
+    agent = make_fragola(model).agent("trunk")
+    for n in range(3):
+        agent.fork(f"b{n}")  # no variable keeps them: the tree does
+    gc.collect()
+    assert [fork.name for fork in agent.forks] == ["b0", "b1", "b2"]
+
+
+async def test_dropping_a_branch_takes_its_forks_and_leaves_it_usable(model):
+    model.push(reply("still here"))
+    trunk = make_fragola(model).agent("trunk", messages=[user("hi")])
+    branch = trunk.fork("branch")
+    leaf = branch.fork("leaf")
+    heard = []
+    trunk.on_after_state_update(lambda event: heard.append(event.reason))
+
+    branch.drop()
+
+    assert trunk.forks == () and heard == ["drop"]
+    assert branch.parent is None and branch.root is branch and branch.fork_of == trunk.id
+    assert branch.forks == (leaf,) and leaf.root is branch
+    state = await branch.user_message("and now?")
+    assert state.messages == [user("hi"), user("and now?"), assistant("still here")]
+    assert trunk.state.messages == [user("hi")]
+
+
+async def test_drop_refuses_a_root_a_dropped_fork_and_a_generating_one(model):
+    import asyncio
+
+    model.push(hang())
+    trunk = make_fragola(model).agent("trunk")
+    with pytest.raises(BadUsage, match="not a fork"):
+        trunk.drop()
+    gone = trunk.fork("gone")
+    gone.drop()
+    with pytest.raises(BadUsage, match="already dropped"):
+        gone.drop()
+    busy = trunk.fork("busy")
+    task = asyncio.create_task(busy.user_message("go"))
+    await asyncio.to_thread(model.wait_for_requests, 1)
+    with pytest.raises(BadUsage, match="generating"):
+        busy.drop()
+    busy.stop_sync()
+    await task
+    busy.drop()
+    assert trunk.forks == ()
+
+
+async def test_a_dropped_fork_saves_and_loads_as_a_root_of_its_own(model, tmp_path):
+    from fragola_nb import load_session, save_session
+
+    model.push(reply("branch reply"))
+    trunk = make_fragola(model).agent("trunk", messages=[user("hi")])
+    branch = trunk.fork("branch")
+    await branch.user_message("more")
+    branch.drop()
+
+    save_session(tmp_path / "branch.json", branch)
+    loaded = load_session(tmp_path / "branch.json", make_fragola(model))
+
+    assert [agent.name for agent in loaded.roots] == ["branch"]
+    assert loaded["branch"].state.messages == branch.state.messages

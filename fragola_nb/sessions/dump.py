@@ -111,8 +111,9 @@ class _Dump:
                          "written to a session)", where, agent.name)
         return {
             "id": agent.id,
+            # A dropped fork (``agent.drop()``) is saved as the root of its own tree.
             "fork_of": agent.parent.id if agent.parent is not None else None,
-            "fork_point": agent.fork_point,
+            "fork_point": agent.fork_point if agent.parent is not None else 0,
             "history": self.history_ref(agent._history),
             "step_count": agent.step_count,
             "status": agent.status,
