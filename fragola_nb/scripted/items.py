@@ -49,6 +49,7 @@ class Reply:
 
     text: str
     stream_cut_after: int | None = None
+    ignore_stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class ToolCalls:
     calls: tuple[ToolCall, ...]
     content: str | None = None
     stream_cut_after: int | None = None
+    ignore_stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,9 @@ Item = Reply | ToolCalls | Fail | Hang | Drop | Raw
 ScriptEntry = Item | Callable[[dict[str, Any]], Item]
 
 
-def reply(text: str, *, stream_cut_after: int | None = None) -> Reply:
+def reply(
+    text: str, *, stream_cut_after: int | None = None, ignore_stream: bool = False
+) -> Reply:
     """Answer with an assistant message whose content is ``text``.
 
     ``stream_cut_after=N``: when the request streams, send N chunks (the first one is the
@@ -114,8 +118,11 @@ def reply(text: str, *, stream_cut_after: int | None = None) -> Reply:
     without ``data: [DONE]``. With openai 3.x the client's ``async for`` over the stream yields
     those N chunks and then raises :class:`openai.APIConnectionError` (httpx reports an
     incomplete chunked read). Non-streaming requests ignore it.
+
+    ``ignore_stream=True``: answer a streaming request with a plain ``chat.completion`` JSON
+    body, as servers that do not implement streaming do.
     """
-    return Reply(text, stream_cut_after)
+    return Reply(text, stream_cut_after, ignore_stream)
 
 
 def call(name: str, arguments: Mapping[str, Any] | str, *, id: str | None = None) -> ToolCall:
@@ -130,15 +137,18 @@ def call(name: str, arguments: Mapping[str, Any] | str, *, id: str | None = None
 
 
 def tool_calls(
-    *calls: ToolCall, content: str | None = None, stream_cut_after: int | None = None
+    *calls: ToolCall,
+    content: str | None = None,
+    stream_cut_after: int | None = None,
+    ignore_stream: bool = False,
 ) -> ToolCalls:
     """Answer with an assistant message carrying ``calls`` (several at once is fine).
 
-    ``stream_cut_after`` works as in :func:`reply`.
+    ``stream_cut_after`` and ``ignore_stream`` work as in :func:`reply`.
     """
     if not calls:
         raise ValueError("tool_calls() needs at least one call(...)")
-    return ToolCalls(tuple(calls), content, stream_cut_after)
+    return ToolCalls(tuple(calls), content, stream_cut_after, ignore_stream)
 
 
 # Mirrors the `type` the OpenAI API puts in its error bodies, so code that branches on it

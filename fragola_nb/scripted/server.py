@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ScriptedModel"]
 
+
 Brain = Callable[[dict[str, Any]], Item]
 
 
@@ -288,7 +289,7 @@ class ScriptedModel:
             "model": model if isinstance(model, str) and model else self.model_name,
         }
         usage = wire.usage(request, answer)
-        if request.get("stream") is not True:
+        if request.get("stream") is not True or item.ignore_stream:
             body = wire.completion(answer, usage=usage, **meta)
             self.responses.append(body)
             handler.send(200, wire.dumps(body))
