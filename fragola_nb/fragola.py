@@ -24,22 +24,32 @@ if TYPE_CHECKING:
 __all__ = ["Fragola"]
 
 DEFAULT_MODEL = "gpt-4o-mini"
+MODEL_VARIABLE = "FRAGOLA_MODEL"
+
+
+def _default_model() -> str:
+    """``FRAGOLA_MODEL`` when it is set and not blank, else ``gpt-4o-mini``."""
+    return os.environ.get(MODEL_VARIABLE, "").strip() or DEFAULT_MODEL
 
 
 class Fragola:
     """Holds the model client and the shared stores, and makes agents.
 
     >>> fragola = Fragola(model="gpt-4o-mini")             # doctest: +SKIP
+    >>> local = Fragola(model="llama3.2", base_url="http://localhost:11434/v1")  # doctest: +SKIP
     >>> agent = fragola.agent(name="helper", instructions="Be brief.")   # doctest: +SKIP
 
-    ``api_key`` and ``base_url`` fall back to ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``;
+    ``model`` falls back to ``FRAGOLA_MODEL``, then ``gpt-4o-mini``; ``api_key`` and
+    ``base_url`` fall back to ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``. A base URL without a
+    key is a local server (Ollama, vLLM, LM Studio, llama.cpp): it is sent a placeholder key.
+    Whitespace around a key is dropped; a key or header HTTP cannot carry is a ``BadUsage``.
     ``client`` takes a ready ``openai.AsyncOpenAI``; other keyword arguments go to
     ``openai.AsyncOpenAI`` (``timeout``, ``max_retries``, ``default_headers``, ...).
     """
 
     def __init__(
         self,
-        model: str = DEFAULT_MODEL,
+        model: str | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
         client: openai.AsyncOpenAI | None = None,
@@ -47,6 +57,8 @@ class Fragola:
         stores: Sequence[Store[Any]] = (),
         **openai_client_options: Any,
     ) -> None:
+        if model is None:
+            model = _default_model()
         if not isinstance(model, str) or not model:
             raise BadUsage("model must be a non-empty string")
         self.model = model
@@ -91,21 +103,32 @@ class Fragola:
         return fragola
 
     @classmethod
-    def from_env(cls, model: str = DEFAULT_MODEL, **options: Any) -> Fragola:
-        """The real API when ``OPENAI_API_KEY`` is set, else the offline scripted model
-        (and a one-line notice on stderr saying so).
+    def from_env(cls, model: str | None = None, **options: Any) -> Fragola:
+        """A model API when one is configured, else the offline scripted model (and a
+        one-line notice on stderr saying so).
+
+        Configured means an API key (``api_key=`` or ``OPENAI_API_KEY``), a base URL
+        (``base_url=`` or ``OPENAI_BASE_URL``: a local server needs no key) or a ``client=``.
+        ``model`` falls back to ``FRAGOLA_MODEL``, then ``gpt-4o-mini``.
 
         Offline, ``model`` and ``stores`` are kept (the scripted model answers to any model
-        name); options that only concern a real API connection (``base_url``, ``timeout``,
+        name); options that only concern a real API connection (``timeout``,
         ``max_retries``, headers...) have nothing to apply to and are left out.
+
+        >>> # with OPENAI_BASE_URL=http://localhost:11434/v1 and FRAGOLA_MODEL=llama3.2 set:
+        >>> fragola = Fragola.from_env()      # doctest: +SKIP
         """
-        if options.get("api_key") or options.get("client") or os.environ.get("OPENAI_API_KEY"):
+        configured = (options.get("api_key") or options.get("base_url") or options.get("client")
+                      or os.environ.get("OPENAI_API_KEY", "").strip()
+                      or os.environ.get("OPENAI_BASE_URL", "").strip())
+        if configured:
             return cls(model=model, **options)
         print(
-            "fragola_nb: no OPENAI_API_KEY set, running offline on the scripted demo model",
+            "fragola_nb: no OPENAI_API_KEY set, running offline on the scripted demo model "
+            "(set OPENAI_BASE_URL for a local server)",
             file=sys.stderr,
         )
-        return cls.scripted(model=model, stores=options.get("stores", ()))
+        return cls.scripted(model=model or _default_model(), stores=options.get("stores", ()))
 
     async def aclose(self) -> None:
         """Close the HTTP client made for the running event loop and stop the scripted

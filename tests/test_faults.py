@@ -155,17 +155,26 @@ FAULTS = [
     Fault("sse_stream_ends_before_done",
           lambda _: sse(delta(role="assistant", content="half a rep"), done=False),
           ModelConnectionError, None, modes=(True,)),
+    # Streamed, the three below are a server that answered a streaming request with one body.
     Fault("body_cut_short",
           lambda _: raw(b'{"id": "chatcmpl-x", "object": "chat.completion", "choices": [{"ind'),
-          ModelResponseError, json.JSONDecodeError, modes=(False,)),
+          ModelResponseError, json.JSONDecodeError),
     Fault("choice_with_no_message",
           _either(completion({"index": 0, "finish_reason": "stop"}),
                   sse({"index": 0, "finish_reason": "stop"})),
           ModelResponseError, None),
-    Fault("no_choices", lambda _: completion(), ModelResponseError, None, modes=(False,)),
+    Fault("no_choices", lambda _: completion(), ModelResponseError, None),
     Fault("plain_text_body",  # not JSON, and not said to be: the client hands back the text
           lambda _: raw(b"upstream says hello", headers={"Content-Type": "text/plain"}),
-          ModelResponseError, None, modes=(False,)),
+          ModelResponseError, None),
+    Fault("error_body_with_status_200",
+          lambda _: raw(json.dumps({"error": {"message": "model not loaded", "code": 503}})),
+          ModelResponseError, None),
+    Fault("json_nested_too_deeply",  # the JSON parser gives up with a RecursionError
+          _either(raw(b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+                  raw(b"data: " + b"[" * 100_000 + b"]" * 100_000 + b"\n\n",
+                      headers={"Content-Type": "text/event-stream"})),
+          ModelResponseError, RecursionError),
     Fault("json_that_is_not_an_object",
           _either(raw(b"[1, 2]"),
                   raw(b"data: 5\n\ndata: [DONE]\n\n",
@@ -466,3 +475,68 @@ async def test_retries_are_configured_per_fragola_instance(
 
     assert len(model.requests) == 3
     await assert_recovers_with_the_pushed_reply(hasty, "hasty's next call")
+
+
+# -- every field of a streamed chunk, of any type -----------------------------------------
+
+FULL_CHUNK: dict[str, Any] = {
+    "id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+    "system_fingerprint": "fp", "service_tier": "default", "usage": None,
+    "choices": [{
+        "index": 0, "logprobs": None, "finish_reason": None,
+        "delta": {"role": "assistant", "content": "Adding.", "refusal": None, "tool_calls": [
+            {"index": 0, "id": "c1", "type": "function",
+             "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
+    }],
+}
+CHUNK_FIELDS = [
+    ("id",), ("object",), ("created",), ("model",), ("system_fingerprint",), ("service_tier",),
+    ("usage",), ("choices",), ("choices", 0), ("choices", 0, "index"),
+    ("choices", 0, "logprobs"), ("choices", 0, "finish_reason"), ("choices", 0, "delta"),
+    ("choices", 0, "delta", "role"), ("choices", 0, "delta", "content"),
+    ("choices", 0, "delta", "refusal"), ("choices", 0, "delta", "tool_calls"),
+    ("choices", 0, "delta", "tool_calls", 0), ("choices", 0, "delta", "tool_calls", 0, "index"),
+    ("choices", 0, "delta", "tool_calls", 0, "id"),
+    ("choices", 0, "delta", "tool_calls", 0, "type"),
+    ("choices", 0, "delta", "tool_calls", 0, "function"),
+    ("choices", 0, "delta", "tool_calls", 0, "function", "name"),
+    ("choices", 0, "delta", "tool_calls", 0, "function", "arguments"),
+]
+ANY_TYPE = [None, 0, 7, -1, 1.5, True, "", "text", [], [None], {}, {"_fields_set": [1]}]
+
+
+def with_field(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    chunk = json.loads(json.dumps(FULL_CHUNK))
+    holder = chunk
+    for step in path[:-1]:
+        holder = holder[step]
+    holder[path[-1]] = value
+    return chunk
+
+
+def stream_of(*chunks: dict[str, Any]) -> Raw:
+    """A 200 event stream of these whole chunks, then ``data: [DONE]``."""
+    frames = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
+    return raw(b"".join([*frames, b"data: [DONE]\n\n"]),
+               headers={"Content-Type": "text/event-stream"})
+
+
+@pytest.mark.parametrize("path", CHUNK_FIELDS, ids=lambda path: ".".join(map(str, path)))
+async def test_a_streamed_chunk_field_of_any_type_is_a_reply_or_a_model_response_error(
+    model: ScriptedModel, make_agent: MakeAgent, path: tuple[Any, ...]
+) -> None:
+    # With a model_chunk listener, so that the chunk is also built as a ChatCompletionChunk.
+    model.brain = lambda request: reply("3")  # answers the request after the tool round
+    last = {**FULL_CHUNK, "choices": [delta("tool_calls")]}
+    for value in ANY_TYPE:
+        agent = make_agent(True)
+        heard: list[str] = []
+        agent.on_model_chunk(lambda event, heard=heard: heard.append(repr(event.chunk)))
+        model.push(stream_of(with_field(path, value), last))
+        try:
+            await agent.user_message("1 + 2?")
+        except ModelResponseError:
+            assert agent.state.messages == [user("1 + 2?")], value
+        else:
+            assert heard, value
+        check_agent(agent)

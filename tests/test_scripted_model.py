@@ -285,6 +285,27 @@ async def test_stream_cut_is_ignored_without_streaming(model, client):
     assert (await ask(client)).choices[0].message.content == "whole"
 
 
+def test_ignore_stream_answers_a_streaming_request_with_plain_json(model):
+    model.push(reply("whole", ignore_stream=True),
+               tool_calls(call("add", {"a": 1}, id="c1"), ignore_stream=True))
+    connection = http.client.HTTPConnection("127.0.0.1", urlsplit(model.base_url).port)
+    body = json.dumps({"model": "m", "messages": USER, "stream": True})
+    answers = []
+    for _ in range(2):
+        connection.request("POST", "/v1/chat/completions", body=body,
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.getheader("Content-Type") == "application/json"
+        answers.append(json.loads(response.read()))
+    connection.close()
+    assert model.chunks == []
+    assert answers == model.responses
+    assert answers[0]["choices"][0]["message"]["content"] == "whole"
+    assert answers[1]["choices"][0]["message"]["tool_calls"] == [
+        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+    ]
+
+
 # -- script mechanics ----------------------------------------------------------------------
 
 

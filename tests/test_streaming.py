@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from helpers import answered, asked, make_fragola
+from helpers import answered, asked, make_fragola, user
 from openai.types.chat import ChatCompletionChunk
 from openai_schema import validate_chunk
 
@@ -274,3 +274,177 @@ async def test_a_stream_cut_short_raises_and_keeps_a_valid_history(model):
     model.push(reply("Second try."))
     state = await agent.step()
     assert state.messages[-1] == {"role": "assistant", "content": "Second try."}
+
+
+# -- odd servers -----------------------------------------------------------------------------
+
+
+def choices_chunk(*choices: dict[str, Any]) -> dict[str, Any]:
+    return {**chunk({}), "choices": list(choices)}
+
+
+def choice(index: int, delta: dict[str, Any], finish_reason: str | None = None
+           ) -> dict[str, Any]:
+    return {"index": index, "delta": delta, "finish_reason": finish_reason}
+
+
+def two_choices_streamed() -> list[dict[str, Any]]:
+    """``n=2``: both choices interleaved, one chunk holding both with choice 1 first."""
+    return [
+        choices_chunk(choice(0, {"role": "assistant", "content": ""})),
+        choices_chunk(choice(1, {"role": "assistant", "content": ""})),
+        choices_chunk(choice(1, {"content": "Bonjour"})),
+        choices_chunk(choice(0, {"content": "Hello"})),
+        choices_chunk(choice(1, {"content": " monde"}), choice(0, {"content": " world"})),
+        choices_chunk(choice(1, {}, "stop")),
+        choices_chunk(choice(0, {}, "stop")),
+    ]
+
+
+def two_choices_plain() -> bytes:
+    """The same reply unstreamed, choice 1 listed first."""
+    return json.dumps({
+        "id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+        "choices": [
+            {"index": 1, "finish_reason": "stop",
+             "message": {"role": "assistant", "content": "Bonjour monde"}},
+            {"index": 0, "finish_reason": "stop",
+             "message": {"role": "assistant", "content": "Hello world"}},
+        ],
+    }).encode()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_with_n_2_only_choice_0_is_kept_and_heard(model, stream):
+    chunks = two_choices_streamed()
+    for body in chunks:
+        validate_chunk(body)
+    model.push(raw(sse(chunks), headers={"Content-Type": "text/event-stream"}) if stream
+               else raw(two_choices_plain()))
+    agent = make_fragola(model).agent("bot", model_settings={"stream": stream, "n": 2})
+    heard: list[tuple[str, dict[str, Any]]] = []
+    agent.on_model_chunk(lambda e: heard.append((e.content, e.message)))
+
+    state = await agent.user_message("Greet me")
+
+    assert state.messages == [user("Greet me"), {"role": "assistant", "content": "Hello world"}]
+    if stream:  # the chunks of choice 1 alone are not heard: they change nothing of the reply
+        assert heard == [
+            ("", {"role": "assistant", "content": ""}),
+            ("Hello", {"role": "assistant", "content": "Hello"}),
+            (" world", {"role": "assistant", "content": "Hello world"}),
+            ("", {"role": "assistant", "content": "Hello world"}),
+        ]
+
+
+async def test_with_n_2_streamed_tool_calls_of_other_choices_are_not_spliced_in(model):
+    def calls(index: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+        return choice(index, {"tool_calls": [
+            {"index": 0, "id": call_id, "type": "function",
+             "function": {"name": name, "arguments": arguments}}]})
+
+    def more(index: int, arguments: str) -> dict[str, Any]:
+        return choice(index, {"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]})
+
+    chunks = [
+        choices_chunk(choice(0, {"role": "assistant", "content": None}),
+                      choice(1, {"role": "assistant", "content": None})),
+        choices_chunk(calls(1, "call_b", "get_time", '{"ci')),
+        choices_chunk(calls(0, "call_a", "get_weather", '{"ci')),
+        choices_chunk(more(1, 'ty": "Rome"}'), more(0, 'ty": "Oslo"}')),
+        choices_chunk(choice(1, {}, "tool_calls"), choice(0, {}, "tool_calls")),
+    ]
+    for body in chunks:
+        validate_chunk(body)
+    model.push(raw(sse(chunks), headers={"Content-Type": "text/event-stream"}), reply("Sunny."))
+    agent = make_fragola(model).agent("bot", tools=[get_weather, get_time],
+                                      model_settings={"stream": True, "n": 2})
+
+    state = await agent.user_message("Oslo weather")
+
+    assert state.messages[1:3] == [
+        asked(("call_a", "get_weather", {"city": "Oslo"})),
+        answered("call_a", "Sunny in Oslo"),
+    ]
+
+
+@pytest.mark.parametrize("listening", [False, True], ids=["quiet", "listening"])
+async def test_a_server_that_ignores_stream_true_is_heard_as_one_chunk(model, listening):
+    # Some servers answer a streaming request with a plain completion: the reply is kept as if
+    # it had been streamed, and a model_chunk listener hears it as one whole chunk.
+    def script(ignore_stream: bool) -> list[Any]:
+        return [
+            tool_calls(call("get_weather", {"city": "Oslo"}, id="call_o"), content="Looking.",
+                       ignore_stream=ignore_stream),
+            reply("Sunny in Oslo.", ignore_stream=ignore_stream),
+        ]
+
+    fragola = make_fragola(model)
+    model.push(*script(False))
+    expected = await fragola.agent("plain", tools=[get_weather]).user_message("Oslo?")
+    model.push(*script(True))
+    agent = fragola.agent("bot", tools=[get_weather], model_settings=STREAM)
+    heard: list[Any] = []
+    if listening:
+        agent.on_model_chunk(lambda e: heard.append(e))
+
+    state = await agent.user_message("Oslo?")
+
+    assert [r.get("stream") for r in model.requests] == [None, None, True, True]
+    assert model.chunks == []  # the server never streamed
+    assert state.messages == expected.messages
+    assert state.messages[-1] == {"role": "assistant", "content": "Sunny in Oslo."}
+    if listening:
+        assert [(e.content, e.message) for e in heard] == [
+            ("Looking.", state.messages[1]), ("Sunny in Oslo.", state.messages[3])]
+        first = heard[0].chunk
+        assert isinstance(first, ChatCompletionChunk)
+        assert first.choices[0].delta.content == "Looking."
+        assert first.choices[0].delta.tool_calls[0].function.name == "get_weather"
+        assert first.choices[0].finish_reason == "tool_calls"
+        assert heard[1].chunk.choices[0].finish_reason == "stop"
+
+
+async def test_a_stream_labelled_as_json_is_still_read_as_a_stream(model):
+    model.push(raw(sse([chunk({"role": "assistant", "content": "Str"}), chunk({"content": "eam"}),
+                        chunk({}, "stop")]), headers={"Content-Type": "application/json"}))
+    agent = make_fragola(model).agent("bot", model_settings=STREAM)
+    pieces: list[str] = []
+    agent.on_model_chunk(lambda e: pieces.append(e.content))
+
+    state = await agent.user_message("hi")
+
+    assert pieces == ["Str", "eam", ""]
+    assert state.messages[-1] == {"role": "assistant", "content": "Stream"}
+
+
+PRIVATE_KEYS = ["_fields_set", "_BaseModel__cls", "_private"]
+
+
+@pytest.mark.parametrize("key", PRIVATE_KEYS)
+async def test_chunks_holding_keys_the_chunk_model_cannot_take_still_reach_a_listener(model, key):
+    # openai's ChatCompletionChunk.construct(**chunk) breaks on some such keys, at any depth.
+    odd = {key: [1]}
+    chunks = [
+        {**chunk({"role": "assistant", "content": ""}), **odd},
+        chunk({"content": "Hel", **odd}),
+        {**chunk({}), "choices": [{**choice(0, {"content": "lo"}), **odd}]},
+        chunk(part(0, id="call_a", type="function",
+                   function={"name": "get_weather", "arguments": "", **odd}, **odd)),
+        chunk(part(0, function={"arguments": '{"city": "Oslo"}'})),
+        {**chunk({}, "tool_calls"), "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                              "total_tokens": 2, **odd}},
+    ]
+    model.push(raw(sse(chunks), headers={"Content-Type": "text/event-stream"}), reply("Sunny."))
+    agent = make_fragola(model).agent("bot", tools=[get_weather], model_settings=STREAM)
+    heard: list[Any] = []
+    agent.on_model_chunk(lambda e: heard.append(e.chunk))
+
+    state = await agent.user_message("Oslo?")
+
+    assert state.messages[1] == {"content": "Hello",
+                                 **asked(("call_a", "get_weather", {"city": "Oslo"}))}
+    assert len(heard) == len(chunks) + len(model.chunks)
+    assert all(isinstance(c, ChatCompletionChunk) for c in heard)
+    assert [c.choices[0].delta.content for c in heard[:3]] == ["", "Hel", "lo"]
+    assert heard[3].choices[0].delta.tool_calls[0].function.name == "get_weather"
