@@ -3,13 +3,16 @@
 Every string that comes from a model, a tool or a person is escaped. Assistant text is
 rendered as Markdown by markdown-it with raw HTML switched off and images disabled (an image
 would make the browser fetch a URL the model chose), so ``<script>`` and
-``<img onerror=...>`` always show as text.
+``<img onerror=...>`` always show as text. Characters that would change what a reader sees
+without being seen (bidi overrides that make "file\u202egnp.exe" read "fileexe.png",
+zero-width spaces, control characters) are written out as ``\u202e``.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -22,6 +25,7 @@ __all__ = [
     "messages_html",
     "text_of",
     "transcript_text",
+    "visible",
 ]
 
 CSS = """<style>
@@ -40,8 +44,22 @@ CSS = """<style>
 </style>"""
 
 
+# C0/C1 controls but tab and newline, bidi embeddings/overrides/isolates/marks, line and
+# paragraph separators, and zero-width characters that hide text (not the joiners U+200C/D,
+# which emoji and several scripts need).
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e"
+                        "\u2060-\u2069\ufeff]")
+
+
+def visible(text: str) -> str:
+    """``text`` with ``\\n`` line endings and every invisible control written as ``\\uXXXX``."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _INVISIBLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def escape(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """``text`` for HTML: escaped, its invisible controls made visible (``visible``)."""
+    return html.escape(visible(str(text)), quote=True)
 
 
 @lru_cache(maxsize=1)
@@ -54,8 +72,9 @@ def _markdown() -> Any:
 
 
 def markdown_html(text: str) -> str:
-    """Markdown to HTML with raw HTML escaped, images off and unsafe links refused."""
-    return str(_markdown().render(text))
+    """Markdown to HTML with raw HTML escaped, images off, unsafe links refused and invisible
+    controls made visible."""
+    return str(_markdown().render(visible(text)))
 
 
 def text_of(content: Any) -> str:
@@ -86,7 +105,7 @@ def pretty_arguments(arguments: Any) -> str:
         return json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
     try:
         return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # not JSON, or JSON Python cannot read
         return arguments
 
 
@@ -178,4 +197,5 @@ def transcript_text(messages: Sequence[dict[str, Any]]) -> str:
             function = call.get("function") or {}
             lines.append(f"[{role} calls {function.get('name', '?')}] "
                          f"{function.get('arguments', '')}")
-    return "\n".join(lines)
+    # A terminal reorders bidi overrides and obeys escape sequences too.
+    return visible("\n".join(lines))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from html.parser import HTMLParser
 from typing import Any
+
+import pytest
 
 from fragola_nb.render import (
     CSS,
@@ -146,3 +149,38 @@ def test_transcript_text() -> None:
         "[tool add] 3",
         f"[assistant] {SCRIPT}",  # text for a terminal: shown as typed, nothing to escape
     ]
+
+
+DISGUISED = {
+    "right-to-left override": ("file\u202egnp.exe", "file\\u202egnp.exe"),
+    "isolates": ("a\u2066b\u2069c", "a\\u2066b\\u2069c"),
+    "zero-width space": ("pay\u200bpal", "pay\\u200bpal"),
+    "terminal escape": ("\x1b[2Jcleared", "\\u001b[2Jcleared"),
+}
+
+
+@pytest.mark.parametrize("text, shown", DISGUISED.values(), ids=DISGUISED.keys())
+def test_text_cannot_disguise_itself_in_html_or_transcripts(text: str, shown: str) -> None:
+    messages = [
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": f"**{text}**", "tool_calls": [{
+            "id": "c1", "type": "function",
+            "function": {"name": text, "arguments": json.dumps({"path": text}, ensure_ascii=False)},
+        }]},
+        {"role": "tool", "tool_call_id": "c1", "content": text},
+    ]
+    page = conversation_html(messages, title=text)
+    plain = transcript_text(messages)
+
+    for out in (page, plain):
+        assert text not in out
+        assert shown in out
+    assert page.count(shown) >= 6  # title, user, markdown, tool name, arguments, result
+    assert "\u202e" not in page + plain and "\u200b" not in page + plain
+
+
+def test_arguments_python_cannot_read_still_render() -> None:
+    arguments = '{"n": ' + "9" * 5000 + "}"
+    page = conversation_html([{"role": "assistant", "tool_calls": [{
+        "id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}]}])
+    assert "9" * 5000 in page

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..render import pretty_arguments, text_of
+from ..render import pretty_arguments, text_of, visible
 from ..render import tool_names_of as _tool_names
 
 __all__ = ["fence", "inline", "messages_markdown", "visible"]
@@ -42,19 +42,8 @@ _BLOCKS_KEPT = frozenset({
     "ordered_list_open", "ordered_list_close", "list_item_open", "list_item_close",
     "blockquote_open", "blockquote_close", "fence", "code_block",
 })
-# C0/C1 controls but tab and newline, bidi embeddings/overrides/isolates/marks, line and
-# paragraph separators, and zero-width characters that hide text (not the joiners U+200C/D,
-# which emoji and several scripts need).
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e"
-                        "\u2060-\u2069\ufeff]")
 _END = "fragola-end-of-message"
 _SAFE_SCHEMES = frozenset({"", "http", "https", "mailto"})
-
-
-def visible(text: str) -> str:
-    """``text`` with ``\\n`` line endings and every invisible control written as ``\\uXXXX``."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _INVISIBLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def inline(text: Any) -> str:
