@@ -1,0 +1,218 @@
+"""``ModelClient``: the ``openai.AsyncOpenAI`` client(s) of one ``Fragola``, one per event
+loop, and one request sent through it, its failures turned into ``ModelError`` subclasses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import openai
+
+from ..errors import (
+    BadUsage,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelTimeout,
+)
+from .reply import ChunkCallback, message_from_response, read_stream
+from .request import (
+    UNSENDABLE,
+    body_and_options,
+    checked_base_url,
+    checked_key,
+    headers_problem,
+    sendable,
+)
+
+__all__ = ["NO_KEY", "ModelClient"]
+
+STREAM_CLASS: Any = openai.AsyncStream[object]  # streamed chunks come back as plain dicts
+NO_KEY = "no-key"
+"""The API key sent to a base URL given without one: local servers (Ollama, vLLM, LM Studio,
+llama.cpp) take any key."""
+
+_tls: ssl.SSLContext | None = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, made once per process and shared by every client made
+    here: loading the certificate store costs 60-150 ms, and a script that calls
+    ``asyncio.run`` per turn gets a new client (for its new event loop) every turn."""
+    global _tls
+    if _tls is None:
+        _tls = httpx2.create_ssl_context()
+    return _tls
+
+
+@dataclass
+class _LoopClient:
+    client: openai.AsyncOpenAI
+    closer: AsyncGenerator[None, None]  # closes it when the loop shuts down
+
+
+class ModelClient:
+    """Owns the ``openai.AsyncOpenAI`` client(s) of one ``Fragola`` instance.
+
+    A client made here is made per event loop: its connection pool belongs to the loop it was
+    first used on, and notebooks, ``run_sync`` and scripts that call ``asyncio.run`` per turn
+    use more than one loop. It is closed when its loop shuts down (``asyncio.run`` and
+    ``asyncio.Runner`` close async generators before they close the loop), so no socket
+    outlives its loop. A client passed in by the user is used as it is, and never closed here.
+
+    The key is ``api_key``, else ``OPENAI_API_KEY``; the base URL is ``base_url``, else
+    ``OPENAI_BASE_URL``. A base URL without a key (a local server) is sent ``NO_KEY``.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self._given = client
+        self._options = dict(options or {})
+        problem = headers_problem(self._options.get("default_headers") or {}, "default_headers")
+        if problem:
+            raise BadUsage(problem)
+        for option, variable in (("organization", "OPENAI_ORG_ID"),
+                                 ("project", "OPENAI_PROJECT_ID")):  # sent as headers too
+            value = self._options.get(option) or os.environ.get(variable)
+            if isinstance(value, str) and (value != value.strip() or not sendable(value)):
+                raise BadUsage(f"{option} (or {variable}) {UNSENDABLE}, or space around it")
+        self._base_url = (checked_base_url(base_url, "base_url")
+                          or checked_base_url(os.environ.get("OPENAI_BASE_URL"),
+                                               "OPENAI_BASE_URL"))
+        self._api_key = (checked_key(api_key or None, "api_key")
+                         or checked_key(os.environ.get("OPENAI_API_KEY"), "OPENAI_API_KEY"))
+        if client is None and not self._api_key:
+            if not self._base_url:
+                raise BadUsage(
+                    "no API key: pass api_key= or set OPENAI_API_KEY (a local server needs only "
+                    "base_url= or OPENAI_BASE_URL), or run offline with Fragola.scripted() / "
+                    "Fragola.from_env()"
+                )
+            self._api_key = NO_KEY
+        if client is None and "http_client" not in self._options:
+            _tls_context()  # now, not inside the first request's event loop step
+        # Not weak: a loop's client refers to the loop (through its sockets), so a weak key
+        # would never go. Entries leave when their loop shuts down (or is found closed).
+        self._per_loop: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+
+    @property
+    def base_url(self) -> str:
+        if self._given is not None:
+            return str(self._given.base_url)
+        return self._base_url or "https://api.openai.com/v1"
+
+    def client(self) -> openai.AsyncOpenAI:
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        held = self._per_loop.get(loop)
+        if held is None:
+            held = self._per_loop[loop] = self._open(loop)
+        return held.client
+
+    def _open(self, loop: asyncio.AbstractEventLoop) -> _LoopClient:
+        for old in [old for old in self._per_loop if old.is_closed()]:
+            # Closed by hand (loop.close()) without shutting down its async generators: its
+            # client cannot be closed any more; dropping it lets its sockets be collected.
+            del self._per_loop[old]
+        options = dict(self._options)
+        ours = "http_client" not in options  # the user's own http_client is theirs to close
+        if ours:
+            options["http_client"] = openai.DefaultAsyncHttpxClient(verify=_tls_context())
+        client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._base_url, **options)
+        closer = self._close_with(loop, client, ours)
+        # Run it to its yield now: that registers it with the running loop, whose shutdown
+        # (asyncio.run, asyncio.Runner) then closes it. No task is left pending for that.
+        try:
+            closer.asend(None).send(None)
+        except StopIteration:
+            pass
+        return _LoopClient(client, closer)
+
+    async def _close_with(
+        self, loop: asyncio.AbstractEventLoop, client: openai.AsyncOpenAI, ours: bool
+    ) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            held = self._per_loop.get(loop)
+            if held is not None and held.client is client:
+                del self._per_loop[loop]
+            if ours:
+                await client.close()
+
+    async def aclose(self) -> None:
+        """Close the client made for the running loop (with an ``http_client`` given in the
+        options, that one too)."""
+        held = self._per_loop.pop(asyncio.get_running_loop(), None)
+        if held is not None:
+            await held.closer.aclose()
+            await held.client.close()
+
+    async def complete(
+        self, request: dict[str, Any], on_chunk: ChunkCallback | None = None
+    ) -> dict[str, Any]:
+        """Send one request; return the assistant message as a Chat Completions dict.
+
+        ``on_chunk(chunk, content, partial)`` is awaited for each streamed chunk that carries
+        choice 0, with the chunk as an ``openai`` ``ChatCompletionChunk`` (built only when
+        there is a callback); a plain answer to a streaming request is one such chunk.
+        """
+        body, options = body_and_options(request)
+        client = self.client()
+        try:
+            if body.get("stream"):
+                stream = await client.post("/chat/completions", body=body, cast_to=object,
+                                           options=options, stream=True, stream_cls=STREAM_CLASS)
+                return await read_stream(stream, on_chunk)
+            data = await client.post("/chat/completions", body=body, cast_to=object,
+                                     options=options)
+            return message_from_response(data)
+        except openai.APITimeoutError as exc:
+            raise ModelTimeout(f"the model API did not answer in time: {exc}") from exc
+        except openai.APIConnectionError as exc:
+            if not isinstance(exc.__cause__, httpx2.LocalProtocolError):
+                raise ModelConnectionError(f"connection to the model API failed: {exc}") from exc
+            # A header the request could not be sent with: raised below, unchained.
+        except openai.APIStatusError as exc:
+            raise ModelHTTPError(
+                f"the model API answered HTTP {exc.status_code}: {_error_text(exc)}",
+                status_code=exc.status_code,
+            ) from exc
+        except openai.APIResponseValidationError as exc:
+            raise ModelResponseError(f"the model API's answer was not valid: {exc}") from exc
+        except UnicodeEncodeError as exc:
+            if exc.encoding != "ascii":  # the JSON body, not a header
+                raise BadUsage(
+                    f"the request could not be encoded ({exc.reason}): does a message hold a "
+                    "lone surrogate, such as '\\ud800'?") from exc
+            # A header value that is not ASCII: raised below, unchained.
+        except (openai.OpenAIError, ValueError) as exc:
+            # A body that is not JSON surfaces as a ValueError from the client's parser.
+            raise ModelResponseError(f"the model API's answer was not usable: {exc}") from exc
+        except RecursionError as exc:
+            raise ModelResponseError(
+                "the model API's answer is nested too deeply to be read") from exc
+        # Only a key from openai's key provider gets here; the exceptions of the HTTP library
+        # quote the whole header, so none is chained (this is raised outside the except).
+        raise BadUsage(f"a request header (the API key?) {UNSENDABLE}")
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        message = body.get("message") or (body.get("error") or {}).get("message")
+        if message:
+            return str(message)
+    return exc.message
