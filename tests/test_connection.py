@@ -17,10 +17,10 @@ import httpx2
 import pytest
 from helpers import make_fragola, user
 
-from fragola_nb import BadUsage, Fragola
+from fragola_nb import BadUsage, Fragola, ModelHTTPError
 from fragola_nb.events import ModelInvocationEvent
 from fragola_nb.model_client import NO_KEY
-from fragola_nb.scripted import ScriptedModel, reply
+from fragola_nb.scripted import ScriptedModel, fail, reply
 
 KEY = "sk-proj-7f3a9c2e"
 
@@ -189,6 +189,20 @@ async def test_a_message_that_is_not_valid_unicode_is_bad_usage_and_nothing_is_s
     with pytest.raises(BadUsage, match="surrogate"):
         await agent.user_message("half an emoji: \ud83d")
     assert model.requests == []
+
+
+@pytest.mark.parametrize("key", [KEY, "local-proxy-key-42"])
+async def test_a_server_quoting_the_key_back_does_not_put_it_in_the_error_message(
+    model: ScriptedModel, key: str
+) -> None:
+    model.push(fail(401, f"Incorrect API key provided: {key}. See your dashboard."))
+    agent = Fragola(api_key=key, base_url=model.base_url, max_retries=0).agent("a")
+
+    with pytest.raises(ModelHTTPError) as caught:
+        await agent.user_message("hello")
+
+    assert str(caught.value) == ("the model API answered HTTP 401: Incorrect API key "
+                                 "provided: [redacted]. See your dashboard.")
 
 
 # -- base URL and model name -----------------------------------------------------------------

@@ -20,6 +20,7 @@ from ..errors import (
     ModelResponseError,
     ModelTimeout,
 )
+from ..redact import REDACTED, redact_text
 from .reply import ChunkCallback, message_from_response, read_stream
 from .request import (
     UNSENDABLE,
@@ -187,7 +188,7 @@ class ModelClient:
             # A header the request could not be sent with: raised below, unchained.
         except openai.APIStatusError as exc:
             raise ModelHTTPError(
-                f"the model API answered HTTP {exc.status_code}: {_error_text(exc)}",
+                f"the model API answered HTTP {exc.status_code}: {self._unquoted(exc)}",
                 status_code=exc.status_code,
             ) from exc
         except openai.APIResponseValidationError as exc:
@@ -207,6 +208,15 @@ class ModelClient:
         # Only a key from openai's key provider gets here; the exceptions of the HTTP library
         # quote the whole header, so none is chained (this is raised outside the except).
         raise BadUsage(f"a request header (the API key?) {UNSENDABLE}")
+
+
+    def _unquoted(self, exc: openai.APIStatusError) -> str:
+        """What the server said, without the key it may quote back (a proxy might, whole)."""
+        text = redact_text(_error_text(exc))
+        key = self._api_key
+        if isinstance(key, str) and key != NO_KEY:
+            text = text.replace(key, REDACTED)
+        return text
 
 
 def _error_text(exc: openai.APIStatusError) -> str:
