@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
-# Set up and run the whole test suite (also what CI runs). pytest exits non-zero on failure
-# and with code 5 when it collected no test, so an empty run never passes.
+# Set up and run the whole test suite (also what CI runs: .ci/run). pytest exits non-zero on
+# failure and with code 5 when it collected no test, so an empty run never passes.
+#
+#   bash scripts/test.sh [PYTEST ARGS]
+#
+# 1. python3 (or $PYTHON) in .venv: ruff, mypy and every test, the browser tests included.
+# 2. Every other Python that pyproject.toml's classifiers name (3.11, 3.12, 3.13), found on PATH
+#    or under pyenv, in a venv of its own (.venv-3.12, ...) with the "test-core" extra only:
+#    the core and kernel tests (all but tests/browser). A version this machine does not have
+#    is skipped and named in a banner at the end; under CI (CI=true) the run fails when none of
+#    the other versions could be tested. TEST_PYTHONS="3.12 3.13" chooses the versions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The browser tests (tests/browser) drive Debian's chromium through Playwright; a browser
@@ -11,7 +20,69 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${E2E_CHROMIUM:-}" ]; then
   $SUDO apt-get update -q
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 fi
+
 bash scripts/setup.sh
+main="$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+main_full="$(.venv/bin/python -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
+echo "== Python $main_full (.venv): ruff, mypy, the whole suite"
 .venv/bin/python -m ruff check fragola_nb tests
 .venv/bin/python -m mypy
 .venv/bin/python -m pytest -q "$@"
+
+# A python X.Y that runs and can make a venv: on PATH (a pyenv shim of a version that is not
+# selected exits non-zero, so every candidate is run), then pyenv's versions, newest first.
+find_python() {
+  local want="$1" candidate
+  local pyenv_root="${PYENV_ROOT:-$HOME/.pyenv}"
+  for candidate in "$(command -v "python$want" || true)" \
+      $(ls -d "$pyenv_root"/versions/"$want".*/bin/python"$want" 2>/dev/null | sort -rV) \
+      "/usr/local/bin/python$want" "/usr/bin/python$want"; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+    if [ "$("$candidate" -c 'import sys, venv, ensurepip; print("%d.%d" % sys.version_info[:2])' \
+        2>/dev/null)" = "$want" ]; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+supported="${TEST_PYTHONS:-$(grep -o 'Programming Language :: Python :: 3\.[0-9]*' pyproject.toml \
+  | sed 's/.*:: //' | tr '\n' ' ')}"
+tested=("$main_full (everything)")
+skipped=()
+for version in $supported; do
+  [ "$version" = "$main" ] && continue
+  if ! python="$(find_python "$version")"; then
+    skipped+=("$version")
+    continue
+  fi
+  echo "== Python $version ($python, .venv-$version): the core and kernel tests"
+  PYTHON="$python" VENV=".venv-$version" EXTRAS=test-core bash scripts/setup.sh
+  status=0
+  ".venv-$version/bin/python" -m pytest -q --ignore=tests/browser "$@" || status=$?
+  # Arguments that select only browser tests leave nothing to run here; that is not a failure.
+  if [ "$status" = 5 ] && [ "$#" -gt 0 ]; then
+    echo "(nothing selected by '$*' outside tests/browser)"
+  elif [ "$status" != 0 ]; then
+    exit "$status"
+  fi
+  tested+=("$(".venv-$version/bin/python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])') (core and kernel)")
+done
+
+echo
+echo "Tested on Python ${tested[*]}"
+if [ "${#skipped[@]}" -gt 0 ]; then
+  {
+    echo "################################################################################"
+    for version in "${skipped[@]}"; do
+      echo "# SKIPPED Python $version: no python$version on PATH or under pyenv (with venv)"
+    done
+    echo "# fragola_nb supports Python $supported; the versions above were NOT tested here."
+    echo "################################################################################"
+  } >&2
+  if [ "${CI:-}" = true ] && [ "${#tested[@]}" -lt 2 ]; then
+    echo "CI: no supported Python besides $main_full could be tested" >&2
+    exit 1
+  fi
+fi
