@@ -128,6 +128,8 @@ def assistant_message(
 
 
 async def read_stream(stream: Any, on_chunk: ChunkCallback | None) -> dict[str, Any]:
+    """The assistant message of a streaming request's answer (an ``openai.AsyncStream``):
+    an event stream, or one plain completion from a server that does not stream."""
     response = stream.response
     content_type = response.headers.get("content-type", "")
     if "text/event-stream" in content_type:
