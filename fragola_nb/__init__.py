@@ -6,6 +6,9 @@ The core (this package's top level) imports no Jupyter module; the notebook laye
 
 from __future__ import annotations
 
+import importlib
+import typing
+
 from .agent import Agent
 from .context import AgentContext, AgentOptions
 from .errors import (
@@ -25,20 +28,36 @@ from .errors import (
 )
 from .events import EVENT_NAMES, Subscription, ToolCallConfig
 from .fragola import Fragola
-from .jsonmode import JsonResult
-from .sessions import (
-    Session,
-    export_html,
-    export_markdown,
-    export_tree_html,
-    export_tree_markdown,
-    load_session,
-    save_session,
-)
 from .state import AgentState, Decision, PendingCall
 from .stores import Store, create_store
 from .sync import run_sync
 from .tools import Tool, tool
+
+if typing.TYPE_CHECKING:
+    from .jsonmode import JsonResult
+    from .sessions import (
+        Session,
+        export_html,
+        export_markdown,
+        export_tree_html,
+        export_tree_markdown,
+        load_session,
+        save_session,
+    )
+
+# Imported on first use (module __getattr__, PEP 562): most programs never save a session,
+# export or ask for JSON, and those modules made up a good part of what ``import fragola_nb``
+# adds to ``import openai`` (bench/import_time.py; tests/test_surface.py keeps them lazy).
+_LAZY = {
+    "JsonResult": "jsonmode",
+    "Session": "sessions",
+    "export_html": "sessions",
+    "export_markdown": "sessions",
+    "export_tree_html": "sessions",
+    "export_tree_markdown": "sessions",
+    "load_session": "sessions",
+    "save_session": "sessions",
+}
 
 __all__ = [
     "EVENT_NAMES",
@@ -79,6 +98,19 @@ __all__ = [
     "tool",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def load_ipython_extension(ipython: object) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -18,10 +19,13 @@ import pydantic
 
 from .errors import InvalidToolDefinition
 
-try:  # pydantic.v1 is absent on some Pythons; v1 models are then simply not recognised.
-    import pydantic.v1 as pydantic_v1
-except Exception:  # pragma: no cover - depends on the interpreter
-    pydantic_v1 = None  # type: ignore[assignment]
+
+def _pydantic_v1() -> Any:
+    """``pydantic.v1`` if something imported it, else None. A v1 model class can only exist
+    once it is imported, so fragola_nb never imports it (that would cost ``import fragola_nb``
+    about as much as all of its own modules: bench/import_time.py)."""
+    return sys.modules.get("pydantic.v1")
+
 
 EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -75,12 +79,12 @@ class PydanticV1Schema(ToolSchema):
     def __init__(self, model: Any) -> None:
         super().__init__(model.schema())
         self.model = model
+        self._invalid = _pydantic_v1().ValidationError
 
     def parse(self, arguments: dict[str, Any]) -> Any:
-        assert pydantic_v1 is not None
         try:
             return self.model.parse_obj(arguments)
-        except pydantic_v1.ValidationError as exc:
+        except self._invalid as exc:
             raise ArgumentsRejected(format_pydantic_errors(exc.errors())) from exc
         except Exception as exc:
             raise _rejected_by_validator(exc) from exc
@@ -199,6 +203,7 @@ def load_json_schema(schema: str | dict[str, Any]) -> dict[str, Any]:
 
 def is_pydantic_v1_model(obj: Any) -> bool:
     """Whether ``obj`` is a ``pydantic.v1`` model class."""
+    pydantic_v1 = _pydantic_v1()
     return (
         pydantic_v1 is not None and isinstance(obj, type) and issubclass(obj, pydantic_v1.BaseModel)
     )
@@ -206,10 +211,9 @@ def is_pydantic_v1_model(obj: Any) -> bool:
 
 def parse_v1(model: Any, document: Any) -> Any:
     """``model.parse_obj(document)``, raising ``ValueError`` with pydantic's message."""
-    assert pydantic_v1 is not None
     try:
         return model.parse_obj(document)
-    except pydantic_v1.ValidationError as exc:
+    except _pydantic_v1().ValidationError as exc:
         raise ValueError(str(exc)) from exc
     except Exception as exc:  # a custom validator raising anything else
         raise ValueError(f"the validator raised {type(exc).__name__}: {exc}") from exc

@@ -7,6 +7,7 @@ from typing import Any
 
 import openai
 import pydantic
+import pydantic.v1
 import pytest
 from helpers import make_fragola
 

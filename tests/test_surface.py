@@ -9,6 +9,7 @@ import types
 from typing import Any
 
 import pydantic
+import pytest
 
 import fragola_nb
 from fragola_nb import Fragola, tool
@@ -40,9 +41,9 @@ def test_all_is_sorted() -> None:
 def test_all_equals_the_public_names_of_the_package() -> None:
     public = {
         name
-        for name, value in vars(fragola_nb).items()
+        for name in dir(fragola_nb)  # the names imported on first use included
         if not name.startswith("_")
-        and not isinstance(value, types.ModuleType)  # submodules, imported or not yet
+        and not isinstance(getattr(fragola_nb, name), types.ModuleType)  # submodules
         and name not in NOT_EXPORTED
     }
 
@@ -68,6 +69,46 @@ def test_importing_the_core_loads_no_jupyter_module() -> None:
                             check=True, timeout=60)
 
     assert json.loads(result.stdout) == []
+
+
+# What ``import fragola_nb`` leaves for the first call that needs it (bench/import_time.py:
+# together they cost about as much as all of fragola_nb's own modules). A module set, not a
+# timing: a new eager import of one of them fails here whatever the machine's speed.
+LAZY_MODULES = (
+    "fragola_nb.sessions",  # save/load_session, the exports and their Markdown/HTML writers
+    "fragola_nb.render",  # the HTML and text views of a conversation
+    "fragola_nb.jsonmode",  # agent.json and JsonResult
+    "fragola_nb.scripted",  # Fragola.scripted / from_env without a key
+    "pydantic.v1",  # only a v1 model needs it, and whoever made one imported it
+    "openai.resources",  # create()'s signature, read when settings are first checked
+    "jsonschema",  # raw JSON Schemas
+    "markdown_it",  # Markdown in panels and exports
+)
+
+
+def loaded_by(code: str) -> set[str]:
+    script = f"import sys, json; {code}; print(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=True, timeout=60)
+    return set(json.loads(result.stdout))
+
+
+def test_importing_fragola_nb_leaves_sessions_json_mode_and_heavy_libraries_for_later() -> None:
+    loaded = loaded_by("import fragola_nb")
+
+    early = sorted(m for m in loaded
+                   if any(m == lazy or m.startswith(lazy + ".") for lazy in LAZY_MODULES))
+    assert early == []
+
+
+def test_the_names_imported_on_first_use_work() -> None:
+    loaded = loaded_by("from fragola_nb import save_session, export_html, JsonResult")
+
+    assert {"fragola_nb.sessions", "fragola_nb.jsonmode"} <= loaded
+    assert fragola_nb.save_session is fragola_nb.sessions.save_session
+    assert "load_session" in dir(fragola_nb)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        fragola_nb.nope  # noqa: B018
 
 
 # -- no secret in what the objects show -----------------------------------------------------

@@ -4,6 +4,7 @@ carry (a ``BadUsage`` otherwise, that never quotes the value: it is often a key)
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Mapping
@@ -12,7 +13,6 @@ from typing import Any
 import httpx2
 import openai
 import pydantic
-from openai.resources.chat.completions import AsyncCompletions
 
 from ..errors import BadUsage
 
@@ -35,10 +35,22 @@ REQUEST_OPTIONS = {  # keyword of create() -> key of the client's request option
     "extra_body": "extra_json",
     "timeout": "timeout",
 }
-REQUEST_FIELDS = frozenset(inspect.signature(AsyncCompletions.create).parameters) - {
-    "self", *REQUEST_OPTIONS
-}
-"""The body fields ``chat.completions.create()`` of the installed ``openai`` takes."""
+
+
+@functools.cache
+def request_fields() -> frozenset[str]:
+    """The body fields ``chat.completions.create()`` of the installed ``openai`` takes.
+
+    Read on first use: the module that defines ``create()`` is one fragola_nb never calls
+    otherwise, and importing it costs ``import fragola_nb`` about 20 ms (bench/import_time.py).
+    """
+    from openai.resources.chat.completions import AsyncCompletions
+
+    return frozenset(inspect.signature(AsyncCompletions.create).parameters) - {
+        "self", *REQUEST_OPTIONS
+    }
+
+
 UNSENDABLE = ("holds a character HTTP cannot carry in a header (a line break, a tab, a control "
               "or a non-ASCII character)")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token
@@ -54,7 +66,7 @@ def settings_problem(settings: Mapping[str, Any]) -> str | None:
 
 
 def request_problem(request: Mapping[str, Any]) -> str | None:
-    unknown = request.keys() - REQUEST_FIELDS - REQUEST_OPTIONS.keys()
+    unknown = request.keys() - request_fields() - REQUEST_OPTIONS.keys()
     if unknown:
         names = ", ".join(repr(name) for name in sorted(unknown, key=str))
         return (f"model_settings has {names}, which chat.completions.create() of openai "
