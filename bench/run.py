@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE))
 
 import concurrency  # noqa: E402
 import fork  # noqa: E402
+import import_time  # noqa: E402
 import overhead  # noqa: E402
 import panels  # noqa: E402
 import post_path  # noqa: E402
@@ -138,6 +139,7 @@ def main() -> None:
     forks = section("fork.py")
     pan = section("panels.py")
     conc = section("concurrency.py", "--rounds", rounds)
+    imports = section("import_time.py", "--rounds", "10" if args.quick else "40")
     elapsed = time.perf_counter() - start
     load_after = os.getloadavg()
 
@@ -148,7 +150,8 @@ def main() -> None:
         f"Load average before/after: {load_before[0]:.1f} / {load_after[0]:.1f} "
         f"(other work on the machine inflates wall times more than CPU times) · "
         f"whole run {elapsed / 60:.1f} min{' · QUICK RUN' if args.quick else ''}", "",
-        "## Targets (issue 6)", "", *targets(over, pairs, own, forks, pan), "",
+        "## Targets (issue 6)", "", *targets(over, pairs, own, forks, pan),
+        import_time.target_line(imports) + " (issue 10)", "",
         "## 1. Overhead per model call",
         "",
         f"Client CPU and wall time per model call; median of {over[0]['reps']} interleaved "
@@ -182,6 +185,7 @@ def main() -> None:
     out += ["", "## 2. Fork", "", fork.table(forks), "", "## 3. Panels", ""]
     out += [panels.table(pan), ""]
     out += ["## 4. Concurrency", "", concurrency.table(conc), ""]
+    out += ["## 5. Import time", "", import_time.table(imports), ""]
     text = "\n".join(out)
     (HERE / "results.md").write_text(text + "\n")
     print(text)
