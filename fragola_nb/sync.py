@@ -9,6 +9,7 @@ waiting cancels the call, which leaves the agent idle with a valid history, then
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import inspect
 import threading
@@ -37,7 +38,24 @@ def background_loop() -> asyncio.AbstractEventLoop:
             )
             thread.start()
             _loop, _thread = loop, thread
+            atexit.register(_shut_down, loop, thread)
         return _loop
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """At exit, end the background loop as ``asyncio.run`` ends its own: async generators
+    closed (each event loop's HTTP client closes with them), then the loop, so no socket or
+    transport is left for the interpreter to warn about."""
+    if loop.is_closed() or not thread.is_alive():
+        return
+    try:
+        asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(5)
+    except Exception:  # a hung close: exit anyway
+        pass
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    if not thread.is_alive():
+        loop.close()
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:

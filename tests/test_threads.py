@@ -187,3 +187,25 @@ def test_run_sync_inside_a_running_loop_still_works(model: ScriptedModel) -> Non
         return str(run_sync(agent.user_message("hi"), timeout=10).messages[-1]["content"])
 
     assert asyncio.run(main()) == "from a loop"
+
+
+SYNC_SCRIPT = textwrap.dedent('''
+    from fragola_nb import Fragola, run_sync
+    from fragola_nb.scripted import reply
+
+    fragola = Fragola.scripted([reply(f"answer {n}") for n in range(20)])
+    agent = fragola.agent("script")
+    for n in range(20):
+        state = run_sync(agent.user_message(f"question {n}"), timeout=20)
+    print(state.messages[-1]["content"])
+''')
+
+
+def test_a_script_of_run_sync_calls_exits_clean_under_dev_mode() -> None:
+    done = subprocess.run([sys.executable, "-X", "dev", "-W", "error", "-c", SYNC_SCRIPT],
+                          capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "answer 19"
+    noise = [line for line in done.stderr.splitlines() if "took" not in line]
+    assert noise == [], done.stderr
