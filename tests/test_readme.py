@@ -1,0 +1,89 @@
+"""The README's snippets run as pasted: every ``python`` block, and every notebook block (a
+``%load_ext``/``%%fragola`` cell), in order, in one real kernel, offline (no OPENAI_API_KEY:
+the scripted model answers). A block that raises fails the test with its text. The shell
+block at the top is what CI runs, and every path the README names exists."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel_harness import Kernel, Result
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class Block:
+    lang: str
+    text: str
+    line: int
+
+    @property
+    def runs_in_a_kernel(self) -> bool:
+        return self.lang == "python" or self.text.startswith("%")
+
+
+def blocks() -> list[Block]:
+    text = README.read_text(encoding="utf-8")
+    return [Block(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1)
+            for m in FENCE.finditer(text)]
+
+
+def test_the_readme_has_snippets_to_run() -> None:
+    runnable = [b for b in blocks() if b.runs_in_a_kernel]
+
+    assert len(runnable) >= 4
+    assert any(b.text.startswith("%%fragola") for b in runnable)
+
+
+def run(kernel: Kernel, code: str) -> tuple[Result, str]:
+    """What the cell produced, and the status of its execute reply: a magic's UsageError is
+    printed, not sent as an error message, but the reply says "error" all the same."""
+    msg_id = kernel.start(code)
+    result = kernel.collect(msg_id, timeout=120, allow_error=True)
+    while True:
+        reply = kernel.kc.get_shell_msg(timeout=30)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return result, str(reply["content"]["status"])
+
+
+def test_its_snippets_run_in_order_in_a_kernel_offline(tmp_path: Path) -> None:
+    with Kernel() as kernel:  # the harness drops OPENAI_* from the kernel's environment
+        run(kernel, f"import os; os.chdir({str(tmp_path)!r})")  # files a snippet writes
+        for block in blocks():
+            if not block.runs_in_a_kernel:
+                continue
+            result, status = run(kernel, block.text)
+            if result.error is not None or status != "ok":
+                error = result.error or {"traceback": []}
+                traceback = ANSI.sub("", "\n".join(error["traceback"]))
+                raise AssertionError(
+                    f"README.md line {block.line}: this block failed ({status})\n\n"
+                    f"{block.text}\n{traceback}\n{result.stderr}"
+                )
+
+
+def test_the_first_commands_are_the_quickstart_and_what_ci_runs() -> None:
+    first = blocks()[0]
+    commands = [line.split("#")[0].strip() for line in first.text.splitlines()]
+
+    assert first.lang == "bash"
+    assert commands == ["bash scripts/quickstart.sh", "bash scripts/test.sh"]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "exec bash scripts/test.sh\n" in ci
+
+
+def test_every_file_the_readme_names_exists() -> None:
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#]+)\)", text)
+    paths = re.findall(r"`([\w.-]+(?:/[\w.*-]+)+)`", text)  # `bench/README.md`, not `/chat/...`
+
+    named = [p for p in [*links, *paths] if not re.match(r"\w+://", p)]
+    assert named
+    missing = [p for p in named if not any(ROOT.glob(p))]
+    assert missing == []
