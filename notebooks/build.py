@@ -55,8 +55,10 @@ QUICKSTART: list[Cell] = [
     md("""
     ## 2. Connect to a model
 
-    `Fragola.from_env()` uses the real API when `OPENAI_API_KEY` is set. Here there is no
-    key, so it says (in red, on stderr) that it runs offline on the scripted demo model.
+    `Fragola.from_env()` uses the real API when `OPENAI_API_KEY` is set, or a local server
+    (Ollama, vLLM, llama.cpp) when `OPENAI_BASE_URL` is; `FRAGOLA_MODEL` names the model.
+    Here there is neither, so it says (in red, on stderr) that it runs offline on the
+    scripted demo model.
     """),
     code("""
     from fragola_nb import Fragola, tool
