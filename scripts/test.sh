@@ -51,17 +51,28 @@ supported="${TEST_PYTHONS:-$(grep -o 'Programming Language :: Python :: 3\.[0-9]
   | sed 's/.*:: //' | tr '\n' ' ')}"
 tested=("$main_full (everything)")
 skipped=()
+# The same arguments, less paths into tests/browser (its conftest needs playwright, which
+# those venvs do not have).
+core_args=()
+for arg in "$@"; do
+  case "$arg" in tests/browser|tests/browser/*) ;; *) core_args+=("$arg") ;; esac
+done
 for version in $supported; do
   [ "$version" = "$main" ] && continue
   if ! python="$(find_python "$version")"; then
     skipped+=("$version")
     continue
   fi
+  if [ "$#" -gt 0 ] && [ "${#core_args[@]}" = 0 ]; then
+    echo "== Python $version: nothing to run (only browser tests were asked for)"
+    continue
+  fi
   echo "== Python $version ($python, .venv-$version): the core and kernel tests"
   PYTHON="$python" VENV=".venv-$version" EXTRAS=test-core bash scripts/setup.sh
   status=0
-  ".venv-$version/bin/python" -m pytest -q --ignore=tests/browser "$@" || status=$?
-  # Arguments that select only browser tests leave nothing to run here; that is not a failure.
+  ".venv-$version/bin/python" -m pytest -q --ignore=tests/browser ${core_args[@]+"${core_args[@]}"} \
+    || status=$?
+  # Arguments that select only browser tests (-k ...) leave nothing to run here: no failure.
   if [ "$status" = 5 ] && [ "$#" -gt 0 ]; then
     echo "(nothing selected by '$*' outside tests/browser)"
   elif [ "$status" != 0 ]; then
@@ -71,14 +82,15 @@ for version in $supported; do
 done
 
 echo
-echo "Tested on Python ${tested[*]}"
+tested_list="$(printf ', %s' "${tested[@]}")"
+echo "Tested on Python ${tested_list#, }"
 if [ "${#skipped[@]}" -gt 0 ]; then
   {
     echo "################################################################################"
     for version in "${skipped[@]}"; do
       echo "# SKIPPED Python $version: no python$version on PATH or under pyenv (with venv)"
     done
-    echo "# fragola_nb supports Python $supported; the versions above were NOT tested here."
+    echo "# Asked for Python $supported; the versions above were NOT tested on this machine."
     echo "################################################################################"
   } >&2
   if [ "${CI:-}" = true ] && [ "${#tested[@]}" -lt 2 ]; then
