@@ -46,3 +46,19 @@ def test_every_dependency_is_imported_or_pins_a_requirement_of_one_that_is() -> 
     pinned = {requirement_name(r) for dist in used & declared
               for r in metadata.requires(dist) or [] if "extra ==" not in r}
     assert declared - used - pinned == set()
+
+
+def test_every_package_fragola_nb_imports_is_declared() -> None:
+    import sys
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"^dependencies = \[(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL)
+    assert block, "no dependencies array in pyproject.toml"
+    declared = {requirement_name(r) for r in re.findall(r'"([^"]+)"', block.group(1))}
+    distributions = metadata.packages_distributions()
+    undeclared = {
+        module: distributions.get(module) for module in imported_modules()
+        if module not in sys.stdlib_module_names and module != "fragola_nb"
+        and not {canonical(dist) for dist in distributions.get(module, [])} & declared
+    }
+    assert undeclared == {}  # a package imported only because another one happens to pull it
