@@ -57,19 +57,19 @@ def _kind(value: Any) -> str:
 
 def user_problem(message: Any) -> str | None:
     """Why ``message`` cannot be stored as a user message, or None."""
-    if not isinstance(message, dict):
-        return f"a user message must be a message dict, not a {_kind(message)}"
-    if message.get("role") != "user":
-        return f"a user message must keep the role 'user', not {message.get('role')!r}"
-    return message_problem(message)
+    return _role_problem(message, "user", "a user message")
 
 
 def assistant_problem(message: Any) -> str | None:
     """Why ``message`` cannot be stored as the model's reply, or None."""
+    return _role_problem(message, "assistant", "the model's reply")
+
+
+def _role_problem(message: Any, role: str, what: str) -> str | None:
     if not isinstance(message, dict):
-        return f"the model's reply must be a message dict, not a {_kind(message)}"
-    if message.get("role") != "assistant":
-        return f"the model's reply must keep the role 'assistant', not {message.get('role')!r}"
+        return f"{what} must be a message dict, not a {_kind(message)}"
+    if message.get("role") != role:
+        return f"{what} must keep the role {role!r}, not {message.get('role')!r}"
     return message_problem(message)
 
 
