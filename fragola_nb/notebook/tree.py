@@ -19,6 +19,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
 from ..events import transient
+from ..render import visible
 from .blocks import close_view
 from .panel import AgentPanel
 from .textviews import ForkTreeText, walk
@@ -98,7 +99,8 @@ class TreeView(anywidget.AnyWidget):
 def node_of(agent: Agent, depth: int) -> dict[str, Any]:
     count = agent.message_count
     return {
-        "id": agent.id, "name": agent.name, "parent": agent.fork_of, "depth": depth,
+        # the name as text the browser cannot reorder (a bidi override shows as \u202e)
+        "id": agent.id, "name": visible(agent.name), "parent": agent.fork_of, "depth": depth,
         "messages": count, "status": agent.status, "added": count - agent.fork_point,
     }
 

@@ -100,7 +100,10 @@ sleepy = Fragola.scripted([hang()]).agent(name="sleepy")
                  "%%fragola sleepy\nAre you there?", title="Stop")
 
 
-HOSTILE = '<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1">'
+HOSTILE = ('<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1">'
+           " file\u202egnp.exe pay\u200bpal")
+# As a reader must see it: the direction override and the zero-width space written out.
+HOSTILE_SHOWN = HOSTILE.replace("\u202e", "\\u202e").replace("\u200b", "\\u200b")
 
 
 def hostile(root: Path, name: str) -> Path:

@@ -108,7 +108,7 @@ def test_stop_a_hanging_cell_and_a_hanging_step(ui: UI) -> None:
 def test_hostile_text_shows_as_text(ui: UI) -> None:
     scenarios.hostile(ui.lab.root, "hostile.ipynb")
     ui.open_and_run_all("hostile.ipynb")
-    page, hostile = ui.page, scenarios.HOSTILE
+    page, hostile = ui.page, scenarios.HOSTILE_SHOWN
     turn = h.cell(page, 2).locator(".fragola-panel")
     tree = h.cell(page, 3)
     expect(turn.locator(".fragola-status")).to_have_text("idle")
@@ -117,18 +117,22 @@ def test_hostile_text_shows_as_text(ui: UI) -> None:
         reply = panel.locator(".fragola-msg-assistant .fragola-md").last
         expect(reply).to_contain_text("<script>window.__pwned=1</script>")
         expect(reply).to_contain_text('<img src=x onerror="window.__pwned=1">')
+        expect(reply).to_contain_text("file\\u202egnp.exe pay\\u200bpal")
         # nothing in the panel became an element: no script, no image
         assert panel.locator("script, img").count() == 0
+        # and no character that reorders or hides text reached the page
+        assert "\u202e" not in panel.inner_text() and "\u200b" not in panel.inner_text()
     ui.shot("hostile-turn", turn)
 
     # a hostile fork name, typed into the panel under the tree, goes through the
     # anywidget's nodes and the panel's header as text too
-    fork_name = '<img src=x onerror="window.__pwned=1">'
+    fork_name = '<img src=x onerror="window.__pwned=1"> \u202egnp.exe'
+    shown = fork_name.replace("\u202e", "\\u202e")
     tree.locator(".fragola-fork-name input").fill(fork_name)
     tree.locator(".fragola-fork").click()
     node = tree.locator(".fragola-tree-node").nth(1)
-    expect(node.locator(".fragola-tree-name")).to_have_text("└ " + fork_name)
-    expect(tree.locator(".fragola-header")).to_contain_text(fork_name)
+    expect(node.locator(".fragola-tree-name")).to_have_text("└ " + shown)
+    expect(tree.locator(".fragola-header")).to_contain_text(shown)
     assert tree.locator("script, img").count() == 0
     ui.shot("hostile-fork-name", tree)
 
