@@ -344,6 +344,10 @@ def _schedule(name: str, listener: Listener, awaitable: Any) -> asyncio.Task[Any
     task = loop.create_task(run())
     _background.add(task)  # keep a reference until done, or the task may be collected
     task.add_done_callback(_settled)
+    if inspect.iscoroutine(awaitable):
+        # Cancelled before it started (a run stopped at once), the listener's coroutine was
+        # never awaited: close it, or Python warns about it when it is collected.
+        task.add_done_callback(lambda _: awaitable.close())
     return task
 
 

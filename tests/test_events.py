@@ -515,3 +515,28 @@ def test_transient_listeners_stay_with_their_agent_when_forked(model):
     fork = agent.fork()
     assert fork._listeners._by_event["status_change"] == [kept]
     assert agent._listeners._by_event["status_change"] == [view, kept]
+
+
+async def test_an_async_observer_cancelled_before_it_starts_leaves_no_unawaited_coroutine(
+    model,
+):
+    import asyncio
+    import gc
+    import warnings
+
+    agent = make_fragola(model).agent("observed")
+
+    async def observe(event):
+        await asyncio.sleep(0)
+
+    agent.on_after_state_update(observe)
+    agent.reset()  # schedules the observer as a task...
+    task = next(t for t in asyncio.all_tasks() if t is not asyncio.current_task())
+    task.cancel()  # ...cancelled before it ever runs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        del task
+        gc.collect()
+    assert [w for w in caught if "never awaited" in str(w.message)] == []
