@@ -59,6 +59,16 @@ __all__ = [
 ]
 
 
+def exception_text(exc: BaseException) -> str:
+    """``"PermissionError: root may not log in"``: how a caught exception reads in a tool
+    result or an error message, even when its own ``__str__`` raises."""
+    try:
+        said = str(exc)
+    except Exception:
+        said = "(its message could not be read)"
+    return f"{type(exc).__name__}: {said}"
+
+
 class FragolaError(Exception):
     """Root of every error fragola_nb raises."""
 

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import pydantic
 
 from . import driver
-from .errors import FragolaError, InvalidToolDefinition, JsonModeError, ModelError
+from .errors import (
+    FragolaError,
+    InvalidToolDefinition,
+    JsonModeError,
+    ModelError,
+    exception_text,
+)
 from .model_client import json_schema_response_format
 from .schemas import is_pydantic_v1_model, json_validator, load_json_schema, parse_v1
 from .state import AgentState
@@ -89,7 +95,7 @@ def _prepare(schema: Any) -> tuple[Any, dict[str, Any]]:
             except pydantic.ValidationError as exc:
                 raise ValueError(str(exc)) from exc
             except Exception as exc:  # a custom validator raising anything else
-                raise ValueError(f"the validator raised {type(exc).__name__}: {exc}") from exc
+                raise ValueError(f"the validator raised {exception_text(exc)}") from exc
 
         return validate_model, json_schema_response_format(model, _name(model.__name__))
     if is_pydantic_v1_model(schema):
@@ -111,7 +117,7 @@ def _prepare(schema: Any) -> tuple[Any, dict[str, Any]]:
                 errors = [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
                           for e in validator.iter_errors(document)]
             except Exception as exc:  # a document nested deeper than the recursion limit
-                raise ValueError(f"the validator raised {type(exc).__name__}: {exc}") from exc
+                raise ValueError(f"the validator raised {exception_text(exc)}") from exc
             if errors:
                 raise ValueError("\n".join(errors))
             return document

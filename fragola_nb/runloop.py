@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from .errors import exception_text
 from .events import (
     AfterModelInvocationEvent,
     AfterToolCallEvent,
@@ -307,8 +308,4 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
 
 
 def _failure(what: str, exc: BaseException) -> str:
-    try:
-        said = str(exc)
-    except Exception:  # an exception whose __str__ raises in turn
-        said = "(its message could not be read)"
-    return f"Error: {what} raised {type(exc).__name__}: {said}"
+    return f"Error: {what} raised {exception_text(exc)}"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pydantic
 
-from .errors import InvalidToolDefinition
+from .errors import InvalidToolDefinition, exception_text
 
 
 def _pydantic_v1() -> Any:
@@ -93,11 +93,7 @@ class PydanticV1Schema(ToolSchema):
 def _rejected_by_validator(exc: Exception) -> ArgumentsRejected:
     """Whatever a validator raises (a custom pydantic validator raising ``PermissionError``,
     a ``RecursionError`` on deep arguments) means the arguments were not accepted."""
-    try:
-        said = str(exc)
-    except Exception:
-        said = "(no message)"
-    return ArgumentsRejected(f"- (arguments): the validator raised {type(exc).__name__}: {said}")
+    return ArgumentsRejected(f"- (arguments): the validator raised {exception_text(exc)}")
 
 
 class JsonSchema(ToolSchema):
@@ -216,7 +212,7 @@ def parse_v1(model: Any, document: Any) -> Any:
     except _pydantic_v1().ValidationError as exc:
         raise ValueError(str(exc)) from exc
     except Exception as exc:  # a custom validator raising anything else
-        raise ValueError(f"the validator raised {type(exc).__name__}: {exc}") from exc
+        raise ValueError(f"the validator raised {exception_text(exc)}") from exc
 
 
 def to_schema(schema: Any, *, validate: bool = False) -> ToolSchema:

@@ -121,13 +121,13 @@ def _start(awaitable: Awaitable[T], future: concurrent.futures.Future[T],
             finished.set()
 
     task = asyncio.get_running_loop().create_task(runner())
-    task.add_done_callback(lambda done: _settle(done, future))
+    task.add_done_callback(lambda done: _pass_outcome(done, future))
     # A cancel from the caller's thread reaches the task on its loop.
     future.add_done_callback(
         lambda f: f.cancelled() and task.get_loop().call_soon_threadsafe(task.cancel))
 
 
-def _settle(task: asyncio.Task[T], future: concurrent.futures.Future[T]) -> None:
+def _pass_outcome(task: asyncio.Task[T], future: concurrent.futures.Future[T]) -> None:
     # The future stays pending while the task runs (so the caller can cancel it); it is
     # marked running only now, to take the task's outcome.
     if task.cancelled():
