@@ -4,6 +4,7 @@ loop, and one request sent through it, its failures turned into ``ModelError`` s
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import ssl
 from collections.abc import AsyncGenerator
@@ -38,17 +39,13 @@ NO_KEY = "no-key"
 """The API key sent to a base URL given without one: local servers (Ollama, vLLM, LM Studio,
 llama.cpp) take any key."""
 
-_tls: ssl.SSLContext | None = None
 
-
+@functools.cache
 def _tls_context() -> ssl.SSLContext:
     """httpx's default TLS context, made once per process and shared by every client made
     here: loading the certificate store costs 60-150 ms, and a script that calls
     ``asyncio.run`` per turn gets a new client (for its new event loop) every turn."""
-    global _tls
-    if _tls is None:
-        _tls = httpx2.create_ssl_context()
-    return _tls
+    return httpx2.create_ssl_context()
 
 
 @dataclass
