@@ -288,7 +288,5 @@ def _merge_tool_call(calls: dict[int, dict[str, Any]], part: Any) -> None:
 
 
 def _ordered(calls: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {"id": c["id"], "type": "function", "function": dict(c["function"])}
-        for _, c in sorted(calls.items())
-    ]
+    """Copies of the calls merged so far, by index: what is merged next does not change them."""
+    return [_copy_call(call) for _, call in sorted(calls.items())]
