@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from ..render import pretty_arguments, text_of, visible
 from ..render import tool_names_of as _tool_names
 
-__all__ = ["fence", "inline", "messages_markdown", "visible"]
+__all__ = ["fence", "inline", "messages_markdown"]
 
 Messages = list[dict[str, Any]]
 # Inline text (names, titles) escapes what Markdown gives meaning to mid-line; "-", "/" and
