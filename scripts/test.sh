@@ -22,8 +22,8 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${E2E_CHROMIUM:-}" ]; then
 fi
 
 bash scripts/setup.sh
-main="$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 main_full="$(.venv/bin/python -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
+main="${main_full%.*}"
 echo "== Python $main_full (.venv): ruff, mypy, the whole suite"
 .venv/bin/python -m ruff check fragola_nb tests
 .venv/bin/python -m mypy
