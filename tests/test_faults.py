@@ -148,6 +148,10 @@ FAULTS = [
     Fault("connection_dropped_inside_a_tool_call",
           lambda _: tool_calls(call("add", {"a": 1, "b": 2}), stream_cut_after=3),
           ModelConnectionError, openai.APIConnectionError, modes=(True,)),
+    Fault("body_that_cannot_be_decoded",  # said to be gzip, and it is not
+          lambda _: raw(b"not gzip at all",
+                        headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}),
+          ModelConnectionError, openai.APIConnectionError),
     Fault("malformed_json_body",  # streamed, the client parses each `data:` event itself
           _either(raw(b"{not json"),
                   raw(b"data: {not json\n\n", headers={"Content-Type": "text/event-stream"})),

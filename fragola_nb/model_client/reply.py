@@ -10,6 +10,7 @@ listeners only) whatever keys it holds.
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -141,7 +142,9 @@ async def read_stream(stream: Any, on_chunk: ChunkCallback | None) -> dict[str, 
         await stream.close()
         if isinstance(exc, httpx2.TimeoutException):
             raise openai.APITimeoutError(request=response.request) from exc
-        if isinstance(exc, httpx2.TransportError):
+        # What the client counts as a failed connection when it reads a body itself: any
+        # request error (a transport error, a body it cannot decode) and a TLS error.
+        if isinstance(exc, (httpx2.RequestError, ssl.SSLError)):
             raise openai.APIConnectionError(request=response.request) from exc
         raise
     if body.lstrip().startswith((b"data:", b"event:", b":")):
