@@ -69,8 +69,8 @@ def exception_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {said}"
 
 
-class FragolaError(Exception):
-    """Root of every error fragola_nb raises."""
+class ShortTraceback(BaseException):
+    """Mixed into our exceptions: shown in one line in IPython and Jupyter."""
 
     @property
     def _render_traceback_(self) -> Callable[[], list[str]]:
@@ -84,7 +84,13 @@ class FragolaError(Exception):
         return self._short_traceback
 
     def _short_traceback(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}", "(%tb shows the full traceback)"]
+        from .render import visible  # the message may quote a model, a tool or a person
+
+        return [visible(f"{type(self).__name__}: {self}"), "(%tb shows the full traceback)"]
+
+
+class FragolaError(ShortTraceback, Exception):
+    """Root of every error fragola_nb raises."""
 
 
 class BadUsage(FragolaError):

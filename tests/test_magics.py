@@ -26,6 +26,7 @@ from fragola_nb import (
     Fragola,
     JsonModeError,
     JsonResult,
+    ListenerError,
     ModelHTTPError,
     Tool,
     run_sync,
@@ -89,7 +90,8 @@ def usage_error(shell: InteractiveShell, cell: str, capsys: pytest.CaptureFixtur
 
 SHORT_500 = ["ModelHTTPError: the model API answered HTTP 500: the server is on fire",
              "(%tb shows the full traceback)"]
-INTERRUPTED = "TurnInterrupted: 'a' stopped by the interrupt; its history is kept valid"
+INTERRUPTED = ["TurnInterrupted: 'a' stopped by the interrupt; its history is kept valid",
+               "(%tb shows the full traceback)"]
 
 
 # -- loading --------------------------------------------------------------------------------
@@ -436,11 +438,49 @@ def test_ctrl_c_stops_the_turn_and_fails_the_cell_in_one_line(
     # the cell ends as interrupted (Run All stops there), in one line
     assert isinstance(result.error_in_exec, KeyboardInterrupt)
     out, err = capsys.readouterr()
-    assert out.splitlines()[-1] == INTERRUPTED and "Traceback" not in out + err
+    assert out.splitlines()[-2:] == INTERRUPTED and "Traceback" not in out + err
     assert agent.status == "idle" and agent.state.outcome == "stopped"
     assert agent.state.messages == [{"role": "user", "content": "wait for it"}]
+    run(shell, "%tb")  # asked for, the traceback of the interrupt
+    assert "Traceback" in capsys.readouterr().out
     assert run(shell, "%%fragola\nagain").success
     assert agent.state.messages[-1]["content"] == "after the interrupt"
+
+
+def test_the_lines_a_cell_prints_cannot_disguise_themselves(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A listener's error quoting a file name with a right-to-left override, and a model's
+    # arguments with one, as the cell prints them: written out, never reordered.
+    agent = shell.user_ns["agent"] = fragola.agent(name="a\u202eb")
+
+    def refuse(event: Any) -> None:
+        raise ValueError("will not open file\u202egnp.exe pay\u200bpal")
+
+    unsubscribe = agent.on_before_model_invocation(refuse)
+    result = run(shell, "%%fragola\nopen it")
+    assert isinstance(result.error_in_exec, ListenerError)
+    out, err = capsys.readouterr()
+    assert "file\\u202egnp.exe pay\\u200bpal" in out.splitlines()[-2]
+    unsubscribe()
+    guarded = tool(name="open_file", description="", handler=lambda path: path,
+                   schema={"type": "object", "properties": {"path": {"type": "string"}}},
+                   require_approval=True)
+    agent.options.tools = [guarded]
+    model.push(tool_calls(call("open_file", {"path": "file\u202egnp.exe"}, id="c1")))
+    assert run(shell, "%%fragola\nopen it").success
+    out, err = capsys.readouterr()
+    assert "'a\\u202eb' is waiting on 1 tool call" in out
+    assert "file\\u202egnp.exe" in out
+    for text in (out, err):
+        assert "\u202e" not in text and "\u200b" not in text
+    agent.stop()
+    agent.fork("fork\u202egnp")
+    for line in ("%fragola_agents", "%fragola_tree agent", "agent"):
+        run(shell, line)
+        out = capsys.readouterr().out
+        assert "\\u202e" in out and "\u202e" not in out, line
 
 
 # -- the transformer path, in-process ---------------------------------------------------------
@@ -495,7 +535,7 @@ def test_on_the_await_path_errors_and_interrupts_fail_the_cell_in_one_line(
     result = asyncio.run(cell("%%fragola\nwait for it", interrupt=True))
     assert isinstance(result.error_in_exec, KeyboardInterrupt)
     out, err = capsys.readouterr()
-    assert out.splitlines()[-1] == INTERRUPTED and "Traceback" not in out + err
+    assert out.splitlines()[-2:] == INTERRUPTED and "Traceback" not in out + err
     assert agent.status == "idle" and agent.state.outcome == "stopped"
     assert [m["content"] for m in agent.state.messages] == ["hello", "wait for it"]
 

@@ -152,7 +152,8 @@ def test_interrupting_the_kernel_stops_the_turn_and_fails_the_cell_in_one_line(
     assert kernel.reply(msg_id)["status"] == "error"  # Run All stops here
     assert result.error is not None and result.error["ename"] == "TurnInterrupted"
     assert result.error["traceback"] == [
-        "TurnInterrupted: 'sleepy' stopped by the interrupt; its history is kept valid"
+        "TurnInterrupted: 'sleepy' stopped by the interrupt; its history is kept valid",
+        "(%tb shows the full traceback)",
     ]
     assert "Traceback" not in result.stdout + result.stderr
     assert "stopped" in result.outputs[-1]["data"]["text/html"]  # the panel's final form

@@ -24,7 +24,7 @@ from ..errors import BadUsage
 from ..fragola import Fragola
 from ..sync import run_sync
 from .cellargs import lookup, parse_name
-from .textviews import AgentTable, ForkTreeText, show
+from .textviews import AgentTable, ForkTreeText, say, show
 from .turn import Turn, TurnView
 
 __all__ = ["Extension", "FragolaMagics"]
@@ -109,7 +109,7 @@ class Extension:
         agent = fragola.agent(name=DEFAULT_AGENT)
         ns["agent"] = agent
         where = "offline, on the scripted model" if fragola.offline else f"model {fragola.model}"
-        print(f"fragola_nb: made a default agent {DEFAULT_AGENT!r}, bound to `agent`, {where}")
+        say(f"fragola_nb: made a default agent {DEFAULT_AGENT!r}, bound to `agent`, {where}")
         return agent
 
     def agent_from_line(self, line: str, magic: str) -> Agent:
@@ -241,4 +241,4 @@ class FragolaMagics(Magics):
         except BadUsage as exc:
             raise UsageError(str(exc)) from None
         self.ext.detach_turn_panels(agent)
-        print(f"fragola_nb: {agent.name!r} reset (no messages, step count 0)")
+        say(f"fragola_nb: {agent.name!r} reset (no messages, step count 0)")

@@ -13,9 +13,9 @@ from typing import Any
 from IPython.display import display
 
 from ..agent import Agent
-from ..render import conversation_html, escape, transcript_text
+from ..render import conversation_html, escape, transcript_text, visible
 
-__all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "show", "walk"]
+__all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "say", "show", "walk"]
 
 
 def show(obj: Any, **kwargs: Any) -> Any:
@@ -29,13 +29,20 @@ class TextLine:
     show it as the cell's output text."""
 
     def __init__(self, text: str) -> None:
-        self.text = text
-        self._handle = show({"text/plain": text}, raw=True, display_id=True)
+        self.text = visible(text)
+        self._handle = show({"text/plain": self.text}, raw=True, display_id=True)
 
     def update(self, text: str) -> None:
+        text = visible(text)
         if text != self.text and self._handle is not None:
             self.text = text
             self._handle.update({"text/plain": text}, raw=True)
+
+
+def say(text: str, *, file: Any = None) -> None:
+    """Print a note of ours, which may quote an agent's name or a model's arguments: its
+    direction overrides and invisible characters written out (``render.visible``)."""
+    print(visible(text), file=file)
 
 
 class TurnTranscript:
@@ -51,7 +58,7 @@ class TurnTranscript:
         )
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(f"── {self.title} ({self.status}, {self.subtitle}) ──")
+        printer.text(visible(f"── {self.title} ({self.status}, {self.subtitle}) ──"))
         if self.messages:
             printer.text("\n" + transcript_text(self.messages))
 
@@ -68,7 +75,7 @@ class AgentTable:
 
     def __init__(self, named: Iterable[tuple[str, Agent]]) -> None:
         self.rows = [
-            (var, a.name, a.id, a.status, str(a.message_count), a.fork_of or "")
+            (var, visible(a.name), a.id, a.status, str(a.message_count), a.fork_of or "")
             for var, a in named
         ]
 
@@ -99,7 +106,7 @@ class ForkTreeText:
 
     def __init__(self, agent: Agent) -> None:
         self.lines = [
-            ("  " * depth + ("└ " if depth else "") + _node(node), node is agent)
+            ("  " * depth + ("└ " if depth else "") + visible(_node(node)), node is agent)
             for depth, node in walk(agent.root)
         ]
 

@@ -25,12 +25,12 @@ import pydantic
 from IPython.core.error import UsageError
 
 from ..agent import Agent
-from ..errors import BadUsage
+from ..errors import BadUsage, ShortTraceback
 from ..jsonmode import JsonResult
 from ..schemas import load_json_schema
 from ..state import AgentState
 from .cellargs import CellOptions, interpolate, lookup, parse_options
-from .textviews import TextLine, TurnTranscript, show
+from .textviews import TextLine, TurnTranscript, say, show
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -41,13 +41,11 @@ __all__ = ["Turn", "TurnInterrupted", "TurnSettings", "TurnView"]
 _log = logging.getLogger("fragola_nb")
 
 
-class TurnInterrupted(KeyboardInterrupt):
+class TurnInterrupted(ShortTraceback, KeyboardInterrupt):
     """A ``%%fragola`` turn ended by an interrupt (the kernel's Interrupt, Ctrl-C). The agent
     stopped with a valid history; the cell ends as an interrupted cell does, in one line
-    rather than a traceback through the run."""
-
-    def _render_traceback_(self) -> list[str]:  # IPython's hook, as on FragolaError
-        return [f"{type(self).__name__}: {self}"]
+    rather than a traceback through the run (``%tb`` shows the traceback, as for our
+    errors)."""
 
 
 class TurnSettings:
@@ -169,13 +167,13 @@ class Turn:
             if self.result.success:
                 show(self.result.data)
             else:
-                print(f"fragola_nb: the reply does not match the schema: {self.result.error}",
-                      file=sys.stderr)
+                say(f"fragola_nb: the reply does not match the schema: {self.result.error}",
+                    file=sys.stderr)
         if agent.status == "waiting":
             self._say_waiting()
         elif agent.outcome == "step_limit" and self.result is not None:
-            print(f"fragola_nb: {agent.name!r} used its step budget; "
-                  f"`await {self.var}.step()` lets it go on")
+            say(f"fragola_nb: {agent.name!r} used its step budget; "
+                f"`await {self.var}.step()` lets it go on")
         if options.out is not None and self.result is not None:
             self.ext.shell.user_ns[options.out] = self.result
         if self.interrupted:
@@ -188,11 +186,11 @@ class Turn:
     def _say_waiting(self) -> None:
         v, name, pending = self.var, self.agent.name, self.agent.pending
         if self.panel is None:  # no controls: list the calls to decide in code
-            print(f"fragola_nb: {name!r} is waiting on {len(pending)} tool call(s): decide each "
-                  f"with {v}.approve(id) / {v}.reject(id, reason) / {v}.inject(id, result), "
-                  f"then `await {v}.step()`")
+            say(f"fragola_nb: {name!r} is waiting on {len(pending)} tool call(s): decide each "
+                f"with {v}.approve(id) / {v}.reject(id, reason) / {v}.inject(id, result), "
+                f"then `await {v}.step()`")
             for call in pending:
-                print(f"  {call.id}: {call.name}({call.arguments}) [{call.reason}]")
+                say(f"  {call.id}: {call.name}({call.arguments}) [{call.reason}]")
             return
         # Decided in the panel, later: a line that says so when the agent goes on, rather
         # than printed text that stays "waiting" for good.
