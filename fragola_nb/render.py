@@ -33,12 +33,14 @@ CSS = """<style>
 .fragola-msg{border-left:3px solid #bbb;margin:4px 0;padding:2px 8px}
 .fragola-msg-user{border-color:#3b82f6}.fragola-msg-assistant{border-color:#10b981}
 .fragola-msg-tool{border-color:#f59e0b}.fragola-msg-system,.fragola-msg-developer{border-color:#8b5cf6}
-.fragola-role{font-size:11px;font-weight:600;text-transform:uppercase;color:#666}
-.fragola-text{white-space:pre-wrap;word-break:break-word;margin:2px 0}
+.fragola-msg{min-width:0;overflow-wrap:anywhere}
+.fragola-role{font-size:11px;font-weight:600;text-transform:uppercase;color:var(--jp-ui-font-color2,#555)}
+.fragola-text{white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0}
 .fragola-md p{margin:2px 0}
-.fragola-tool-call summary,.fragola-tool-result summary{cursor:pointer;color:#555}
-.fragola-args,.fragola-result-text{white-space:pre-wrap;word-break:break-word;background:rgba(127,127,127,.08);padding:4px;margin:2px 0;font-family:var(--jp-code-font-family,monospace);font-size:12px}
-.fragola-error{color:#b91c1c;white-space:pre-wrap}
+.fragola-md pre{overflow-x:auto;max-width:100%}
+.fragola-tool-call summary,.fragola-tool-result summary{cursor:pointer;color:var(--jp-ui-font-color1,#444)}
+.fragola-args,.fragola-result-text{white-space:pre-wrap;overflow-wrap:anywhere;background:rgba(127,127,127,.08);padding:4px;margin:2px 0;font-family:var(--jp-code-font-family,monospace);font-size:12px}
+.fragola-error{color:var(--jp-error-color1,#b91c1c);white-space:pre-wrap;overflow-wrap:anywhere}
 .fragola-status{display:inline-block;border-radius:8px;padding:0 7px;font-size:11px;color:#fff;background:#6b7280}
 .fragola-status-generating{background:#2563eb}.fragola-status-waiting{background:#d97706}.fragola-status-idle{background:#059669}
 </style>"""

@@ -101,7 +101,8 @@ sleepy = Fragola.scripted([hang()]).agent(name="sleepy")
 
 
 HOSTILE = ('<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1">'
-           " file\u202egnp.exe pay\u200bpal")
+           " file\u202egnp.exe pay\u200bpal " + "T" * 5000
+           + " https://example.invalid/" + "a" * 600)
 # As a reader must see it: the direction override and the zero-width space written out.
 HOSTILE_SHOWN = HOSTILE.replace("\u202e", "\\u202e").replace("\u200b", "\\u200b")
 

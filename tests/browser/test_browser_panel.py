@@ -122,6 +122,10 @@ def test_hostile_text_shows_as_text(ui: UI) -> None:
         assert panel.locator("script, img").count() == 0
         # and no character that reorders or hides text reached the page
         assert "\u202e" not in panel.inner_text() and "\u200b" not in panel.inner_text()
+        # a 5,000-character token and a 600-character URL wrap: nothing is wider than the panel
+        assert panel.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+        widths = panel.locator(".fragola-msg").evaluate_all("els => els.map(e => e.scrollWidth)")
+        assert max(widths) <= panel.evaluate("e => e.clientWidth")
     ui.shot("hostile-turn", turn)
 
     # a hostile fork name, typed into the panel under the tree, goes through the
