@@ -64,19 +64,42 @@ def escape(text: Any) -> str:
     return html.escape(visible(str(text)), quote=True)
 
 
+_SAFE_LINK = re.compile(r"(?i)^(https?://|mailto:)")
+
+
 @lru_cache(maxsize=1)
 def _markdown() -> Any:
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.disable("image")
+    md.enable(["table", "strikethrough"])
+    # Only web and mail links become links (javascript:, data:, file: and relative paths,
+    # which would navigate JupyterLab itself, stay text); they open in a new tab that cannot
+    # reach back to this page.
+    md.validateLink = lambda url: bool(_SAFE_LINK.match(url.strip()))  # type: ignore[method-assign]
+
+    def link_open(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        tokens[idx].attrSet("target", "_blank")
+        tokens[idx].attrSet("rel", "noopener noreferrer")
+        return str(renderer.renderToken(tokens, idx, options, env))
+
+    md.add_render_rule("link_open", link_open)
     return md
+
+
+# Text without any of these is one paragraph of plain text in Markdown (a fast path: a panel
+# of 5,000 messages renders each once).
+_MARKDOWN_SIGNS = re.compile(r"[\\`*_\[\]<>&#|~!=+:-]|\n\s*\n|^\s|\d[.)]|\s\Z|^\s*$")
 
 
 def markdown_html(text: str) -> str:
     """Markdown to HTML with raw HTML escaped, images off, unsafe links refused and invisible
     controls made visible."""
-    return str(_markdown().render(visible(text)))
+    text = visible(text)
+    if not _MARKDOWN_SIGNS.search(text):
+        return f"<p>{html.escape(text, quote=False).replace(chr(34), '&quot;')}</p>\n"
+    return str(_markdown().render(text))
 
 
 def text_of(content: Any) -> str:

@@ -127,14 +127,14 @@ class Extension:
             raise UsageError(f"{name} is a {type(value).__name__}, not an Agent")
         return value
 
-    def show_turn(self, agent: Agent, since: int) -> TurnView | None:
+    def show_turn(self, agent: Agent, since: int, model: str | None = None) -> TurnView | None:
         """Detach the agent's older turn panels; show a live one (None without a frontend)."""
         self.detach_turn_panels(agent, "a newer panel follows this agent")
         if not self.widgets:
             return None
         from .panel import AgentPanel
 
-        panel = AgentPanel(agent, since=since)
+        panel = AgentPanel(agent, since=since, model=model, namespace=self.shell.user_ns)
         self.turn_panels.setdefault(agent.id, []).append(panel)
         return TurnView(panel, self.show_view(panel, display_id=True))
 
@@ -212,7 +212,7 @@ class FragolaMagics(Magics):
             return
         from .panel import AgentPanel
 
-        self.ext.show_view(AgentPanel(agent))
+        self.ext.show_view(AgentPanel(agent, namespace=self.ext.shell.user_ns))
 
     @line_magic
     def fragola_tree(self, line: str) -> None:
@@ -223,7 +223,7 @@ class FragolaMagics(Magics):
             return
         from .tree import ForkTree
 
-        self.ext.show_view(ForkTree(agent))
+        self.ext.show_view(ForkTree(agent, namespace=self.ext.shell.user_ns))
 
     @line_magic
     def fragola_agents(self, line: str) -> None:

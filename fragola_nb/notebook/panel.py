@@ -1,12 +1,20 @@
-"""``AgentPanel``: a live view of one agent, and the buttons that steer it.
+"""``AgentPanel``: a live view of one agent, and the controls that steer it.
 
-The panel is a view: it subscribes to the agent's events and calls its public methods
-(``step``, ``stop_sync``, ``reset``, ``fork``, and through its approval boxes ``approve``,
-``reject``, ``inject``). Events may arrive in any thread (the kernel's loop or fragola_nb's
-background loop); setting widget traits from there is fine.
+One anywidget (``panel.js``/``panel.css``) draws everything: the header, a status strip, the
+conversation in a scrolling, windowed list, the reply as it streams, approval cards, the
+controls and a message box. The panel is a view: it subscribes to the agent's events and
+every control goes through the agent's public API (``approve``, ``reject``, ``inject``,
+``step``, ``stop_sync``, ``reset``, ``fork``, ``user_message``). What a click asks for arrives
+as a message handled by :meth:`AgentPanel.do`, which code and tests may call too.
+
+Messages reach the browser as *rows* (see :mod:`.rows`), sent when they arrive: the new rows
+and the rows a tool result changed, never the history. The browser keeps them, and copies
+them into the widget's saved state (``saved_rows``) so a notebook saved with its widget state
+still shows the conversation without a kernel.
 
     panel = AgentPanel(agent)            # the whole history
     panel = AgentPanel(agent, since=4)   # a turn panel: messages from index 4 on
+    panel.do("approve", id="call_1")     # what a click on Approve does
 """
 
 from __future__ import annotations
@@ -15,42 +23,35 @@ import functools
 import json
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import ipywidgets as widgets  # type: ignore[import-untyped]
+import anywidget
+import traitlets
 
-from ..errors import FragolaError
 from ..events import transient
-from ..render import CSS, conversation_html, escape
-from .approvals import Approvals
-from .blocks import (
-    PANEL_CSS,
-    MessageBlocks,
-    StreamView,
-    button,
-    close_view,
-    error_text,
-    html_widget,
-)
-from .runner import launch
+from ..render import conversation_html, escape, text_of, visible
+from .actions import Actions, error_text
+from .rows import CallFacts, Rows, compact, disguised, short
+from .stream import Stream
 
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..events import Subscription
 
-__all__ = ["AgentPanel"]
+__all__ = ["AgentPanel", "error_text"]
 
 _log = logging.getLogger("fragola_nb")
+_HERE = Path(__file__).parent
 
 Handler = Callable[["AgentPanel", Any], None]
 
-OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used — Step goes on"}
-"""What the header says, beside the status, about how the last run ended (``agent.outcome``);
-nothing for a run that finished or paused (the badge and the messages say it), nor after an
-error (the error box says it)."""
+OUTCOME_TEXT = {"stopped": "stopped", "step_limit": "step budget used — Step goes on",
+                "finished": "finished"}
 STATIC_OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used"}
-"""The same in the static HTML copy (nbconvert, GitHub), which has no Step button."""
+"""What the static HTML copy (nbconvert, GitHub) says of how the last run ended."""
 
 
 def _observer(method: Handler) -> Handler:
@@ -62,72 +63,65 @@ def _observer(method: Handler) -> Handler:
         if self._detached or event.context.agent is not self.agent:
             return
         try:
-            method(self, event)
+            with self._lock:
+                method(self, event)
         except Exception:
             _log.exception("fragola_nb: the panel of %s failed to update", self.agent.name)
 
     return transient(listener)
 
 
-def _outcome_note(agent: Agent, notes: dict[str, str] = OUTCOME_NOTES) -> str:
-    # agent.outcome, not agent.state: this runs on every event. A run going on makes the
-    # last one's end old news.
-    if agent.status == "generating" or agent.outcome is None:
-        return ""
-    return notes.get(agent.outcome, "")
+class AgentPanel(anywidget.AnyWidget):
+    """Header, status strip, messages, streaming reply, approval cards, controls, message box,
+    tools and stores of one agent (or, with ``since``, of one turn)."""
 
+    _esm = _HERE / "panel.js"
+    _css = _HERE / "panel.css"
 
-class AgentPanel(widgets.VBox):  # type: ignore[misc]
-    """Header (name, id, model, status badge, steps), messages, the streaming reply,
-    approval controls, Stop/Step/Reset/Fork, tools and stores of one agent."""
+    head = traitlets.Dict().tag(sync=True)
+    """name, id, model, fork_of, instructions, steps, max_step, status, usage, variable."""
+    strip = traitlets.Dict().tag(sync=True)
+    """What is happening and what needs the person: kind, text, t0 (seconds since the epoch
+    when the wait began; the browser adds the seconds)."""
+    cards = traitlets.List(traitlets.Dict()).tag(sync=True)
+    tools = traitlets.List(traitlets.Dict()).tag(sync=True)
+    stores = traitlets.List(traitlets.Dict()).tag(sync=True)
+    notice = traitlets.Dict().tag(sync=True)
+    """The last error or note of the panel: kind ("error" or "note") and text."""
+    detached = traitlets.Unicode("").tag(sync=True)
+    since = traitlets.Int(0).tag(sync=True)
+    saved_rows: traitlets.List[Any] = traitlets.List().tag(sync=True)
+    """Left empty by the kernel; the browser fills it (see the module's docstring)."""
 
-    def __init__(self, agent: Agent, since: int | None = None) -> None:
-        super().__init__()
+    def __init__(self, agent: Agent, since: int | None = None, *, model: str | None = None,
+                 namespace: MutableMapping[str, Any] | None = None) -> None:
+        super().__init__(since=since or 0)
         self.agent = agent
-        self.since = since
+        self.turn = since is not None
+        self.turn_model = model
+        self.namespace = namespace
         self.on_fork: Callable[[Agent], None] | None = None
-        """Called with a fork made by the Fork button (a ForkTree sets it); when None the
-        fork's panel is shown inside this one."""
+        """Called with a fork made by the Fork button (a ForkTree sets it to select it)."""
         self._lock = threading.RLock()
         self._detached = False
-        self.add_class("fragola-panel")
-        self.header = html_widget("fragola-header")
-        self.status_badge = html_widget("fragola-status")
-        self.outcome_note = html_widget("fragola-outcome")
-        self._status_class = ""
-        self.error_box = html_widget("fragola-error")
-        self.messages = MessageBlocks(since or 0)
-        self.streaming = StreamView()
-        self.approvals = Approvals(agent, self.show_error)
-        self.stop_button = button("Stop", "fragola-stop", "warning")
-        self.step_button = button("Step", "fragola-step")
-        self.reset_button = button("Reset", "fragola-reset")
-        self.fork_name = widgets.Text(placeholder="fork name (optional)")
-        self.fork_name.add_class("fragola-fork-name")
-        self.fork_button = button("Fork", "fragola-fork")
-        self.tools_box = html_widget("fragola-tools")
-        self.stores_box = html_widget("fragola-stores")
-        self.detached_note = html_widget("fragola-detached")
-        self.forks_box = widgets.VBox()
-        self.forks_box.add_class("fragola-forks")
-        self.stop_button.on_click(self._stop)
-        self.step_button.on_click(self._step)
-        self.reset_button.on_click(self._reset)
-        self.fork_button.on_click(self._fork)
-        self.button_row = widgets.HBox([
-            self.stop_button, self.step_button, self.reset_button, self.fork_name,
-            self.fork_button, self.detached_note,  # the note says why they are grey
-        ])
-        self.children = (
-            widgets.HTML(CSS + PANEL_CSS),
-            widgets.HBox([self.header, self.status_badge, self.outcome_note]),
-            self.error_box, self.messages, self.streaming, self.approvals,
-            self.button_row, self.tools_box, self.stores_box, self.forks_box,
-        )
+        self._rows = Rows(start=since or 0)
+        self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
+        self._stream = Stream(self._send_stream)
+        self._model_used: str | None = None
+        self._usage: dict[str, int] = {}
+        self._calling_since = time.time()
+        self._running: tuple[str, str, float] | None = None  # call id, tool, since
+        self._error = ""
+        self.actions = Actions(self)
+        self.on_msg(self._on_browser)
         self._subscriptions: list[Subscription] = [
             agent.on_after_state_update(self._on_state_update),
             agent.on_status_change(self._on_status_change),
             agent.on_model_chunk(self._on_model_chunk),
+            agent.on_after_model_invocation(self._on_model_reply),
+            agent.on_before_step(self._on_before_step),
+            agent.on_before_tool_call(self._on_tool_start),
+            agent.on_after_tool_call(self._on_tool_end),
             agent.on_after_step(self._on_after_step),
         ]
         self._store_unsubscribes = [
@@ -135,170 +129,330 @@ class AgentPanel(widgets.VBox):  # type: ignore[misc]
         ]
         self.sync_now()
 
-    # -- the API the magics use -------------------------------------------------------------
+    # -- what the magics, the tree and tests use ---------------------------------------------
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows shown (a copy)."""
+        with self._lock:
+            return [dict(row) for row in self._rows.rows]
+
+    @property
+    def stream_text(self) -> str:
+        """The streamed text shown now ("" when no reply streams)."""
+        return self._stream.text
+
+    def do(self, action: str, **fields: Any) -> None:
+        """Carry out what a control asks for (``approve``, ``edit``, ``reject``, ``inject``,
+        ``step``, ``stop``, ``reset``, ``fork``, ``send``, ``bind``); see :class:`Actions`."""
+        self.actions.do(action, fields)
 
     def detach(self, why: str = "this panel no longer follows the agent") -> None:
-        """Stop following the agent; the view keeps its last state, its controls disabled,
-        and says ``detached: why`` beside them."""
+        """Stop following the agent; the view keeps what it shows, its controls disabled, and
+        says ``detached: why``."""
         with self._lock:
             if self._detached:
                 return
             self._detached = True
-            self.detached_note.value = escape(f"detached: {why}")
             for subscription in self._subscriptions:
                 subscription.unsubscribe()
             for unsubscribe in self._store_unsubscribes:
                 unsubscribe()
-            self.streaming.flush()
-            self.approvals.freeze()
-            for control in (self.stop_button, self.step_button, self.reset_button,
-                            self.fork_name, self.fork_button):
-                control.disabled = True
+            self._stream.flush()
+            self.detached = visible(why)
+            self.cards = [{**card, "frozen": True} for card in self.cards]
 
     def close(self) -> None:
-        """Detach, and close every widget of the panel (for a view that is replaced)."""
-        close_view(self)
-        super().close()
+        """Detach and close the widget (for a view that is replaced)."""
+        try:
+            self.detach()
+        finally:
+            super().close()
 
     def show_error(self, exc: BaseException) -> None:
-        """Show ``exc`` readably (class name, message, cause), escaped."""
-        self.error_box.value = escape(error_text(exc))
+        """Show ``exc`` in one readable block (class, message, cause), as text."""
+        with self._lock:
+            self._error = error_text(exc)
+            self.notice = {"kind": "error", "text": visible(self._error)}
+            self._refresh_strip()
+
+    def note(self, text: str) -> None:
+        """Show a short note from a control (the panel's answer to a click)."""
+        self.notice = {"kind": "note", "text": visible(text)}
 
     def sync_now(self) -> None:
         """Show everything as it is now, the streamed text included."""
-        self.streaming.flush()
-        self._refresh()
+        with self._lock:
+            self._stream.flush()
+            self._refresh()
 
-    # -- events -----------------------------------------------------------------------------
+    # -- the browser ---------------------------------------------------------------------------
+
+    def _on_browser(self, _: Any, content: Any, buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        action = content.get("do")
+        if action == "hello":  # a new view (or a reloaded page): everything, once
+            with self._lock:
+                self.send({"t": "rows", "reset": True, "rows": self._rows.rows,
+                           "stream": self._stream.text, "stopped": self._stream.stopped})
+            return
+        fields = {k: v for k, v in content.items() if k != "do"}
+        try:
+            self.do(str(action), **fields)
+        except Exception as exc:  # never into the kernel's log only: the person sees it
+            self.show_error(exc)
+
+    def _send_stream(self, message: dict[str, Any]) -> None:
+        self.send({"t": "stream", **message})
+
+    # -- events --------------------------------------------------------------------------------
 
     @_observer
     def _on_state_update(self, event: Any) -> None:
         if event.reason == "ai_message":
-            self.streaming.clear()  # the stored message replaces the streamed text
+            self._stream.clear()  # the stored message replaces the streamed text
         self._refresh()
 
     @_observer
     def _on_status_change(self, event: Any) -> None:
         if event.status == "generating":
-            self.error_box.value = ""  # a new run: the last error is old news
+            if event.previous == "idle":
+                self._stream.clear()  # a new run: the stopped text and the last error go
+                self._error = ""
+                if self.notice.get("kind") == "error":
+                    self.notice = {}
+            self._calling_since = time.time()
+        elif event.status == "idle" and self.agent.outcome == "stopped":
+            self._stream.stop()  # the partial reply stays, marked as not saved
         else:
-            self.streaming.clear()
+            self._stream.clear()
+        if event.status == "idle":
+            self.turn_model = None if self._model_used else self.turn_model
+        self._running = None
         self._refresh()
 
     @_observer
     def _on_model_chunk(self, event: Any) -> None:
-        self.streaming.feed(event.message)
+        usage = getattr(event.chunk, "usage", None)
+        if usage is not None:
+            self._add_usage(usage)
+        message = event.message
+        text = text_of(message.get("content"))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            text += f"\n→ {function.get('name') or ''}({function.get('arguments') or ''})"
+        self._stream.feed(visible(text))
+
+    @_observer
+    def _on_model_reply(self, event: Any) -> None:
+        model = event.config.get("model") if isinstance(event.config, dict) else None
+        if isinstance(model, str) and model:
+            self._model_used = model
+        self._refresh_head()
+
+    @_observer
+    def _on_before_step(self, event: Any) -> None:
+        self._calling_since = time.time()
+        self._running = None
+        self._refresh_strip()
+
+    @_observer
+    def _on_tool_start(self, event: Any) -> None:
+        config = event.config
+        self._running = (config.id, config.tool.name, time.time())
+        self._rows.facts.setdefault(config.id, CallFacts()).started = time.time()
+        self._refresh_strip()
+
+    @_observer
+    def _on_tool_end(self, event: Any) -> None:
+        facts = self._rows.facts.setdefault(event.id, CallFacts())
+        facts.error = event.error
+        if facts.started is not None:
+            facts.ms = round((time.time() - facts.started) * 1000)
+        position = self._rows.refresh_call(event.id)
+        if position is not None:
+            self.send({"t": "rows", "rows": [self._rows.rows[position]]})
+        self._running = None
+        self._calling_since = time.time()
+        self._refresh_strip()
 
     @_observer
     def _on_after_step(self, event: Any) -> None:
-        self._refresh()
+        self._refresh_head()
 
     def _on_store_change(self, value: Any) -> None:
         try:
-            self._render_stores()
+            self.stores = self._stores()
         except Exception:  # a store's set() must not fail because of its view
             _log.exception("fragola_nb: the panel of %s failed to show a store", self.agent.name)
 
-    # -- rendering --------------------------------------------------------------------------
+    # -- what is sent ----------------------------------------------------------------------------
 
     def _refresh(self) -> None:
-        # Runs on every event: it reads the agent's cheap views (counts, status, pending, the
-        # new messages), never agent.state, whose copy of the history grows with it.
-        with self._lock:
-            agent = self.agent
-            self.messages.update(agent)
-            fork = f" · fork of {escape(agent.fork_of)}" if agent.fork_of else ""
-            self.header.value = (
-                f"<b>{escape(agent.name)}</b> <code>{escape(agent.id)}</code> · model "
-                f"{escape(agent.model)} · steps <span class='fragola-steps'>"
-                f"{agent.step_count}/{agent.options.max_step}</span>{fork}"
-            )
-            status = agent.status
-            if self._status_class != f"fragola-status-{status}":
-                if self._status_class:
-                    self.status_badge.remove_class(self._status_class)
-                self._status_class = f"fragola-status-{status}"
-                self.status_badge.add_class(self._status_class)
-            self.status_badge.value = escape(status)
-            self.outcome_note.value = escape(_outcome_note(agent))
-            if not self._detached:
-                self.stop_button.disabled = status == "idle"
-                for control in (self.step_button, self.reset_button, self.fork_button):
-                    control.disabled = status == "generating"
-            self.approvals.sync()
-            self.tools_box.value = self._tools_html()
-            self._render_stores()
+        # On every event: it reads the agent's cheap views (counts, status, pending, the new
+        # messages), never agent.state, whose copy of the history grows with it.
+        if not self._read_messages():
+            return
+        self._refresh_cards()
+        self._refresh_head()
+        self.tools = self._tools()
+        self.stores = self._stores()
 
-    def _tools_html(self) -> str:
-        items = []
-        for tool in self.agent.options.tools:
-            flag = " (dynamic)" if tool.is_dynamic else ""
-            flag += " (needs approval)" if tool.require_approval is not False else ""
-            about = f" — {escape(tool.description)}" if tool.description else ""
-            items.append(f"<li><b>{escape(tool.name)}</b>{flag}{about}</li>")
-        listed = "".join(items)
-        return f"<details><summary>tools ({len(items)})</summary><ul>{listed}</ul></details>"
+    def _read_messages(self) -> bool:
+        """Send the rows of the messages added since the last look; False when the history
+        was replaced under a turn panel (which then keeps showing its turn, detached)."""
+        agent, rows = self.agent, self._rows
+        shown = rows.start + rows.count
+        if agent.message_count < shown or (self._shown and (
+                fresh := agent.messages_since(shown - 1)) and fresh[0] is not self._shown[-1]):
+            if self.turn:
+                self.detach("the agent's history was reset or replaced; this panel keeps "
+                            "the turn as it was")
+                return False
+            rows.clear()
+            self._shown = []
+            self.send({"t": "rows", "reset": True, "rows": []})
+            shown = rows.start
+        fresh = agent.messages_since(shown)
+        if not fresh:
+            return True
+        for message in fresh:  # decisions made by hand are not in the history
+            if message.get("role") == "tool":
+                self._mark_injected(str(message.get("tool_call_id", "")))
+        added, patched = rows.add(fresh)
+        self._shown += fresh
+        changed = [rows.rows[p] for p in patched] + added
+        if changed:
+            self.send({"t": "rows", "rows": changed})
+        return True
 
-    def _render_stores(self) -> None:
-        parts = []
+    def _mark_injected(self, call_id: str) -> None:
+        for card in self.cards:
+            if card["id"] == call_id and card.get("decided") == "injected":
+                self._rows.facts.setdefault(call_id, CallFacts()).decision = "inject"
+
+    def _refresh_cards(self) -> None:
+        old = {card["id"]: card for card in self.cards}
+        cards = []
+        for call in self.agent.pending:
+            arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
+            card = {
+                "id": visible(call.id), "raw_id": call.id, "name": visible(call.name),
+                "dynamic": call.reason == "dynamic",
+                "args": short(compact(call.arguments)),
+                "full": visible(arguments), "edit": arguments,
+                "flag": disguised(arguments) or disguised(call.name) or disguised(call.id),
+                "decided": _decided(call.decision), "error": old.get(call.id, {}).get("error", ""),
+                "frozen": self._detached,
+            }
+            cards.append(card)
+        self.cards = cards
+
+    def set_card_error(self, call_id: str, text: str) -> None:
+        self.cards = [{**card, "error": visible(text)} if card["raw_id"] == call_id else card
+                      for card in self.cards]
+
+    def _refresh_head(self) -> None:
+        agent = self.agent
+        self.head = {
+            "name": visible(agent.name), "id": visible(agent.id),
+            "model": visible(self._model_used or self.turn_model or agent.model),
+            "fork_of": visible(agent.fork_of or ""),
+            "fork_of_name": visible(self._parent_name()),
+            "instructions": visible(agent.instructions or ""),
+            "steps": agent.step_count, "max_step": agent.options.max_step,
+            "status": agent.status, "usage": dict(self._usage), "turn": self.turn,
+        }
+        self._refresh_strip()
+
+    def _parent_name(self) -> str:
+        parent = getattr(self.agent, "parent", None)
+        return str(getattr(parent, "name", "") or "")
+
+    def _refresh_strip(self) -> None:
+        self.strip = self._strip()
+
+    def _strip(self) -> dict[str, Any]:
+        agent, status = self.agent, self.agent.status
+        if status == "generating":
+            if self._running is not None:
+                return {"kind": "tool", "text": f"running {visible(self._running[1])}",
+                        "t0": self._running[2]}
+            model = visible(self._model_used or self.turn_model or agent.model)
+            return {"kind": "model", "text": f"calling {model}…", "t0": self._calling_since}
+        if status == "waiting":
+            undecided = [p for p in agent.pending if p.decision is None]
+            if not undecided:
+                return {"kind": "waiting", "text": "every call is decided — Step goes on"}
+            n = len(undecided)
+            calls = "1 call needs" if n == 1 else f"{n} calls need"
+            return {"kind": "waiting", "text": f"{calls} your decision"}
+        if self._error:
+            return {"kind": "error", "text": "error: " + short(self._error.splitlines()[0], 100)}
+        outcome = agent.outcome
+        if outcome is None:
+            return {"kind": "idle", "text": "ready"}
+        return {"kind": outcome, "text": OUTCOME_TEXT.get(outcome, outcome)}
+
+    def _add_usage(self, usage: Any) -> None:
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            value = getattr(usage, key, None)
+            if value is None and isinstance(usage, dict):
+                value = usage.get(key)
+            if isinstance(value, int):
+                self._usage[key] = self._usage.get(key, 0) + value
+
+    def _tools(self) -> list[dict[str, Any]]:
+        return [{"name": visible(tool.name), "about": visible(tool.description or ""),
+                 "dynamic": tool.is_dynamic, "approval": tool.require_approval is not False}
+                for tool in self.agent.options.tools]
+
+    def _stores(self) -> list[dict[str, Any]]:
+        shown = []
         for namespace, store in self.agent.stores.items():
             try:
                 value = json.dumps(store.get(), indent=2, ensure_ascii=False, default=str)
             except (TypeError, ValueError):
                 value = repr(store.get())
-            parts.append(f"<div><b>{escape(namespace)}</b><pre>{escape(value)}</pre></div>")
-        self.stores_box.value = (
-            f"<details open><summary>stores ({len(parts)})</summary>{''.join(parts)}</details>"
-            if parts else ""
-        )
+            shown.append({"name": visible(namespace), "value": visible(value)})
+        return shown
 
-    # -- buttons ----------------------------------------------------------------------------
-
-    def _stop(self, _: Any) -> None:
-        if self.agent.status != "idle":
-            self.agent.stop_sync()  # returns at once; the run settles and the events say so
-
-    def _step(self, _: Any) -> None:
-        self.error_box.value = ""
-        launch(self.agent.step, on_error=self.show_error)
-
-    def _reset(self, _: Any) -> None:
-        try:
-            self.agent.reset()
-        except FragolaError as exc:
-            self.show_error(exc)
-
-    def _fork(self, _: Any) -> None:
-        try:
-            fork = self.agent.fork(self.fork_name.value.strip() or None)
-        except FragolaError as exc:
-            self.show_error(exc)
-            return
-        self.fork_name.value = ""
-        if self.on_fork is not None:
-            self.on_fork(fork)
-        else:
-            self.forks_box.children = (*self.forks_box.children, AgentPanel(fork))
-
-    # -- outside a live notebook ------------------------------------------------------------
+    # -- outside a live notebook -------------------------------------------------------------
 
     def html(self) -> str:
         """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
         agent = self.agent
-        note = _outcome_note(agent, STATIC_OUTCOME_NOTES)
-        note = f" · {note}" if note else ""
-        return conversation_html(
-            agent.messages_since(self.since or 0), title=agent.name, status=agent.status,
-            subtitle=f"id {agent.id} · model {agent.model} · "
-            f"steps {agent.step_count}/{agent.options.max_step}{note}",
+        note = ""
+        if agent.status != "generating" and agent.outcome in STATIC_OUTCOME_NOTES:
+            note = f" · {STATIC_OUTCOME_NOTES[agent.outcome]}"
+        body = conversation_html(
+            self._shown,
+            title=agent.name, status=agent.status,
+            subtitle=f"id {agent.id} · model {self._model_used or self.turn_model or agent.model}"
+            f" · steps {agent.step_count}/{agent.options.max_step}{note}",
         )
+        if self._error:
+            body += f'<div class="fragola-error">{escape(self._error)}</div>'
+        return body
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = repr(self)
-        data["text/html"] = self.html()
-        return data
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        # Beside the live view, text and HTML forms (nbconvert, GitHub, a terminal).
+        bundle: Any = super()._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        data = {**(data or {}), "text/plain": repr(self), "text/html": self.html()}
+        return (data, metadata) if metadata else data
 
     def __repr__(self) -> str:
-        since = f", since={self.since}" if self.since else ""
+        since = f", since={self.since}" if self.turn else ""
         return f"AgentPanel({self.agent!r}{since})"
+
+
+def _decided(decision: Any) -> str:
+    if decision is None:
+        return ""
+    if decision.kind == "approve":
+        return "approved with edited arguments" if decision.params is not None else "approved"
+    if decision.kind == "reject":
+        return "rejected" + (f": {visible(decision.text)}" if decision.text else "")
+    return "injected"

@@ -10,6 +10,7 @@ Below it, the Python side shows the selected agent's :class:`AgentPanel`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,6 @@ import traitlets
 
 from ..events import transient
 from ..render import visible
-from .blocks import close_view
 from .panel import AgentPanel
 from .textviews import ForkTreeText, walk
 
@@ -54,16 +54,36 @@ function row(node, selected, model) {
   part("fragola-tree-status fragola-tree-status-" + status, status);
   const choose = () => { model.set("selected", node.id); model.save_changes(); };
   item.addEventListener("click", choose);
-  item.addEventListener("keydown", (e) => { if (e.key === "Enter") choose(); });
+  item.addEventListener("keydown", (e) => {
+    // the tree keeps the keys it uses: arrows move between nodes, not between notebook cells
+    const rows = [...item.parentElement.querySelectorAll(".fragola-tree-node")];
+    const at = rows.indexOf(item);
+    const go = (i) => { if (rows[i]) rows[i].focus(); };
+    if (e.key === "Enter" || e.key === " ") choose();
+    else if (e.key === "ArrowDown") go(at + 1);
+    else if (e.key === "ArrowUp") go(at - 1);
+    else if (e.key === "Home") go(0);
+    else if (e.key === "End") go(rows.length - 1);
+    else return;
+    e.preventDefault();
+    e.stopPropagation();
+  });
   return item;
 }
 
 function render({ model, el }) {
   el.classList.add("fragola-tree");
   el.setAttribute("role", "tree");
+  el.setAttribute("data-lm-suppress-shortcuts", "true"); // its keys are not notebook commands
   const draw = () => {
     const selected = model.get("selected");
+    const active = document.activeElement;
+    const focused = el.contains(active) ? active.dataset.agentId : null;
     el.replaceChildren(...(model.get("nodes") || []).map((n) => row(n, selected, model)));
+    if (focused) {
+      const again = [...el.children].find((c) => c.dataset.agentId === focused);
+      if (again) again.focus();
+    }
   };
   draw();
   model.on("change:nodes", draw);
@@ -75,14 +95,18 @@ export default { render };
 """
 
 CSS = """
-.fragola-tree{font-family:var(--jp-content-font-family,system-ui,sans-serif);font-size:13px}
-.fragola-tree-node{cursor:pointer;padding:2px 4px;border-radius:4px;display:flex;gap:8px}
+.fragola-tree{font-family:var(--jp-content-font-family,system-ui,sans-serif);font-size:13px;
+  color:var(--jp-ui-font-color1,#1f2328);min-width:0}
+.fragola-tree-node{cursor:pointer;padding:2px 4px;border-radius:4px;display:flex;flex-wrap:wrap;
+  gap:0 8px;min-width:0}
 .fragola-tree-node:hover{background:rgba(127,127,127,.12)}
+.fragola-tree-node:focus-visible{outline:2px solid var(--jp-brand-color1,#1d4ed8)}
 .fragola-tree-selected{background:rgba(59,130,246,.18);font-weight:600}
-.fragola-tree-id,.fragola-tree-count{color:#666;font-family:var(--jp-code-font-family,monospace)}
-.fragola-tree-added{color:#059669}
-.fragola-tree-status{font-size:11px;border-radius:8px;padding:0 6px;color:#fff;background:#059669}
-.fragola-tree-status-generating{background:#2563eb}.fragola-tree-status-waiting{background:#d97706}
+.fragola-tree-name{unicode-bidi:isolate;overflow-wrap:anywhere;min-width:0}
+.fragola-tree-id,.fragola-tree-count{font-family:var(--jp-code-font-family,monospace);
+  overflow-wrap:anywhere}
+.fragola-tree-status{font-size:11px;border-radius:8px;padding:0 6px;color:#fff;background:#047857}
+.fragola-tree-status-generating{background:#1d4ed8}.fragola-tree-status-waiting{background:#b45309}
 """
 
 
@@ -108,9 +132,10 @@ def node_of(agent: Agent, depth: int) -> dict[str, Any]:
 class ForkTree(widgets.VBox):  # type: ignore[misc]
     """The tree of ``agent.root`` and every fork, and the selected branch's panel below."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, *, namespace: Any = None) -> None:
         super().__init__()
         self.agent = agent
+        self.namespace = namespace  # where the panels bind forks (default: the notebook's)
         self.add_class("fragola-fork-tree")
         self.view = TreeView()
         self.view.add_class("fragola-tree")
@@ -166,7 +191,12 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
 
     def close(self) -> None:
         """Detach, and close the tree's widgets and the shown panel."""
-        close_view(self)
+        with contextlib.suppress(Exception):  # Widget.__del__ calls close, at exit too
+            self.detach()
+            self.view.close()
+            self.branch.close()
+            if self.panel is not None:
+                self.panel.close()
         super().close()
 
     def _watch(self, agent: Agent) -> None:
@@ -198,7 +228,7 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
                 return
             if self.panel is not None:
                 self.panel.close()
-            self.panel = AgentPanel(agent)
+            self.panel = AgentPanel(agent, namespace=self.namespace)
             self.panel.on_fork = self._forked
             self.branch.children = (self.panel,)
 

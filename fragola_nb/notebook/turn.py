@@ -134,7 +134,7 @@ class Turn:
         self.agent = agent
         self.var = options.fork or options.agent or "agent"  # how the notebook names it
         self.since = agent.message_count
-        self.panel: TurnView | None = self.ext.show_turn(agent, self.since)
+        self.panel: TurnView | None = self.ext.show_turn(agent, self.since, options.model)
         self.settings = TurnSettings(agent, *_request_settings(options)).install()
 
     async def run(self) -> None:

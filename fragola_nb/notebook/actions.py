@@ -1,0 +1,207 @@
+"""What the panel's controls do: each one a call to the agent's public API.
+
+``Actions.do(name, fields)`` is what a click sends (``{"do": name, **fields}``). A decision on
+a call that is already decided, or no longer pending, does nothing: a double-click is one
+click. What cannot be done is said on the card or in the panel, and nothing changes:
+
+    approve  id                   edit    id, args (JSON text)
+    reject   id, reason           inject  id, text
+    step     stop     reset       fork    name?, var?
+    send     text                 bind    var
+
+When the last pending call is decided, the run resumes (``agent.step()``), started by
+:func:`~fragola_nb.notebook.runner.launch` so the kernel stays free for the next click.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import FragolaError
+from .runner import launch
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..state import PendingCall
+    from .panel import AgentPanel
+
+__all__ = ["Actions", "error_text"]
+
+CARD_ACTIONS = ("approve", "edit", "reject", "inject")
+
+
+def error_text(exc: BaseException) -> str:
+    """``ClassName: message``, with the cause when it says more (a ModelError's openai error)."""
+    text = f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__
+    if cause is not None and str(cause) not in text:
+        text += f"\ncaused by {type(cause).__name__}: {cause}"
+    return text
+
+
+class Refused(Exception):
+    """A control's request that cannot be carried out; its message is shown as it is."""
+
+
+def variable_for(name: str) -> str:
+    """A Python name made of an agent's name: "geo fork-1" -> "geo_fork_1"."""
+    var = re.sub(r"\W+", "_", name).strip("_") or "fork"
+    if var[0].isdigit() or keyword.iskeyword(var):
+        var = "fork_" + var
+    return var
+
+
+class Actions:
+    def __init__(self, panel: AgentPanel) -> None:
+        self.panel = panel
+
+    @property
+    def agent(self) -> Agent:
+        return self.panel.agent
+
+    def do(self, action: str, fields: dict[str, Any]) -> None:
+        method = getattr(self, f"_{action}", None)
+        if action.startswith("_") or method is None:
+            raise Refused(f"the panel has no control {action!r}")
+        if self.panel._detached:
+            self.panel.note(f"this panel is detached ({self.panel.detached}): nothing was done")
+            return
+        if action in CARD_ACTIONS:
+            self._card(action, method, fields)
+            return
+        try:
+            method(**fields)
+        except (Refused, FragolaError, ValueError, TypeError) as exc:
+            if isinstance(exc, Refused):
+                self.panel.notice = {"kind": "error", "text": str(exc)}
+            else:
+                self.panel.show_error(exc)
+
+    # -- approval cards --------------------------------------------------------------------------
+
+    def _card(self, action: str, method: Any, fields: dict[str, Any]) -> None:
+        call_id = str(fields.pop("id", ""))
+        pending = next((p for p in self.agent.pending if p.id == call_id), None)
+        if pending is None or pending.decision is not None:
+            return  # decided already (a second click) or answered: nothing to do
+        try:
+            method(pending, **fields)
+        except (Refused, FragolaError, ValueError, TypeError) as exc:
+            text = str(exc) if isinstance(exc, Refused) else error_text(exc)
+            self.panel.set_card_error(call_id, text)
+            return
+        self.panel.set_card_error(call_id, "")
+        self.panel.sync_now()
+        pending_now = self.agent.pending
+        if pending_now and all(p.decision is not None for p in pending_now):
+            launch(self.agent.step, on_error=self.panel.show_error)  # the last one: go on
+
+    def _approve(self, pending: PendingCall) -> None:
+        if pending.reason == "dynamic":
+            raise Refused(f"{pending.name} has no handler to run: answer it by hand")
+        self.agent.approve(pending.id)
+
+    def _edit(self, pending: PendingCall, args: str = "") -> None:
+        if pending.reason == "dynamic":
+            raise Refused(f"{pending.name} has no handler to run: answer it by hand")
+        try:
+            params = json.loads(args)
+        except json.JSONDecodeError as exc:
+            raise Refused(f"the arguments are not valid JSON: {exc}") from None
+        if not isinstance(params, dict):
+            raise Refused(f"the arguments must be a JSON object, not {type(params).__name__}")
+        tool = self.agent.tool_named(pending.name)
+        if tool is not None:
+            properties = tool.parameters.get("properties")
+            known: dict[str, Any] = properties if isinstance(properties, dict) else {}
+            extra = sorted(set(params) - set(known)) if known else []
+            if extra and tool.parameters.get("additionalProperties") is not True:
+                takes = ", ".join(str(key) for key in known) or "none"
+                raise Refused(f"{', '.join(extra)}: not in the arguments {pending.name} takes "
+                              f"({takes}); remove them")
+        self.agent.approve(pending.id, params=params)
+
+    def _reject(self, pending: PendingCall, reason: str = "") -> None:
+        if not reason.strip():
+            raise Refused("write a reason first: the model reads it")
+        self.agent.reject(pending.id, reason.strip())
+
+    def _inject(self, pending: PendingCall, text: str = "") -> None:
+        if not text.strip():
+            raise Refused("type the result first: the model reads it as the tool's answer")
+        self.agent.inject(pending.id, text)
+
+    # -- the controls ----------------------------------------------------------------------------
+
+    def _step(self) -> None:
+        agent = self.agent
+        if agent.status == "generating":
+            raise Refused("the agent is running: Stop it, or wait")
+        undecided = [p for p in agent.pending if p.decision is None]
+        if undecided:
+            names = ", ".join(f"{p.name} ({p.id})" for p in undecided)
+            raise Refused(f"decide these calls first: {names}")
+        self.panel.notice = {}
+        launch(agent.step, on_error=self.panel.show_error)
+
+    def _stop(self) -> None:
+        if self.agent.status != "idle":
+            self.agent.stop_sync()  # returns at once; the run settles and the events say so
+
+    def _reset(self) -> None:
+        status = self.agent.status
+        if status != "idle":
+            raise Refused(f"the agent is {status}: stop it before a reset")
+        self.agent.reset()
+        self.panel.note(f"{self.agent.name!r} reset: no messages, step count 0")
+
+    def _send(self, text: str = "") -> None:
+        agent = self.agent
+        if not text.strip():
+            raise Refused("write a message first")
+        if agent.status == "waiting":
+            raise Refused("the agent waits on tool calls: decide them (or Stop) first")
+        if agent.status == "generating":
+            raise Refused("the agent is running: wait for it, or Stop it")
+        self.panel.notice = {}
+        launch(lambda: agent.user_message(text), on_error=self.panel.show_error)
+
+    def _fork(self, name: str = "", var: str = "") -> None:
+        fork = self.agent.fork(name.strip() or None)
+        bound = self._bind_agent(fork, var.strip() or variable_for(fork.name), fresh=True)
+        self.panel.note(f"forked {fork.name!r}, bound to `{bound}` (%%fragola {bound} talks "
+                        "to it)")
+        if self.panel.on_fork is not None:
+            self.panel.on_fork(fork)
+
+    def _bind(self, var: str = "") -> None:
+        bound = self._bind_agent(self.agent, var.strip(), fresh=False)
+        self.panel.note(f"{self.agent.name!r} is bound to `{bound}`")
+
+    def _bind_agent(self, agent: Agent, var: str, *, fresh: bool) -> str:
+        ns = self._namespace()
+        if not var.isidentifier() or keyword.iskeyword(var):
+            raise Refused(f"{var!r} is not a Python variable name")
+        if fresh:  # a new fork gets a name of its own: never replaces a variable
+            base, n = var, 2
+            while var in ns:
+                var, n = f"{base}_{n}", n + 1
+        elif var in ns and ns[var] is not agent:
+            raise Refused(f"`{var}` already holds a {type(ns[var]).__name__}: "
+                          "choose another name")
+        ns[var] = agent
+        return var
+
+    def _namespace(self) -> MutableMapping[str, Any]:
+        if self.panel.namespace is not None:
+            return self.panel.namespace
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            raise Refused("no notebook to bind a variable in")
+        return shell.user_ns  # type: ignore[no-any-return]

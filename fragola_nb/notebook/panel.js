@@ -1,0 +1,645 @@
+// The agent panel's view (anywidget). Everything from a model, a tool or a person is set with
+// textContent; the only HTML is a row's `html`, made by fragola_nb's renderers (escaped text,
+// or Markdown with raw HTML off), and it is cleaned again here against a short allowlist.
+//
+// The rows arrive as custom messages ({t: "rows"} and {t: "stream"}); the model keeps them
+// for every view of the panel, and copies them to `saved_rows` (not sent to the kernel) so a
+// notebook saved with its widget state shows them without a kernel. The list is windowed:
+// only the rows near the viewport are in the DOM.
+
+const ROW_ESTIMATE = 64; // px, until a row is measured
+const OVERSCAN = 600; // px drawn above and below the viewport
+const STICK = 40; // px from the bottom that still counts as "at the bottom"
+const LONG = 3000; // characters: a longer message is shown clamped, with "show all"
+const ICONS = { asked: "…", ran: "✓", error: "✗", rejected: "⊘", edited: "✎", injected: "✍",
+  cancelled: "■" };
+const STATES = { asked: "waiting", ran: "ran", error: "error", rejected: "rejected",
+  edited: "ran with edited arguments", injected: "answered by hand", cancelled: "cancelled" };
+const TAGS = new Set(["P", "EM", "STRONG", "S", "DEL", "CODE", "PRE", "A", "UL", "OL", "LI",
+  "BLOCKQUOTE", "H1", "H2", "H3", "H4", "H5", "H6", "HR", "BR", "TABLE", "THEAD", "TBODY", "TR",
+  "TH", "TD", "DIV", "SPAN"]);
+const SAFE_HREF = /^(https?:\/\/|mailto:)/i;
+
+function h(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function button(label, cls, title) {
+  const b = h("button", "fragola-button " + cls, label);
+  b.type = "button";
+  if (title) b.title = title;
+  return b;
+}
+
+// Keep only the tags and attributes our renderers make; links open in a new tab that cannot
+// reach back, and only web and mail links stay links.
+function clean(root) {
+  for (const node of [...root.querySelectorAll("*")]) {
+    if (!TAGS.has(node.tagName)) {
+      node.replaceWith(document.createTextNode(node.textContent));
+      continue;
+    }
+    for (const attr of [...node.attributes]) {
+      const keep = (attr.name === "class" && /^(fragola-text|language-[\w+-]+)$/.test(attr.value))
+        || (attr.name === "href" && node.tagName === "A" && SAFE_HREF.test(attr.value.trim()))
+        || (attr.name === "start" && node.tagName === "OL")
+        || (attr.name === "style" && /^text-align:(left|right|center)$/.test(attr.value));
+      if (!keep) node.removeAttribute(attr.name);
+    }
+    if (node.tagName === "A") {
+      if (node.hasAttribute("href")) {
+        node.target = "_blank";
+        node.rel = "noopener noreferrer";
+        node.title = node.getAttribute("href");
+      } else {
+        node.replaceWith(document.createTextNode(node.textContent));
+      }
+    }
+  }
+  for (const pre of root.querySelectorAll("pre")) {
+    const box = h("div", "fragola-code");
+    pre.replaceWith(box);
+    const copy = button("copy", "fragola-copy", "copy this code");
+    copy.addEventListener("click", () => {
+      const done = () => { copy.textContent = "copied"; setTimeout(() => { copy.textContent = "copy"; }, 1200); };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(pre.textContent).then(done, () => select(pre));
+      } else {
+        select(pre);
+      }
+    });
+    box.append(copy, pre);
+  }
+}
+
+function select(node) {
+  const range = document.createRange();
+  range.selectNodeContents(node);
+  const sel = window.getSelection();
+  sel.removeAllRanges();
+  sel.addRange(range);
+}
+
+function seconds(ms) {
+  if (ms === null || ms === undefined) return "";
+  return ms < 1000 ? ms + " ms" : (ms / 1000).toFixed(1) + " s";
+}
+
+function callEl(call) {
+  const state = ICONS[call.state] ? call.state : "asked";
+  const box = h("details", "fragola-call fragola-call-" + state);
+  box.dataset.callId = call.id;
+  const line = h("summary", "fragola-call-line");
+  line.append(h("span", "fragola-call-icon", ICONS[state]), h("bdi", "fragola-call-name", call.name));
+  line.append(h("span", "fragola-call-args", "(" + call.args + ")"));
+  let what = STATES[state];
+  if (call.note) what += ": " + call.note;
+  line.append(h("span", "fragola-call-state", what));
+  if (call.state !== "asked" && call.result) {
+    const brief = call.result.replace(/\s+/g, " ");
+    line.append(h("span", "fragola-call-result", "→ " + (brief.length > 80 ? brief.slice(0, 79) + "…" : brief)));
+  }
+  if (call.ms !== null && call.ms !== undefined) line.append(h("span", "fragola-call-ms", seconds(call.ms)));
+  if (call.flag) line.append(h("span", "fragola-flag", "⚠ direction-control characters"));
+  box.append(line);
+  if (call.full) {
+    box.append(h("div", "fragola-call-label", "arguments"), h("pre", "fragola-args", call.full));
+  }
+  if (call.state !== "asked") {
+    box.append(h("div", "fragola-call-label", "result"), h("pre", "fragola-result-text", call.result));
+  }
+  return box;
+}
+
+function rowEl(row) {
+  const role = String(row.role).replace(/[^a-z]/g, "") || "other";
+  const node = h("div", "fragola-msg fragola-msg-" + role);
+  node.dataset.index = row.i;
+  node.dataset.k = row.k;
+  node.append(h("div", "fragola-role", row.role));
+  if (row.html) {
+    const body = h("div", role === "assistant" ? "fragola-md" : "fragola-body");
+    body.innerHTML = row.html;
+    clean(body);
+    node.append(body);
+    const length = body.textContent.length;
+    if (length > LONG) { // a long message shows its start; the rest on demand
+      body.classList.add("fragola-clamped");
+      const more = button("show all " + length.toLocaleString() + " characters", "fragola-more");
+      more.addEventListener("click", () => {
+        const open = body.classList.toggle("fragola-clamped");
+        more.textContent = open ? "show all " + length.toLocaleString() + " characters" : "show less";
+        node.dispatchEvent(new Event("toggle")); // the window measures the row again
+      });
+      node.append(more);
+    }
+  }
+  if (row.refusal) node.append(h("div", "fragola-refusal", "refused: " + row.refusal));
+  for (const call of row.calls || []) node.append(callEl(call));
+  return node;
+}
+
+// The messages: a scrolling box whose rows near the viewport are drawn, between two spacers
+// as tall as the rows above and below (measured once drawn, estimated before).
+class Window {
+  constructor(store, scroller) {
+    this.store = store;
+    this.scroller = scroller;
+    this.top = h("div", "fragola-spacer");
+    this.list = h("div", "fragola-rows");
+    this.bottom = h("div", "fragola-spacer");
+    scroller.append(this.top, this.list, this.bottom);
+    this.heights = [];
+    this.offsets = [0];
+    this.dirtyFrom = 0;
+    this.drawn = new Map(); // k -> node
+    this.sticky = true;
+    this.frame = 0;
+    scroller.addEventListener("scroll", () => {
+      this.sticky = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < STICK;
+      this.schedule();
+    });
+    this.list.addEventListener("toggle", () => this.schedule(), true);
+  }
+
+  schedule() {
+    if (!this.frame) this.frame = requestAnimationFrame(() => { this.frame = 0; this.draw(); });
+  }
+
+  reset() {
+    this.heights = [];
+    this.offsets = [0];
+    this.dirtyFrom = 0;
+    for (const node of this.drawn.values()) node.remove();
+    this.drawn.clear();
+    this.sticky = true;
+  }
+
+  changed(rows) { // rows drawn again (a tool result reached their call)
+    for (const row of rows) {
+      const old = this.drawn.get(row.k);
+      if (old) {
+        const node = rowEl(row);
+        old.replaceWith(node);
+        this.drawn.set(row.k, node);
+      }
+    }
+    this.schedule();
+  }
+
+  offset(i) {
+    const rows = this.store.rows.length;
+    if (this.dirtyFrom < rows || this.offsets.length !== rows + 1) {
+      const o = this.offsets;
+      for (let j = Math.max(this.dirtyFrom, 0); j < rows; j++) o[j + 1] = o[j] + (this.heights[j] || ROW_ESTIMATE);
+      o.length = rows + 1;
+      this.dirtyFrom = rows;
+    }
+    return this.offsets[i];
+  }
+
+  find(y) { // the first row whose bottom is below y
+    let lo = 0, hi = this.store.rows.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.offset(mid + 1) <= y) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  draw() {
+    const rows = this.store.rows, n = rows.length, sc = this.scroller;
+    const view = sc.clientHeight || 400;
+    const total = this.offset(n);
+    let y = this.sticky ? Math.max(0, total - view) : sc.scrollTop;
+    const a = Math.max(0, this.find(y - OVERSCAN));
+    const b = Math.min(n, this.find(y + view + OVERSCAN) + 1);
+    for (const [k, node] of this.drawn) {
+      if (k < a || k >= b) { node.remove(); this.drawn.delete(k); }
+    }
+    let before = null;
+    for (let k = b - 1; k >= a; k--) { // insert in order, from the end
+      let node = this.drawn.get(k);
+      if (!node) {
+        if (!rows[k]) continue;
+        node = rowEl(rows[k]);
+        this.drawn.set(k, node);
+        this.list.insertBefore(node, before);
+      }
+      before = node;
+    }
+    // measure what is drawn; keep the first visible row where it was (unless at the bottom)
+    const anchor = this.sticky ? -1 : this.find(sc.scrollTop);
+    const anchorShift = anchor >= 0 ? sc.scrollTop - this.offset(anchor) : 0;
+    let moved = false;
+    for (const [k, node] of this.drawn) {
+      const height = node.offsetHeight;
+      if (height && height !== this.heights[k]) {
+        this.heights[k] = height;
+        this.dirtyFrom = Math.min(this.dirtyFrom, k);
+        moved = true;
+      }
+    }
+    this.top.style.height = this.offset(a) + "px";
+    this.bottom.style.height = Math.max(0, this.offset(n) - this.offset(b)) + "px";
+    if (this.sticky) {
+      sc.scrollTop = sc.scrollHeight;
+    } else if (moved && anchor >= 0) {
+      const want = this.offset(anchor) + anchorShift;
+      if (Math.abs(want - sc.scrollTop) > 1) sc.scrollTop = want;
+    }
+  }
+}
+
+function statusText(strip) {
+  if (!strip || !strip.text) return "";
+  if ((strip.kind === "model" || strip.kind === "tool") && strip.t0) {
+    const secs = Math.max(0, Math.floor(Date.now() / 1000 - strip.t0));
+    return strip.text + " " + secs + " s";
+  }
+  return strip.text;
+}
+
+function renderView(store, model, el) {
+  el.classList.add("fragola-panel");
+  el.setAttribute("data-lm-suppress-shortcuts", "true"); // keys typed here are not notebook commands
+  const send = (message) => model.send(message);
+  const cleanups = [];
+
+  // header
+  const header = h("div", "fragola-header");
+  const name = h("bdi", "fragola-name");
+  const badge = h("span", "fragola-status");
+  const facts = h("span", "fragola-facts");
+  const instructions = h("details", "fragola-instructions");
+  const instructionsText = h("pre", "fragola-instructions-text");
+  instructions.append(h("summary", "", "instructions"), instructionsText);
+  header.append(name, badge, facts);
+  const strip = h("div", "fragola-strip");
+  strip.setAttribute("role", "status");
+  const notice = h("div", "fragola-notice");
+  notice.setAttribute("role", "alert");
+  const offline = h("div", "fragola-offline");
+
+  // messages
+  const scroller = h("div", "fragola-messages");
+  scroller.tabIndex = 0;
+  const win = new Window(store, scroller);
+  const streamBox = h("div", "fragola-msg fragola-msg-assistant fragola-stream");
+  const streamLabel = h("div", "fragola-role", "assistant · streaming…");
+  const streamText = h("div", "fragola-stream-text");
+  streamBox.append(streamLabel, streamText);
+  const jump = button("↓ newest", "fragola-jump", "scroll to the newest message");
+  const messagesBox = h("div", "fragola-messages-box");
+  messagesBox.append(scroller, jump);
+
+  // approval cards
+  const cardsBox = h("div", "fragola-cards");
+  const cards = new Map();
+
+  // controls
+  const stop = button("Stop", "fragola-stop", "stop the run (the history stays valid)");
+  const step = button("Step", "fragola-step", "run the next step");
+  const reset = button("Reset", "fragola-reset", "clear the history and the step count");
+  const forkName = h("input", "fragola-fork-name");
+  forkName.placeholder = "fork name (optional)";
+  const fork = button("Fork", "fragola-fork", "fork the agent here; the fork gets a variable");
+  const bindName = h("input", "fragola-bind-name");
+  bindName.placeholder = "variable";
+  const bind = button("Bind", "fragola-bind", "bind this agent to a notebook variable");
+  const controls = h("div", "fragola-controls");
+  const group = (...parts) => { const g = h("span", "fragola-group"); g.append(...parts); return g; };
+  controls.append(group(stop, step, reset), group(forkName, fork), group(bindName, bind));
+
+  // message box
+  const chat = h("div", "fragola-chat");
+  const input = h("textarea", "fragola-chat-input");
+  input.rows = 2;
+  input.placeholder = "Message the agent (Enter sends, Shift+Enter: new line)";
+  input.setAttribute("aria-label", "message to the agent");
+  const sendButton = button("Send", "fragola-send", "send this message and run the turn");
+  chat.append(input, sendButton);
+
+  const toolsBox = h("details", "fragola-tools");
+  const storesBox = h("details", "fragola-stores");
+  const detachedNote = h("div", "fragola-detached");
+  el.replaceChildren(header, instructions, strip, notice, offline, messagesBox, cardsBox, controls,
+    chat, toolsBox, storesBox, detachedNote);
+
+  // -- drawing -------------------------------------------------------------------------------
+  const live = () => store.live && !store.disconnected && !model.get("detached");
+
+  function drawHead() {
+    const head = model.get("head") || {};
+    name.textContent = head.name || "";
+    const status = String(head.status || "").replace(/[^a-z]/g, "");
+    badge.textContent = status;
+    badge.className = "fragola-status fragola-status-" + status;
+    const parts = [head.id, "model " + (head.model || "")];
+    if (head.fork_of) parts.push("fork of " + (head.fork_of_name ? head.fork_of_name + " " : "") + head.fork_of);
+    parts.push("steps " + head.steps + "/" + head.max_step);
+    const u = head.usage || {};
+    if (u.prompt_tokens !== undefined || u.completion_tokens !== undefined) {
+      parts.push("tokens " + (u.prompt_tokens || 0) + " in / " + (u.completion_tokens || 0) + " out");
+    }
+    facts.textContent = parts.join(" · ");
+    instructions.hidden = !head.instructions;
+    instructionsText.textContent = head.instructions || "";
+    drawControls();
+  }
+
+  function drawStrip() {
+    const s = model.get("strip") || {};
+    strip.className = "fragola-strip fragola-strip-" + String(s.kind || "").replace(/[^a-z_]/g, "");
+    strip.textContent = statusText(s);
+  }
+  const ticker = setInterval(() => {
+    const s = model.get("strip") || {};
+    if (s.kind === "model" || s.kind === "tool") drawStrip();
+  }, 1000);
+  cleanups.push(() => clearInterval(ticker));
+
+  function drawNotice() {
+    const n = model.get("notice") || {};
+    notice.replaceChildren();
+    notice.className = "fragola-notice" + (n.kind ? " fragola-notice-" + n.kind : "");
+    if (!n.text) return;
+    const dismiss = button("×", "fragola-dismiss", "hide this message");
+    dismiss.addEventListener("click", () => notice.replaceChildren());
+    notice.append(h("span", "fragola-notice-text", n.text), dismiss);
+  }
+
+  function drawStream() {
+    const shown = Boolean(store.stream) || store.stopped;
+    if (!shown) { streamBox.remove(); return; }
+    streamText.textContent = store.stream;
+    streamLabel.textContent = store.stopped ? "assistant · (stopped — not saved)" : "assistant · streaming…";
+    streamBox.classList.toggle("fragola-stream-stopped", store.stopped);
+    if (!streamBox.isConnected) scroller.append(streamBox);
+    if (win.sticky) scroller.scrollTop = scroller.scrollHeight;
+  }
+
+  function cardEl(card) {
+    const box = h("div", "fragola-card");
+    box.dataset.callId = card.raw_id;
+    const line = h("div", "fragola-card-line");
+    const summary = h("span", "fragola-card-summary");
+    summary.append(h("bdi", "fragola-card-name", card.name), h("span", "fragola-card-args", "(" + card.args + ")"),
+      h("span", "fragola-card-why", card.dynamic ? "waits for a result (dynamic tool)" : "needs your approval"));
+    const approve = button("Approve", "fragola-approve fragola-primary", "run " + card.name + " as asked");
+    const reject = button("Reject", "fragola-reject", "tell the model it may not run this");
+    const editToggle = button("Edit arguments", "fragola-edit-toggle");
+    const answerToggle = button("Answer by hand", "fragola-answer-toggle");
+    const buttons = h("span", "fragola-card-buttons");
+    if (!card.dynamic) buttons.append(approve);
+    buttons.append(reject);
+    if (!card.dynamic) buttons.append(editToggle);
+    buttons.append(answerToggle);
+    line.append(summary, buttons);
+    box.append(line);
+    if (card.flag) {
+      box.append(h("div", "fragola-flag fragola-card-flag",
+        "⚠ this text contains direction-control or invisible characters (shown as \\u escapes): it may not read as it runs"));
+    }
+    const full = h("details", "fragola-card-full");
+    full.append(h("summary", "", "full arguments"), h("pre", "fragola-args", card.full));
+    box.append(full);
+    const form = (cls, field, submitLabel, submitCls) => {
+      const f = h("div", "fragola-card-form " + cls);
+      f.hidden = true;
+      const submit = button(submitLabel, submitCls);
+      f.append(field, submit);
+      box.append(f);
+      return [f, submit];
+    };
+    const reason = h("input", "fragola-reason");
+    reason.placeholder = "why not? (the model reads this)";
+    const [rejectForm, rejectSubmit] = form("fragola-reject-form", reason, "Send rejection", "fragola-reject-send");
+    const edit = h("textarea", "fragola-args-edit");
+    edit.value = card.edit;
+    edit.rows = Math.min(10, card.edit.split("\n").length + 1);
+    const [editForm, editSubmit] = form("fragola-edit-form", edit, "Approve edited arguments", "fragola-edit-approve");
+    const answer = h("textarea", "fragola-inject-text");
+    answer.placeholder = "the tool's result, typed by hand";
+    const [answerForm, answerSubmit] = form("fragola-answer-form", answer, "Send result", "fragola-inject");
+    const error = h("div", "fragola-card-error");
+    error.setAttribute("role", "alert");
+    box.append(error);
+    const decided = h("div", "fragola-card-decided");
+    box.append(decided);
+    const open = (which, focus) => {
+      for (const f of [rejectForm, editForm, answerForm]) f.hidden = f !== which || !f.hidden;
+      if (!which.hidden) focus.focus();
+    };
+    const act = (b, message) => b.addEventListener("click", () => {
+      if (box.dataset.busy) return; // one click is one decision
+      box.dataset.busy = "1";
+      setBusy(true);
+      send({ id: card.raw_id, ...message() });
+    });
+    const setBusy = (busy) => {
+      for (const b of box.querySelectorAll("button")) b.disabled = busy || !live() || Boolean(box.dataset.decided);
+    };
+    reject.addEventListener("click", () => open(rejectForm, reason));
+    editToggle.addEventListener("click", () => open(editForm, edit));
+    answerToggle.addEventListener("click", () => open(answerForm, answer));
+    act(approve, () => ({ do: "approve" }));
+    act(rejectSubmit, () => ({ do: "reject", reason: reason.value }));
+    act(editSubmit, () => ({ do: "edit", args: edit.value }));
+    act(answerSubmit, () => ({ do: "inject", text: answer.value }));
+    reason.addEventListener("keydown", (e) => { if (e.key === "Enter") rejectSubmit.click(); });
+    const update = (c) => {
+      delete box.dataset.busy;
+      error.textContent = c.error || "";
+      if (c.decided) {
+        box.dataset.decided = c.decided;
+        box.classList.add("fragola-card-done");
+        decided.textContent = "✓ " + c.name + "(" + c.args + ") — " + c.decided;
+      }
+      setBusy(false);
+    };
+    update(card);
+    return { box, update, refresh: () => setBusy(Boolean(box.dataset.busy)) };
+  }
+
+  function drawCards() {
+    const list = model.get("cards") || [];
+    const ids = new Set(list.map((c) => c.raw_id));
+    for (const [id, card] of cards) if (!ids.has(id)) { card.box.remove(); cards.delete(id); }
+    for (const c of list) {
+      let card = cards.get(c.raw_id);
+      if (!card) { card = cardEl(c); cards.set(c.raw_id, card); cardsBox.append(card.box); }
+      card.update(c);
+    }
+  }
+
+  function drawControls() {
+    const status = (model.get("head") || {}).status;
+    const on = live();
+    stop.disabled = !on || status === "idle";
+    step.disabled = !on || status === "generating";
+    reset.disabled = !on || status !== "idle";
+    fork.disabled = forkName.disabled = !on || status === "generating";
+    bind.disabled = bindName.disabled = !on;
+    sendButton.disabled = !on || status !== "idle";
+    input.disabled = !on;
+    for (const card of cards.values()) card.refresh();
+    el.classList.toggle("fragola-inactive", !on);
+    const why = model.get("detached");
+    detachedNote.textContent = why ? "detached: " + why : "";
+    offline.textContent = !store.live && store.waited
+      ? "No kernel holds this agent (a saved notebook, or a restarted kernel): the conversation is shown read-only and the controls are off. Run the notebook again to use them."
+      : "";
+  }
+
+  function drawTools() {
+    const tools = model.get("tools") || [];
+    toolsBox.replaceChildren(h("summary", "", "tools (" + tools.length + ")"));
+    const list = h("ul", "");
+    for (const t of tools) {
+      const item = h("li", "");
+      item.append(h("bdi", "fragola-tool-name", t.name));
+      let flags = t.dynamic ? " (dynamic)" : "";
+      if (t.approval) flags += " (needs approval)";
+      item.append(document.createTextNode(flags + (t.about ? " — " + t.about : "")));
+      list.append(item);
+    }
+    toolsBox.append(list);
+    toolsBox.hidden = !tools.length;
+  }
+
+  function drawStores() {
+    const stores = model.get("stores") || [];
+    storesBox.replaceChildren(h("summary", "", "stores (" + stores.length + ")"));
+    for (const s of stores) {
+      const item = h("div", "fragola-store");
+      item.append(h("bdi", "fragola-store-name", s.name), h("pre", "", s.value));
+      storesBox.append(item);
+    }
+    storesBox.hidden = !stores.length;
+  }
+
+  // -- controls ------------------------------------------------------------------------------
+  stop.addEventListener("click", () => send({ do: "stop" }));
+  step.addEventListener("click", () => send({ do: "step" }));
+  let confirmTimer = 0;
+  reset.addEventListener("click", () => {
+    if (!reset.dataset.confirm) { // the first click asks
+      reset.dataset.confirm = "1";
+      reset.textContent = "Really reset?";
+      reset.classList.add("fragola-confirm");
+      confirmTimer = setTimeout(unconfirm, 4000);
+      return;
+    }
+    unconfirm();
+    send({ do: "reset" });
+  });
+  function unconfirm() {
+    clearTimeout(confirmTimer);
+    delete reset.dataset.confirm;
+    reset.textContent = "Reset";
+    reset.classList.remove("fragola-confirm");
+  }
+  cleanups.push(() => clearTimeout(confirmTimer));
+  fork.addEventListener("click", () => { send({ do: "fork", name: forkName.value }); forkName.value = ""; });
+  bind.addEventListener("click", () => send({ do: "bind", var: bindName.value }));
+  const sendMessage = () => {
+    if (sendButton.disabled) return;
+    const text = input.value;
+    if (!text.trim()) return;
+    send({ do: "send", text });
+    input.value = "";
+  };
+  sendButton.addEventListener("click", sendMessage);
+  input.addEventListener("keydown", (e) => {
+    e.stopPropagation();
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); sendMessage(); }
+  });
+  jump.addEventListener("click", () => { win.sticky = true; win.draw(); });
+  scroller.addEventListener("scroll", () => { jump.hidden = win.sticky; });
+  jump.hidden = true;
+
+  // -- wiring --------------------------------------------------------------------------------
+  const view = {
+    rowsChanged(reset, rows) {
+      if (reset) win.reset();
+      else win.changed(rows);
+      win.schedule();
+      drawStream();
+    },
+    streamChanged() { drawStream(); },
+    liveChanged() { drawControls(); },
+  };
+  store.views.add(view);
+  cleanups.push(() => store.views.delete(view));
+  const on = (name, fn) => { model.on("change:" + name, fn); cleanups.push(() => model.off("change:" + name, fn)); };
+  on("head", drawHead);
+  on("strip", drawStrip);
+  on("notice", drawNotice);
+  on("cards", drawCards);
+  on("tools", drawTools);
+  on("stores", drawStores);
+  on("detached", drawControls);
+  // ipywidgets marks a view whose kernel is gone; the controls go off with it
+  const marks = new MutationObserver(() => {
+    store.disconnected = Boolean(el.closest(".jupyter-widgets-disconnected"));
+    drawControls();
+  });
+  marks.observe(el, { attributes: true, attributeFilter: ["class"] });
+  if (el.parentElement) marks.observe(el.parentElement, { attributes: true, attributeFilter: ["class"] });
+  cleanups.push(() => marks.disconnect());
+  drawCards();
+  drawHead();
+  drawStrip();
+  drawNotice();
+  drawTools();
+  drawStores();
+  drawStream();
+  requestAnimationFrame(() => win.draw());
+  return () => { for (const fn of cleanups) fn(); };
+}
+
+export default () => {
+  // One store per panel model, shared by its views.
+  const store = { rows: [], stream: "", stopped: false, live: false, waited: false,
+    disconnected: false, views: new Set() };
+  let saveTimer = 0;
+  const save = (model) => { // into the widget state a saved notebook keeps; never sent
+    clearTimeout(saveTimer);
+    saveTimer = setTimeout(() => model.set("saved_rows", store.rows.slice()), 500);
+  };
+  const wake = () => { for (const v of store.views) v.liveChanged(); };
+  return {
+    initialize({ model }) {
+      const saved = model.get("saved_rows");
+      if (Array.isArray(saved)) store.rows = saved.slice();
+      const onMessage = (msg) => {
+        if (!msg || typeof msg !== "object") return;
+        const first = !store.live;
+        store.live = true;
+        if (msg.t === "rows") {
+          if (msg.reset) store.rows = [];
+          for (const row of msg.rows || []) store.rows[row.k] = row;
+          if ("stream" in msg) { store.stream = msg.stream || ""; store.stopped = Boolean(msg.stopped); }
+          for (const v of store.views) v.rowsChanged(Boolean(msg.reset), msg.rows || []);
+          save(model);
+        } else if (msg.t === "stream") {
+          if ("add" in msg) store.stream += msg.add; else store.stream = msg.text || "";
+          store.stopped = Boolean(msg.stopped);
+          for (const v of store.views) v.streamChanged();
+        }
+        if (first) wake();
+      };
+      model.on("msg:custom", onMessage);
+      model.send({ do: "hello" });
+      const waited = setTimeout(() => { store.waited = true; wake(); }, 2000);
+      return () => { clearTimeout(waited); clearTimeout(saveTimer); model.off("msg:custom", onMessage); };
+    },
+    render({ model, el }) {
+      return renderView(store, model, el);
+    },
+  };
+};
