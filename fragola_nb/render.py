@@ -90,7 +90,8 @@ def _markdown() -> Any:
 
 # Text without any of these is one paragraph of plain text in Markdown (a fast path: a panel
 # of 5,000 messages renders each once).
-_MARKDOWN_SIGNS = re.compile(r"[\\`*_\[\]<>&#|~!=+:-]|\n\s*\n|^\s|\d[.)]|\s\Z|^\s*$")
+_MARKDOWN_SIGNS = re.compile(
+    r"[\\`*_\[\]<>&#|~!=+:-]|\n\s*\n|^\s|\d[.)]|\s\Z|^\s*$|[ \t]\n|\n[ \t]|\t")
 
 
 def markdown_html(text: str) -> str:

@@ -1,33 +1,37 @@
-"""The notebook widgets in-process: panels, approvals, the fork tree, blocks and streaming.
+"""The notebook panel (one anywidget) and the fork tree, in-process.
 
-Agents run against the scripted model (schema-checked by the ``model`` fixture); buttons are
-clicked with ``Button.click()``, which runs the same handlers a browser's click does.
+Agents run against the scripted model (schema-checked by the ``model`` fixture). A control is
+used through ``panel.do(action, **fields)``, the entry a browser's click reaches; where the
+path from the browser matters, the message goes in through the widget's comm as a browser's
+``model.send`` delivers it. What the kernel sends is read from a recording comm (the
+third-party ``comm`` module is the process boundary between the kernel and the browser).
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import re
 import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import comm
-import ipywidgets as widgets
 import pydantic
 import pytest
 from comm.base_comm import BaseComm
 from helpers import make_fragola
+from IPython.core.interactiveshell import InteractiveShell
 from test_render import assert_inert
 
 from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
 from fragola_nb.agent import Agent
-from fragola_nb.notebook.blocks import BLOCK_SIZE, PANEL_CSS, StreamView
 from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.rows import SHORT
+from fragola_nb.notebook.stream import Stream
 from fragola_nb.notebook.tree import ESM, ForkTree
 from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
 from fragola_nb.state import AgentState
@@ -35,6 +39,7 @@ from fragola_nb.state import AgentState
 API_KEY = "sk-test-DO-NOT-SHOW-4242"
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(2)>"
+RLO, ZWSP = "\u202e", "\u200b"
 
 
 class AddArgs(pydantic.BaseModel):
@@ -47,6 +52,10 @@ def add_tool(*, require_approval: bool = True) -> Tool:
                 handler=lambda p: p.a + p.b, require_approval=require_approval)
 
 
+def lookup_tool() -> Tool:
+    return tool(name="lookup", description="Ask a person.", handler="dynamic")
+
+
 def make_agent(model: ScriptedModel, *tools: Tool, **options: Any) -> Agent:
     fragola = Fragola(api_key=API_KEY, base_url=model.base_url, max_retries=0)
     return fragola.agent(name="tester", tools=list(tools), **options)
@@ -56,106 +65,168 @@ async def until(check: Callable[[], Any], timeout: float = 10.0) -> None:
     """Wait for observable state (the run a click started goes on in the background)."""
     deadline = time.monotonic() + timeout
     while not check():
-        assert time.monotonic() < deadline, "timed out waiting for the widgets"
+        assert time.monotonic() < deadline, "timed out waiting for the panel"
         await asyncio.sleep(0.01)
 
 
-def every_widget(root: Any) -> Iterator[Any]:
-    yield root
-    for child in getattr(root, "children", ()):
-        yield from every_widget(child)
+def calls(panel: AgentPanel) -> list[dict[str, Any]]:
+    """Every call shown in the panel's rows, without the timing (which varies)."""
+    return [{k: v for k, v in c.items() if k != "ms"} for row in panel.rows for c in row["calls"]]
 
 
-def shown(panel: AgentPanel) -> str:
-    return "".join(block.value for group in panel.messages.children for block in group.children)
+def texts(panel: AgentPanel) -> str:
+    return "\n".join(row["html"] for row in panel.rows)
 
 
-def box(panel: AgentPanel, index: int = 0) -> Any:
-    return list(panel.approvals.boxes.values())[index]
+def from_browser(panel: Any, content: dict[str, Any]) -> None:
+    """What reaches the kernel when the browser's view calls ``model.send(content)``."""
+    panel.comm.handle_msg({"content": {"data": {"method": "custom", "content": content}},
+                           "buffers": []})
 
 
-# -- the panel follows the agent --------------------------------------------------------------
+# -- what the kernel sends ----------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    at: float
+    kind: str  # comm_open, comm_msg, comm_close
+    data: Any
+    size: int
+
+
+class RecordingComm(BaseComm):  # type: ignore[misc]
+    """The kernel's comm to the browser, keeping every message it would send, as JSON then."""
+
+    log: ClassVar[list[Sent]] = []
+
+    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None,
+                    buffers: Any = None, **keys: Any) -> None:
+        wire = json.dumps([data, metadata], default=str)
+        self.log.append(Sent(time.monotonic(), msg_type, json.loads(wire)[0], len(wire)))
+
+
+@dataclass
+class Wire:
+    log: list[Sent] = field(default_factory=list)
+
+    def custom(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """The custom messages sent (rows, stream), of ``kind`` if given."""
+        return [s.data["content"] for s in self.log
+                if isinstance(s.data, dict) and s.data.get("method") == "custom"
+                and (kind is None or s.data["content"].get("t") == kind)]
+
+    def clear(self) -> None:
+        self.log.clear()
+
+
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    """Every message the widgets made from here on send to the browser."""
+    recorded = Wire()
+    monkeypatch.setattr(comm, "create_comm", RecordingComm)  # ipywidgets opens comms with it
+    monkeypatch.setattr(RecordingComm, "log", recorded.log)
+    return recorded
+
+
+# -- the panel follows the agent ----------------------------------------------------------------
 
 
 async def test_panel_shows_each_message_as_it_is_added(model: ScriptedModel) -> None:
     agent = make_agent(model)
     panel = AgentPanel(agent)
     seen: list[tuple[int, int]] = []
-    agent.on_after_state_update(lambda e: seen.append((panel.messages.count, agent.message_count)))
+    agent.on_after_state_update(lambda e: seen.append((len(panel.rows), agent.message_count)))
     model.push(reply("Hello **there**"))
     await agent.user_message("hi <you>")
     assert seen == [(1, 1), (2, 2)]
-    html = shown(panel)
-    assert html.index("hi &lt;you&gt;") < html.index("Hello <strong>there</strong>")
-    assert "fragola-msg-user" in html and "fragola-msg-assistant" in html
-    assert "steps <span class='fragola-steps'>1/5</span>" in panel.header.value
-    assert "<b>tester</b>" in panel.header.value and agent.id in panel.header.value
+    assert [(r["k"], r["i"], r["role"], r["html"]) for r in panel.rows] == [
+        (0, 0, "user", '<div class="fragola-text">hi &lt;you&gt;</div>'),
+        (1, 1, "assistant", "<p>Hello <strong>there</strong></p>\n"),
+    ]
+    assert panel.head["name"] == "tester" and panel.head["id"] == agent.id
+    assert (panel.head["steps"], panel.head["max_step"]) == (1, 5)
 
 
-async def test_status_badge_and_step_count_follow_the_run(model: ScriptedModel) -> None:
+async def test_status_and_steps_follow_the_run(model: ScriptedModel) -> None:
     agent = make_agent(model, add_tool(require_approval=False))
     panel = AgentPanel(agent)
-    badges: list[tuple[str, tuple[str, ...]]] = []
-    agent.on_status_change(lambda e: badges.append((e.status, panel.status_badge._dom_classes)))
+    assert panel.strip == {"kind": "idle", "text": "ready"}
+    seen: list[tuple[str, str, str]] = []
+    agent.on_status_change(
+        lambda e: seen.append((e.status, panel.head["status"], panel.strip["kind"])))
     model.push(tool_calls(call("add", {"a": 2, "b": 3})), reply("5"))
     await agent.user_message("add")
-    assert badges == [
-        ("generating", ("fragola-status", "fragola-status-generating")),
-        ("idle", ("fragola-status", "fragola-status-idle")),
-    ]
-    assert panel.status_badge.value == "idle"
-    assert "2/5" in panel.header.value
-    assert panel.stop_button.disabled and not panel.step_button.disabled
+    assert seen == [("generating", "generating", "model"), ("idle", "idle", "finished")]
+    assert panel.head["steps"] == 2 and panel.strip == {"kind": "finished", "text": "finished"}
 
 
-async def test_tool_calls_and_results_are_shown_collapsible(model: ScriptedModel) -> None:
+async def test_a_tool_call_and_its_result_are_one_row(model: ScriptedModel) -> None:
     agent = make_agent(model, add_tool(require_approval=False))
     panel = AgentPanel(agent)
     model.push(tool_calls(call("add", {"a": 2, "b": 3})), reply("It is 5."))
     await agent.user_message("add")
-    html = shown(panel)
-    assert '<details class="fragola-tool-call" data-call-id="call_1">' in html
-    assert "calls <b>add</b>" in html and "&quot;a&quot;: 2" in html
-    assert "result of <b>add</b></summary><div class=\"fragola-result-text\">5</div>" in html
-    assert "Add two numbers." in panel.tools_box.value and "<b>add</b>" in panel.tools_box.value
+    assert [(r["role"], r["i"]) for r in panel.rows] == [
+        ("user", 0), ("assistant", 1), ("assistant", 3)]  # message 2, the result, is folded
+    assert calls(panel) == [{"id": "call_1", "name": "add", "args": "a=2, b=3",
+                             "full": '{\n  "a": 2,\n  "b": 3\n}', "flag": False,
+                             "state": "ran", "note": "", "result": "5"}]
+    assert isinstance(panel.rows[1]["calls"][0]["ms"], int)  # the panel saw it run
+    assert panel.tools == [{"name": "add", "about": "Add two numbers.", "dynamic": False,
+                            "approval": False}]
 
 
 async def test_a_failing_run_started_from_the_panel_shows_its_error(model: ScriptedModel) -> None:
     agent = make_agent(model, messages=[{"role": "user", "content": "go"}])
     panel = AgentPanel(agent)
     model.push(fail(500, "<b>boom</b>"))
-    panel.step_button.click()
-    await until(lambda: panel.error_box.value and agent.status == "idle")
-    assert panel.error_box.value.startswith("ModelHTTPError: ")
-    assert "&lt;b&gt;boom&lt;/b&gt;" in panel.error_box.value
-    assert "fragola-error" in panel.error_box._dom_classes
+    panel.do("step")
+    await until(lambda: panel.notice and agent.status == "idle")
+    assert panel.notice["kind"] == "error"
+    assert panel.notice["text"].startswith("ModelHTTPError: ") and "<b>boom</b>" in panel.notice[
+        "text"]  # text, drawn with textContent
+    assert panel.strip["kind"] == "error"
+    assert panel.strip["text"] == "error: " + panel.notice["text"].splitlines()[0]
     panel.show_error(ListenerError("listener <x> raised", event="ai_message"))
-    assert panel.error_box.value == "ListenerError: listener &lt;x&gt; raised"
+    assert panel.notice == {"kind": "error", "text": "ListenerError: listener <x> raised"}
     model.push(reply("fine"))
-    panel.step_button.click()  # a new run clears the old error
-    await until(lambda: agent.message_count == 2)
-    assert panel.error_box.value == ""
+    panel.do("step")  # a new run clears the old error
+    await until(lambda: agent.message_count == 2 and agent.status == "idle")
+    assert panel.notice == {} and panel.strip == {"kind": "finished", "text": "finished"}
 
 
-# -- approvals --------------------------------------------------------------------------------
+async def test_an_unknown_control_from_the_browser_is_shown_not_raised(
+        model: ScriptedModel) -> None:
+    panel = AgentPanel(make_agent(model))
+    from_browser(panel, {"do": "explode"})
+    assert panel.notice == {"kind": "error",
+                            "text": "Refused: the panel has no control 'explode'"}
+    from_browser(panel, {"do": "_refresh"})  # the panel's own methods are not controls
+    assert panel.notice["text"] == "Refused: the panel has no control '_refresh'"
 
 
-async def test_approve_by_click_resumes_the_run_in_the_same_panel(model: ScriptedModel) -> None:
+# -- approvals ------------------------------------------------------------------------------------
+
+
+async def test_approve_resumes_the_run_in_the_same_panel(model: ScriptedModel) -> None:
     agent = make_agent(model, add_tool())
     panel = AgentPanel(agent)
     model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("three"))
     await agent.user_message("add")
-    assert agent.status == "waiting" and panel.status_badge.value == "waiting"
-    approval = box(panel)
-    assert "fragola-approval" in approval._dom_classes
-    assert "fragola-call-call_1" in approval._dom_classes
-    assert 'data-call-id="call_1"' in approval.header.value
-    assert "<b>add</b>" in approval.header.value and "&quot;a&quot;: 1" in approval.header.value
-    approval.approve.click()
+    assert panel.strip == {"kind": "waiting", "text": "1 call needs your decision"}
+    assert panel.cards == [{
+        "id": "call_1", "raw_id": "call_1", "name": "add", "dynamic": False,
+        "args": "a=1, b=2", "full": '{\n  "a": 1,\n  "b": 2\n}',
+        "edit": '{\n  "a": 1,\n  "b": 2\n}', "flag": False, "decided": "", "error": "",
+        "frozen": False,
+    }]
+    assert calls(panel)[0]["state"] == "asked"
+    panel.do("approve", id="call_1")
     await until(lambda: agent.status == "idle")
     assert [m["role"] for m in agent.state.messages] == ["user", "assistant", "tool", "assistant"]
-    assert "result of <b>add</b>" in shown(panel) and "three" in shown(panel)
-    assert panel.approvals.children == () and panel.status_badge.value == "idle"
+    assert [(c["state"], c["result"]) for c in calls(panel)] == [("ran", "3")]
+    assert "three" in texts(panel)
+    assert panel.cards == [] and panel.head["status"] == "idle" and panel.notice == {}
 
 
 async def test_edited_arguments_are_validated_before_approval(model: ScriptedModel) -> None:
@@ -163,21 +234,26 @@ async def test_edited_arguments_are_validated_before_approval(model: ScriptedMod
     panel = AgentPanel(agent)
     model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("done"))
     await agent.user_message("add")
-    approval = box(panel)
-    assert json.loads(approval.args_edit.value) == {"a": 1, "b": 2}
-    for wrong, says in [("{not json", "not valid JSON"), ("[1, 2]", "must be a JSON object"),
-                        ('{"a": "one", "b": 2}', "InvalidArguments: invalid arguments for add")]:
-        approval.args_edit.value = wrong
-        approval.edit_approve.click()
-        assert says in approval.error.value
-        assert agent.status == "waiting" and agent.state.pending[0].decision is None
-        assert not approval.approve.disabled
-    approval.args_edit.value = '{"a": 20, "b": 22}'
-    approval.edit_approve.click()
-    assert approval.error.value == ""
+    assert json.loads(panel.cards[0]["edit"]) == {"a": 1, "b": 2}
+    for wrong, says in [
+        ("{not json", "the arguments are not valid JSON: "),
+        ("[1, 2]", "the arguments must be a JSON object, not list"),
+        ('{"a": "one", "b": 2}', "InvalidArguments: invalid arguments for add"),
+        ('{"a": 1, "b": 2, "c": 3}', "c: not in the arguments add takes (a, b); remove them"),
+    ]:
+        panel.do("edit", id="call_1", args=wrong)
+        assert says in panel.cards[0]["error"], wrong
+        assert agent.status == "waiting" and agent.pending[0].decision is None
+        assert panel.cards[0]["decided"] == "" and panel.notice == {}
+    panel.do("edit", id="call_1", args='{"a": 20, "b": 22}')
+    assert panel.cards[0]["error"] == ""
+    assert panel.cards[0]["decided"] == "approved with edited arguments"
     await until(lambda: agent.status == "idle")
     assert agent.state.messages[2]["content"] == (
         '(The user edited the arguments before this call ran: {"a": 20, "b": 22})\n42')
+    # (the note's exact text: test_panel_rows.py::test_an_edited_call_notes_the_edit)
+    assert [c["state"] for c in calls(panel)] == ["edited"]
+    assert calls(panel)[0]["note"].startswith('{"a": 20, "b": 22}')
 
 
 async def test_reject_with_a_reason_tells_the_model(model: ScriptedModel) -> None:
@@ -185,28 +261,34 @@ async def test_reject_with_a_reason_tells_the_model(model: ScriptedModel) -> Non
     panel = AgentPanel(agent)
     model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("ok, I won't"))
     await agent.user_message("add")
-    box(panel).reason.value = "not <now>"
-    box(panel).reject.click()
+    panel.do("reject", id="call_1", reason="   ")
+    assert panel.cards[0]["error"] == "write a reason first: the model reads it"
+    assert agent.pending[0].decision is None
+    panel.do("reject", id="call_1", reason="not <now>")
+    assert panel.cards[0]["decided"] == "rejected: not <now>"
     await until(lambda: agent.status == "idle")
     assert agent.state.messages[2]["content"] == (
         "The user rejected this call to add. Reason: not <now>")
-    assert "Reason: not &lt;now&gt;" in shown(panel)
+    assert [(c["state"], c["note"]) for c in calls(panel)] == [("rejected", "not <now>")]
 
 
 async def test_inject_a_result_by_hand_for_a_dynamic_tool(model: ScriptedModel) -> None:
-    lookup = tool(name="lookup", description="Ask a person.", handler="dynamic")
-    agent = make_agent(model, lookup)
+    agent = make_agent(model, lookup_tool())
     panel = AgentPanel(agent)
     model.push(tool_calls(call("lookup", {"q": "x"})), reply("thanks"))
     await agent.user_message("look it up")
-    approval = box(panel)
-    assert "dynamic" in approval.header.value
-    assert approval.approve.disabled and approval.edit_approve.disabled
-    assert approval.approve not in list(every_widget(approval))
-    approval.inject_text.value = "the answer <is> 7"
-    approval.inject.click()
+    assert panel.cards[0]["dynamic"] is True
+    panel.do("approve", id="call_1")  # nothing to run: said on the card
+    assert panel.cards[0]["error"] == "lookup has no handler to run: answer it by hand"
+    panel.do("inject", id="call_1", text="")
+    assert panel.cards[0]["error"] == (
+        "type the result first: the model reads it as the tool's answer")
+    assert agent.pending[0].decision is None
+    panel.do("inject", id="call_1", text="the answer <is> 7")
     await until(lambda: agent.status == "idle")
     assert agent.state.messages[2]["content"] == "the answer <is> 7"
+    assert [(c["state"], c["result"]) for c in calls(panel)] == [
+        ("injected", "the answer <is> 7")]
 
 
 async def test_each_pending_call_is_decided_on_its_own(model: ScriptedModel) -> None:
@@ -215,115 +297,211 @@ async def test_each_pending_call_is_decided_on_its_own(model: ScriptedModel) -> 
     model.push(tool_calls(call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 2}),
                           call("add", {"a": 3, "b": 3})), reply("done"))
     await agent.user_message("add thrice")
-    assert [b.call_id for b in panel.approvals.boxes.values()] == ["call_1", "call_2", "call_3"]
-    box(panel, 1).reason.value = "no"
-    box(panel, 1).reject.click()
-    box(panel, 0).approve.click()
-    await asyncio.sleep(0)  # nothing was launched: one call is still undecided
+    assert [c["id"] for c in panel.cards] == ["call_1", "call_2", "call_3"]
+    panel.do("reject", id="call_2", reason="no")
+    panel.do("approve", id="call_1")
+    await asyncio.sleep(0)  # would let a launched run start: nothing was launched
     assert agent.status == "waiting" and len(model.requests) == 1
-    assert box(panel, 1).decision.value == "<i>rejected: no</i>" and box(panel, 1).reject.disabled
-    assert box(panel, 0).decision.value == "<i>approved</i>"
-    box(panel, 1).approve.click()  # already decided: said, nothing changes
-    assert "already decided" in box(panel, 1).error.value
-    box(panel, 2).inject_text.value = "six"
-    box(panel, 2).inject.click()
+    assert [c["decided"] for c in panel.cards] == ["approved", "rejected: no", ""]
+    assert panel.strip == {"kind": "waiting", "text": "1 call needs your decision"}
+    panel.do("approve", id="call_2")  # already decided: one click was one decision
+    assert [c["decided"] for c in panel.cards] == ["approved", "rejected: no", ""]
+    assert panel.cards[1]["error"] == "" and panel.notice == {}
+    panel.do("inject", id="call_3", text="six")
     await until(lambda: agent.status == "idle")
     assert [m.get("content") for m in agent.state.messages[2:5]] == [
         "2", "The user rejected this call to add. Reason: no", "six"]
+    assert [c["state"] for c in calls(panel)] == ["ran", "rejected", "injected"]
 
 
-# -- the buttons ------------------------------------------------------------------------------
+async def test_a_double_approve_is_one_decision(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("three"))
+    await agent.user_message("add")
+    panel.do("approve", id="call_1")
+    panel.do("approve", id="call_1")  # a double-click, before the run goes on
+    await until(lambda: agent.status == "idle")
+    panel.do("approve", id="call_1")  # and a late one, once the call is answered
+    assert panel.notice == {} and panel.cards == []
+    assert len(model.requests) == 2 and agent.message_count == 4
+    assert [c["state"] for c in calls(panel)] == ["ran"]
 
 
-async def test_stop_button_cancels_a_hanging_request(model: ScriptedModel) -> None:
+async def test_step_with_undecided_calls_names_them(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 2}),
+                          call("add", {"a": 3, "b": 3})))
+    await agent.user_message("add thrice")
+    panel.do("approve", id="call_2")
+    panel.do("step")
+    assert panel.notice == {"kind": "error",
+                            "text": "decide these calls first: add (call_1), add (call_3)"}
+    await asyncio.sleep(0)
+    assert agent.status == "waiting" and len(model.requests) == 1
+
+
+async def test_step_names_undecided_calls_as_visible_text(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 1, "b": 1}, id=f"call{RLO}1")))
+    await agent.user_message("add")
+    panel.do("step")
+    assert panel.notice["text"].startswith("decide these calls first: add (call")
+    assert RLO not in panel.notice["text"], "a call id from the model reached the notice raw"
+
+
+# -- the controls ---------------------------------------------------------------------------------
+
+
+async def test_stop_cancels_a_hanging_request(model: ScriptedModel) -> None:
     agent = make_agent(model, messages=[{"role": "user", "content": "wait"}])
     panel = AgentPanel(agent)
     model.push(hang())
-    panel.step_button.click()
+    panel.do("step")
     await until(lambda: len(model.requests) == 1)
-    assert panel.status_badge.value == "generating" and not panel.stop_button.disabled
-    assert panel.step_button.disabled and panel.reset_button.disabled
-    panel.reset_button.click()  # disabled in a browser; called anyway it says why
-    assert panel.error_box.value.startswith("BadUsage: ")
-    panel.stop_button.click()
+    assert panel.head["status"] == "generating"
+    assert panel.strip["kind"] == "model" and panel.strip["text"] == f"calling {agent.model}…"
+    panel.do("reset")  # the browser greys it out; sent anyway, it says why
+    assert panel.notice == {"kind": "error",
+                            "text": "the agent is generating: stop it before a reset"}
+    panel.do("stop")
     await until(lambda: agent.status == "idle")
-    assert "fragola-status-idle" in panel.status_badge._dom_classes
+    assert panel.strip == {"kind": "stopped", "text": "stopped"}
     assert agent.state.messages == [{"role": "user", "content": "wait"}]
 
 
 async def test_the_header_says_how_the_last_run_ended(model: ScriptedModel) -> None:
     agent = make_agent(model, add_tool(require_approval=False), max_step=1)
     panel = AgentPanel(agent)
-    assert "fragola-outcome" in panel.outcome_note._dom_classes
-    assert panel.outcome_note in panel.children[1].children  # beside the status badge
-    seen: list[tuple[str, str]] = []  # (status, the note) at each status change
-    agent.on_status_change(lambda e: seen.append((e.status, panel.outcome_note.value)))
+    seen: list[tuple[str, str, str]] = []  # (status, strip kind, strip text) at each change
+    agent.on_status_change(
+        lambda e: seen.append((e.status, panel.strip["kind"], panel.strip["text"])))
     model.push(tool_calls(call("add", {"a": 1, "b": 2})))
     await agent.user_message("add")  # one model call allowed: the tool runs, then it ends
     assert agent.outcome == "step_limit"
     static = panel.html()  # the static form says it too, without the button it lacks
     assert "· step budget used" in static and "Step goes on" not in static
     model.push(hang())
-    panel.step_button.click()
+    panel.do("step")
     await until(lambda: len(model.requests) == 2)
-    panel.stop_button.click()
+    panel.do("stop")
     await until(lambda: agent.status == "idle")
     assert agent.outcome == "stopped" and "· stopped" in panel.html()
     model.push(reply("done"))
-    panel.step_button.click()
+    panel.do("step")
     await until(lambda: agent.status == "idle" and agent.outcome == "finished")
+    calling = ("generating", "model", f"calling {agent.model}…")
     assert seen == [
-        ("generating", ""),
-        ("idle", "step budget used — Step goes on"),
-        ("generating", ""),  # a new run: the last one's end is old news
-        ("idle", "stopped"),
-        ("generating", ""),
-        ("idle", ""),  # finished: the badge and the reply say it
+        calling,
+        ("idle", "step_limit", "step budget used — Step goes on"),
+        calling,  # a new run: the last one's end is old news
+        ("idle", "stopped", "stopped"),
+        calling,
+        ("idle", "finished", "finished"),
     ]
     assert "stopped" not in panel.html()
 
 
-async def test_the_outcome_note_is_text(model: ScriptedModel) -> None:
-    agent = make_agent(model, messages=[{"role": "user", "content": "hi"}])
+async def test_reset_is_refused_unless_idle_and_empties_a_full_panel(
+        model: ScriptedModel, wire: Wire) -> None:
+    agent = make_agent(model, add_tool())
     panel = AgentPanel(agent)
-    model.push(hang())
-    panel.step_button.click()
-    await until(lambda: len(model.requests) == 1)
-    agent.stop_sync()
-    await until(lambda: agent.status == "idle")
-    assert panel.outcome_note.value == "stopped"
-    assert not panel.outcome_note.description_allow_html
-    assert_inert(panel.outcome_note.value)
-
-
-async def test_reset_button_clears_the_panel(model: ScriptedModel) -> None:
-    agent = make_agent(model)
-    panel = AgentPanel(agent)
-    model.push(reply("one"))
-    await agent.user_message("hi")
-    panel.reset_button.click()
-    assert agent.message_count == 0 and panel.messages.children == ()
-    assert "0/5" in panel.header.value
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})))
+    await agent.user_message("add")
+    panel.do("reset")
+    assert panel.notice == {"kind": "error",
+                            "text": "the agent is waiting: stop it before a reset"}
+    assert agent.message_count == 2 and len(panel.rows) == 2
+    panel.do("stop")
+    wire.clear()
+    panel.do("reset")
+    assert agent.message_count == 0 and panel.rows == [] and panel.cards == []
+    assert {"t": "rows", "reset": True, "rows": []} in wire.custom("rows")  # the browser too
+    assert panel.notice == {"kind": "note", "text": "'tester' reset: no messages, step count 0"}
+    assert panel.head["steps"] == 0 and panel.strip == {"kind": "idle", "text": "ready"}
     model.push(reply("again"))
     await agent.user_message("new start")
-    assert "new start" in shown(panel) and "one" not in shown(panel)
+    assert [(r["k"], r["i"], r["role"]) for r in panel.rows] == [
+        (0, 0, "user"), (1, 1, "assistant")]
+    assert "new start" in texts(panel) and "add" not in texts(panel)
 
 
-async def test_fork_button_shows_the_fork_panel(model: ScriptedModel) -> None:
+async def test_fork_binds_a_fresh_variable_and_never_overwrites_one(model: ScriptedModel) -> None:
     agent = make_agent(model)
-    panel = AgentPanel(agent)
+    namespace: dict[str, Any] = {"branch_b": "keep me"}
+    panel = AgentPanel(agent, namespace=namespace)
+    forked: list[Agent] = []
+    panel.on_fork = forked.append
     model.push(reply("root reply"))
     await agent.user_message("hi")
-    panel.fork_name.value = "branch <b>"
-    panel.fork_button.click()
-    (fork_panel,) = panel.forks_box.children
-    fork = fork_panel.agent
-    assert fork.name == "branch <b>" and fork.fork_of == agent.id
-    assert "<b>branch &lt;b&gt;</b>" in fork_panel.header.value
+    panel.do("fork", name="branch <b>")
+    fork = namespace["branch_b_2"]  # `branch_b` was taken: a name of its own
+    assert namespace["branch_b"] == "keep me"
+    assert fork.name == "branch <b>" and fork.fork_of == agent.id and forked == [fork]
+    assert panel.notice == {"kind": "note", "text": "forked 'branch <b>', bound to `branch_b_2` "
+                                                    "(%%fragola branch_b_2 talks to it)"}
+    panel.do("fork")  # no name: the agent's default, bound to a variable made of it
+    default = forked[-1]
+    assert default.name == "tester-fork1" and namespace["tester_fork1"] is default
+    panel.do("fork", name="again", var="mine")
+    assert namespace["mine"] is forked[-1] and forked[-1].name == "again"
+    fork_panel = AgentPanel(fork)
     model.push(reply("fork reply"))
     await fork.user_message("only in the fork")
-    assert "only in the fork" in shown(fork_panel)
-    assert "only in the fork" not in shown(panel) and panel.messages.count == 2
+    assert "only in the fork" in texts(fork_panel) and "only in the fork" not in texts(panel)
+    assert len(panel.rows) == 2
+
+
+async def test_bind_refuses_bad_names_and_other_objects(model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    namespace: dict[str, Any] = {"taken": 5}
+    panel = AgentPanel(agent, namespace=namespace)
+    for bad in ("", "1abc", "class", "a-b"):
+        panel.do("bind", var=bad)
+        assert panel.notice == {"kind": "error",
+                                "text": f"{bad!r} is not a Python variable name"}
+    panel.do("bind", var="taken")
+    assert panel.notice == {"kind": "error",
+                            "text": "`taken` already holds a int: choose another name"}
+    assert namespace == {"taken": 5}
+    panel.do("bind", var="me")
+    assert namespace["me"] is agent
+    assert panel.notice == {"kind": "note", "text": "'tester' is bound to `me`"}
+    panel.do("bind", var="me")  # the same agent again: fine
+    assert panel.notice["kind"] == "note"
+
+
+async def test_send_runs_a_turn_in_the_same_panel(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    panel = AgentPanel(agent)
+    panel.do("send", text="  ")
+    assert panel.notice == {"kind": "error", "text": "write a message first"}
+    assert agent.message_count == 0
+    model.push(reply("hello <you>"))
+    panel.do("send", text="hi <there>")
+    await until(lambda: agent.status == "idle" and agent.message_count == 2)
+    assert panel.notice == {}
+    assert [r["html"] for r in panel.rows] == [
+        '<div class="fragola-text">hi &lt;there&gt;</div>', "<p>hello &lt;you&gt;</p>\n"]
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})))
+    panel.do("send", text="add")
+    await until(lambda: agent.status == "waiting")
+    panel.do("send", text="more")
+    assert panel.notice == {"kind": "error", "text": "the agent waits on tool calls: decide "
+                                                     "them (or Stop) first"}
+    panel.do("stop")
+    model.push(hang())
+    panel.do("send", text="wait")
+    await until(lambda: len(model.requests) == 3)
+    panel.do("send", text="and more")
+    assert panel.notice == {"kind": "error",
+                            "text": "the agent is running: wait for it, or Stop it"}
+    panel.do("stop")
+    await until(lambda: agent.status == "idle")
+    assert [m["content"] for m in agent.state.messages if m["role"] == "user"] == [
+        "hi <there>", "add", "wait"]
 
 
 async def test_detach_freezes_the_view(model: ScriptedModel) -> None:
@@ -331,56 +509,106 @@ async def test_detach_freezes_the_view(model: ScriptedModel) -> None:
     panel = AgentPanel(agent)
     model.push(tool_calls(call("add", {"a": 1, "b": 2})))
     await agent.user_message("add")
-    assert panel.detached_note.value == ""
+    assert panel.detached == "" and panel.cards[0]["frozen"] is False
     panel.detach()
-    assert box(panel).approve.disabled and panel.step_button.disabled
-    # the grey controls say why, beside them
-    assert panel.detached_note.value == "detached: this panel no longer follows the agent"
-    assert panel.detached_note in panel.button_row.children
+    panel.detach("a second detach changes nothing")
+    assert panel.detached == "this panel no longer follows the agent"
+    assert [c["frozen"] for c in panel.cards] == [True]
+    panel.do("approve", id="call_1")
+    assert agent.pending[0].decision is None
+    assert panel.notice == {"kind": "note", "text": "this panel is detached (this panel no "
+                                                    "longer follows the agent): nothing was done"}
     agent.reject("call_1", "later")
-    assert box(panel).decision.value == ""  # the view keeps its last state
-    assert panel.messages.count == 2
+    assert panel.cards[0]["decided"] == ""  # the view keeps its last state
+    assert len(panel.rows) == 2
 
 
 def test_detached_says_why_as_text(model: ScriptedModel) -> None:
     panel = AgentPanel(make_agent(model))
-    panel.detach(f"replaced by {SCRIPT}")
-    panel.detach("a second detach changes nothing")
-    assert panel.detached_note.value == (
-        "detached: replaced by &lt;script&gt;alert(1)&lt;/script&gt;")
-
-
-async def test_disabled_panel_buttons_look_disabled(model: ScriptedModel) -> None:
-    # ipywidgets only fades a disabled button: a faded orange Stop looked clickable.
-    rule = re.search(r"\.fragola-panel \.jupyter-button:disabled\{([^}]*)\}", PANEL_CSS)
-    assert rule is not None
-    assert "cursor:not-allowed" in rule[1] and "background-color:" in rule[1]
-    agent = make_agent(model, add_tool())
-    panel = AgentPanel(agent)
-    assert panel.stop_button.disabled and not panel.step_button.disabled  # idle
-    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("3"))
-    await agent.user_message("add")
-    assert not panel.stop_button.disabled  # waiting: Stop cancels the pending call
-    box(panel).approve.click()
-    assert box(panel).approve.disabled and box(panel).reject.disabled  # decided
-    await until(lambda: agent.status == "idle")
-    assert panel.stop_button.disabled
+    panel.detach(f"replaced by {SCRIPT}{RLO}")
+    assert panel.detached == f"replaced by {SCRIPT}\\u202e"  # drawn with textContent
 
 
 async def test_stores_are_shown_and_refreshed(model: ScriptedModel) -> None:
     store = create_store({"visits": 0}, "counter")
     agent = Fragola(api_key=API_KEY, base_url=model.base_url).agent(name="s", stores=[store])
     panel = AgentPanel(agent)
-    assert "<b>counter</b>" in panel.stores_box.value
-    assert "&quot;visits&quot;: 0" in panel.stores_box.value
+    assert panel.stores == [{"name": "counter", "value": '{\n  "visits": 0\n}'}]
     store.update(lambda v: {"visits": v["visits"] + 1})
-    assert "&quot;visits&quot;: 1" in panel.stores_box.value
+    assert panel.stores == [{"name": "counter", "value": '{\n  "visits": 1\n}'}]
     panel.detach()
     store.set({"visits": 9})
-    assert "&quot;visits&quot;: 1" in panel.stores_box.value
+    assert panel.stores == [{"name": "counter", "value": '{\n  "visits": 1\n}'}]
 
 
-# -- the fork tree ----------------------------------------------------------------------------
+# -- turn panels ----------------------------------------------------------------------------------
+
+
+async def test_a_turn_panel_shows_messages_from_since(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool(require_approval=False))
+    model.push(tool_calls(call("add", {"a": 1, "b": 1})))
+    await agent.user_message("first", by=1)  # stops after the tool ran: budget used
+    panel = AgentPanel(agent, since=2)
+    model.push(reply("two"))
+    await agent.step()
+    assert [(r["k"], r["i"], r["role"]) for r in panel.rows] == [
+        (0, 2, "tool"), (1, 3, "assistant")]
+    assert calls(panel) == [{"id": "call_1", "name": "tool", "args": "", "full": "",
+                             "flag": False, "state": "ran", "note": "", "result": "2"}]
+    assert panel.head["turn"] is True and panel.since == 2
+    assert "two" in texts(panel) and "first" not in texts(panel)
+    assert "first" not in panel._repr_mimebundle_()["text/html"]
+
+
+async def test_a_finished_turn_panel_keeps_its_turn_when_the_agent_is_reset(
+        model: ScriptedModel, wire: Wire) -> None:
+    agent = make_agent(model)
+    model.push(reply("one"), reply("two"))
+    await agent.user_message("first")
+    earlier = AgentPanel(agent, since=0)
+    later = AgentPanel(agent, since=2)
+    await agent.user_message("second")
+    kept = earlier.rows, later.rows
+    assert [len(rows) for rows in kept] == [4, 2]
+    wire.clear()
+    agent.reset()
+    assert (earlier.rows, later.rows) == kept
+    why = "the agent's history was reset or replaced; this panel keeps the turn as it was"
+    assert earlier.detached == later.detached == why
+    assert not any(m.get("reset") for m in wire.custom("rows"))  # the browsers keep them too
+    model.push(reply("three"))
+    await agent.user_message("after the reset")
+    assert (earlier.rows, later.rows) == kept
+    whole = AgentPanel(agent)  # a whole-history panel follows the new history
+    assert [r["role"] for r in whole.rows] == ["user", "assistant"]
+
+
+def test_a_turn_panel_keeps_its_turn_through_fragola_reset(model: ScriptedModel) -> None:
+    shell = InteractiveShell.instance()
+    shell.extension_manager.load_extension("fragola_nb")
+    try:
+        ext = shell._fragola_nb
+        ext.widgets = True  # as in a kernel: live panels
+        fragola = Fragola(api_key=API_KEY, base_url=model.base_url, max_retries=0)
+        agent = shell.user_ns["agent"] = fragola.agent(name="a")
+        model.push(reply("one"), reply("two"))
+        shell.run_cell("%%fragola\nfirst", store_history=False)
+        [first] = ext.views
+        shell.run_cell("%%fragola\nsecond", store_history=False)
+        [second] = ext.views  # the first one was detached: a newer panel follows the agent
+        assert (first.since, second.since) == (0, 2)
+        kept = [[r["html"] for r in p.rows] for p in (first, second)]
+        assert kept[1] == ['<div class="fragola-text">second</div>', "<p>two</p>\n"]
+        shell.run_cell("%fragola_reset", store_history=False)
+        assert agent.message_count == 0
+        assert [[r["html"] for r in p.rows] for p in (first, second)] == kept
+        assert second.detached != "" and first.detached == "a newer panel follows this agent"
+    finally:
+        shell.extension_manager.unload_extension("fragola_nb")
+        shell.reset(new_session=False)
+
+
+# -- the fork tree --------------------------------------------------------------------------------
 
 
 async def test_fork_tree_nodes_and_selection(model: ScriptedModel) -> None:
@@ -389,7 +617,8 @@ async def test_fork_tree_nodes_and_selection(model: ScriptedModel) -> None:
     await root.user_message("one")
     left = root.fork("left")
     await left.user_message("two")
-    tree = ForkTree(left)
+    namespace: dict[str, Any] = {}
+    tree = ForkTree(left, namespace=namespace)
     assert tree.view.selected == left.id and tree.panel is not None and tree.panel.agent is left
     assert "fragola-tree" in tree.view._dom_classes
     assert tree.view.nodes == [
@@ -402,9 +631,9 @@ async def test_fork_tree_nodes_and_selection(model: ScriptedModel) -> None:
     assert tree.panel.agent is root and tree.branch.children == (tree.panel,)
     tree.view.selected = "no-such-agent"
     assert tree.view.selected == root.id and tree.panel.agent is root
-    tree.panel.fork_name.value = "right"
-    tree.panel.fork_button.click()  # a fork from the tree's panel joins the tree, selected
+    tree.panel.do("fork", name="right")  # a fork from the tree's panel joins the tree, selected
     right = root.forks[1]
+    assert namespace == {"right": right}
     assert tree.view.selected == right.id and tree.panel.agent is right
     assert [n["name"] for n in tree.view.nodes] == ["tester", "left", "right"]
     deeper = left.fork("deeper")  # made elsewhere (a turn panel, code): shown at once
@@ -420,6 +649,20 @@ async def test_fork_tree_nodes_and_selection(model: ScriptedModel) -> None:
     assert tree.view.nodes[2]["messages"] == 6 and tree.panel.agent is right
 
 
+async def test_fork_tree_has_a_static_text_and_html_form(model: ScriptedModel) -> None:
+    model.push(reply("hello <b>there</b>"))
+    agent = make_fragola(model).agent("root")
+    await agent.user_message("hi")
+    agent.fork("branch <i>")
+    tree = ForkTree(agent)
+    bundle = tree._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "root [" in bundle["text/plain"] and "branch <i> [" in bundle["text/plain"]
+    assert "branch &lt;i&gt;" in bundle["text/html"] and "<i>" not in bundle["text/html"]
+    assert "hello &lt;b&gt;there&lt;/b&gt;" in bundle["text/html"]
+    tree.close()
+
+
 # A DOM stand-in just big enough for the view: setting innerHTML fails the test.
 FAKE_DOM = """
 class El {
@@ -431,8 +674,9 @@ class El {
   set innerHTML(v) { throw new Error("innerHTML"); }
   append(...c) { this.children.push(...c); } replaceChildren(...c) { this.children = c; }
   setAttribute() {} addEventListener(k, f) { this.on[k] = f; }
+  contains() { return false; }
 }
-globalThis.document = { createElement: () => new El() };
+globalThis.document = { createElement: () => new El(), activeElement: null };
 const { default: view } = await import(process.argv[2]);
 const state = JSON.parse(process.argv[3]), handlers = {}, saved = [];
 const model = { get: (k) => state[k], set: (k, v) => { state[k] = v; },
@@ -448,6 +692,7 @@ console.log(JSON.stringify({ root: el.className, saved, nodes: el.children.map(
 
 def test_the_tree_view_draws_with_text_only() -> None:
     assert "innerHTML" not in ESM and "insertAdjacentHTML" not in ESM
+    assert "textContent" in ESM
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the view's ESM")
@@ -471,7 +716,7 @@ def test_the_tree_view_draws_nodes_and_selects_on_click(tmp_path: Any) -> None:
     ]
 
 
-# -- long histories and streaming -------------------------------------------------------------
+# -- long histories and streaming -----------------------------------------------------------------
 
 
 def history(count: int) -> list[dict[str, Any]]:
@@ -479,39 +724,23 @@ def history(count: int) -> list[dict[str, Any]]:
             for i in range(count)]
 
 
-async def sent_per_turn(model: ScriptedModel, count: int) -> tuple[int, int]:
-    """Characters of HTML sent to the browser for one turn (two messages) after ``count``."""
-    agent = make_agent(model, messages=history(count))
-    panel = AgentPanel(agent)
-    assert len(panel.messages.blocks) == -(-count // BLOCK_SIZE)
-    sent: list[int] = []
-
-    def watch(block: Any) -> None:
-        block.observe(lambda change: sent.append(len(change["new"])), names="value")
-
-    def watch_group(group: Any) -> None:
-        for block in group.children:
-            watch(block)
-        group.observe(
-            lambda change: [watch(b) for b in change["new"] if b not in change["old"]],
-            names="children")
-
-    for group in panel.messages.children:
-        watch_group(group)
-    panel.messages.observe(
-        lambda change: [watch_group(g) for g in change["new"] if g not in change["old"]],
-        names="children")
-    model.push(reply("the reply"))
-    await agent.user_message("one more")
-    return sum(sent), len(shown(panel))
-
-
-async def test_appending_costs_the_same_at_5000_messages_as_at_50(model: ScriptedModel) -> None:
-    small, _ = await sent_per_turn(model, 75)  # both tails hold 25 messages
-    large, whole = await sent_per_turn(model, 5025)
-    assert small > 0
-    assert large <= small * 1.1  # the same work: only the last block is sent again
-    assert large < whole / 50
+async def test_a_turn_sends_the_same_bytes_at_5050_messages_as_at_50(
+        model: ScriptedModel, wire: Wire) -> None:
+    """Everything the kernel sends for one turn (rows, traits, stream): a history sent again,
+    or any list that grows with it, would make a turn cost more the longer the notebook."""
+    sent = {}
+    for count in (50, 5_050):
+        agent = make_agent(model, messages=history(count))
+        panel = AgentPanel(agent)
+        wire.clear()
+        model.push(reply("the reply"))
+        await agent.user_message("one more")
+        sent[count] = sum(s.size for s in wire.log)
+        rows = [r for m in wire.custom("rows") for r in m["rows"]]
+        assert [r["i"] for r in rows] == [count, count + 1]  # the new rows only
+        panel.close()
+    assert sent[50] > 0
+    assert sent[5_050] <= sent[50] * 1.1, sent
 
 
 class CountingReads(Agent):
@@ -548,7 +777,7 @@ async def test_a_panel_reads_only_the_messages_an_event_adds(model: ScriptedMode
         await agent.user_message("add")
         agent.approve(agent.pending[0].id)
         await agent.step()
-        assert panel is None or "It is three." in shown(panel)
+        assert panel is None or "It is three." in texts(panel)
         return agent.handed_out, len(events)
 
     without, _ = await handed_out(with_panel=False)  # what the run itself reads
@@ -557,216 +786,226 @@ async def test_a_panel_reads_only_the_messages_an_event_adds(model: ScriptedMode
     assert with_panel - without <= 2 * events  # the last message shown and the new ones
 
 
-class RecordingComm(BaseComm):  # type: ignore[misc]
-    """The kernel's comm to the browser, keeping the size of every message it would send."""
-
-    sizes: ClassVar[list[int]] = []
-
-    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None,
-                    buffers: Any = None, **keys: Any) -> None:
-        self.sizes.append(len(json.dumps([data, metadata], default=str)))
-
-
-async def test_a_turn_sends_the_same_bytes_at_5050_messages_as_at_50(
-    model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Everything the panel sends for a turn, not only the blocks' HTML: the turn starts a new
-    block, and a list of every block sent again would grow with the history. (5,050: a new
-    block in a group that has others, as at 50; a new group comes once per 2,500 messages.)"""
-    monkeypatch.setattr(comm, "create_comm", RecordingComm)  # ipywidgets opens comms with it
-    monkeypatch.setattr(RecordingComm, "sizes", [])
-    sent = {}
-    for count in (50, 5_050):
-        agent = make_agent(model, messages=history(count))
-        panel = AgentPanel(agent)
-        RecordingComm.sizes.clear()
-        model.push(reply("the reply"))
-        await agent.user_message("one more")
-        sent[count] = sum(RecordingComm.sizes)
-        assert len(panel.messages.blocks) == count // BLOCK_SIZE + 1
-        panel.close()
-    assert sent[50] > 0
-    assert sent[5_050] <= sent[50] * 1.1, sent
-
-
-async def test_a_turn_panel_shows_messages_from_since(model: ScriptedModel) -> None:
-    agent = make_agent(model, add_tool(require_approval=False))
-    model.push(tool_calls(call("add", {"a": 1, "b": 1})))
-    await agent.user_message("first", by=1)  # stops after the tool ran: budget used
-    panel = AgentPanel(agent, since=2)
-    model.push(reply("two"))
-    await agent.step()
-    html = shown(panel)
-    assert "first" not in html and 'data-index="2"' in html
-    assert "result of <b>add</b>" in html  # named from a call made before `since`
-    assert "two" in html and panel.messages.count == 2
-    assert "first" not in panel._repr_mimebundle_()["text/html"]
-
-
-def watch_stream(view: StreamView) -> list[tuple[float, str]]:
-    """Every update the view sends, with when: (time, the HTML it shows then)."""
-    updates: list[tuple[float, str]] = []
-
-    def watch(part: Any) -> None:
-        part.observe(lambda c: updates.append((time.monotonic(), view.html)), names="value")
-
-    for part in view.children:
-        watch(part)
-    view.observe(lambda c: [watch(p) for p in c["new"] if p not in c["old"]], names="children")
-    return updates
-
-
-async def test_streaming_updates_are_batched(model: ScriptedModel) -> None:
+async def test_streaming_is_batched_and_sends_only_new_text(
+        model: ScriptedModel, wire: Wire) -> None:
     agent = make_agent(model, model_settings={"stream": True})
     panel = AgentPanel(agent)
-    updates = watch_stream(panel.streaming)
     text = " ".join(f"w{i}" for i in range(150))  # ~600 characters, one per chunk
     model.chunk_size, model.chunk_delay = 1, 0.002
     model.push(reply(text))
+    wire.clear()
     started = time.monotonic()
     await agent.user_message("stream please")
     elapsed = time.monotonic() - started
-    shows = [(t, v) for t, v in updates if v]
-    assert len(shows) >= 3, "the reply should show while it streams"
-    assert len(shows) <= 20 * elapsed + 2
-    for t, _ in shows:  # never more than ~12 in any one second
-        assert sum(1 for u, _ in shows if t <= u < t + 1) <= 13
-    assert updates[-1][1] == ""  # cleared once the message is stored
-    assert text in shown(panel)
+    shows = [(s.at, s.data["content"]) for s in wire.log
+             if isinstance(s.data, dict) and s.data.get("content", {}).get("t") == "stream"]
+    pieces = [m for _, m in shows if m.get("add") or m.get("text")]
+    assert len(pieces) >= 3, "the reply should show while it streams"
+    assert len(pieces) <= 20 * elapsed + 2
+    times = [t for t, m in shows if m.get("add") or m.get("text")]
+    for t in times:  # never more than ~12 in any one second
+        assert sum(1 for u in times if t <= u < t + 1) <= 13
+    assert "text" in pieces[0] and all("add" in m for m in pieces[1:])  # only what is new
+    shown = "".join(m.get("text", "") + m.get("add", "") for m in pieces)
+    assert len(shown) > len(text) / 2 and text.startswith(shown)  # the row shows the rest
+    assert max(len(m.get("add", "")) for m in pieces) < len(text) / 2
+    assert shows[-1][1] == {"t": "stream", "text": "", "stopped": False}  # stored: cleared
+    assert panel.stream_text == "" and text in texts(panel)
 
 
-async def test_stream_view_flushes_the_last_text_after_a_pause() -> None:
-    view = StreamView()
-    view.feed({"content": "one"})
-    view.feed({"content": "one two"})  # too soon: kept for the trailing flush
-    view.feed({"content": "one two <three>"})
-    assert view.html == "one"
-    await until(lambda: "three" in view.html, timeout=2)
-    assert view.html == "one two &lt;three&gt;"
-    view.clear()
-    assert view.html == ""
+def test_the_stream_sends_the_last_text_after_a_pause() -> None:
+    async def scenario() -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+        stream = Stream(sent.append)
+        stream.feed("one")
+        stream.feed("one two")  # too soon: kept for the trailing flush
+        stream.feed("one two <three>")
+        assert sent == [{"text": "one", "stopped": False}]
+        await until(lambda: len(sent) == 2, timeout=2)
+        stream.clear()
+        return sent
+
+    assert asyncio.run(scenario()) == [
+        {"text": "one", "stopped": False},
+        {"add": " two <three>", "stopped": False},
+        {"text": "", "stopped": False},
+    ]
 
 
-async def test_stream_view_shows_an_overdue_text_without_waiting_for_its_timer() -> None:
-    view = StreamView()
-    view.feed({"content": "one"})
-    view.feed({"content": "one two"})  # too soon: a flush is due in `interval`
-    time.sleep(view.interval * 1.5)  # the loop is busy (chunks come in without a pause)
-    view.feed({"content": "one two three"})  # the flush is overdue: shown now
-    assert view.html == "one two three"
+def test_the_stream_shows_an_overdue_text_without_waiting_for_its_timer() -> None:
+    async def scenario() -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+        stream = Stream(sent.append)
+        stream.feed("one")
+        stream.feed("one two")  # too soon: a flush is due in `interval`
+        time.sleep(stream.interval * 1.5)  # the loop is busy (chunks come in without a pause)
+        stream.feed("one two three")  # the flush is overdue: shown now
+        return sent
+
+    assert asyncio.run(scenario()) == [
+        {"text": "one", "stopped": False}, {"add": " two three", "stopped": False}]
 
 
-def test_a_long_streamed_reply_sends_only_its_last_part_again() -> None:
-    view = StreamView()
-    view.interval = 0  # every chunk shows (outside a loop there is no timer)
-    view.part_size = 100
-    sent: list[str] = []  # every text sent to the browser: updates and new parts
-
-    def watch(part: Any) -> None:
-        part.observe(lambda c: sent.append(c["new"]), names="value")
-
-    def new_parts(change: dict[str, Any]) -> None:
-        for part in change["new"]:
-            if part not in change["old"]:
-                sent.append(part.value)  # a new part is opened with its text
-                watch(part)
-
-    watch(view.children[0])
-    view.observe(new_parts, names="children")
-    text = "".join(f"<{i}> " for i in range(100))  # 490 characters
-    for end in range(7, len(text) + 1, 7):  # 7 characters a chunk
-        view.feed({"content": text[:end]})
-    assert view.html == html.escape(text) and len(view.children) == 5
-    assert len(sent) == 70  # one per chunk
-    assert max(len(html.unescape(value)) for value in sent) < 100 + 7  # never the whole text
-    view.feed({"content": "another reply"})  # not the same text going on: starts again
-    assert view.html == "another reply" and len(view.children) == 1
-    view.feed({"content": "x" * 99 + "\r"})
-    view.feed({"content": "x" * 99 + "\r\ny"})  # never "\r" and "\n" in two parts
-    view.feed({"content": "x" * 99 + "\r\nyz"})
-    # (shown as the browser reads it: a "\r\n" is one line break, as HTML parsing makes it)
-    assert [part.value for part in view.children] == ["x" * 99 + "\ny", "z"]
-    view.clear()
-    assert view.html == "" and len(view.children) == 1
+def test_a_stream_that_does_not_go_on_is_sent_whole_and_a_stop_keeps_it() -> None:
+    sent: list[dict[str, Any]] = []
+    stream = Stream(sent.append)
+    stream.interval = 0  # every piece shows (outside a loop there is no timer)
+    for piece in ("a", "ab", "abc", "xyz", "xyz!"):
+        stream.feed(piece)
+    stream.stop()
+    assert sent == [
+        {"text": "a", "stopped": False}, {"add": "b", "stopped": False},
+        {"add": "c", "stopped": False}, {"text": "xyz", "stopped": False},
+        {"add": "!", "stopped": False}, {"add": "", "stopped": True},  # kept, marked
+    ]
+    assert stream.text == "xyz!"
 
 
-def test_clearing_a_long_stream_never_shows_a_piece_of_it() -> None:
-    # The browser applies each change as it comes. Dropping the later parts first would show
-    # the first part alone for a moment (the text shrinks to its first 10 characters), and
-    # emptying the first part first would show the later ones alone (not even its beginning).
-    view = StreamView()
-    view.interval, view.part_size = 0, 10
-    text = "abcdefghij" * 5
-
-    def stream() -> list[str]:
-        for end in range(5, len(text) + 1, 5):
-            view.feed({"content": text[:end]})
-        assert len(view.children) == 5 and view.html == text
-        states: list[str] = []  # what the browser shows after each change, in order
-
-        def record(change: Any = None) -> None:
-            states.append("".join(part.value for part in view.children))
-
-        for part in view.children:
-            part.observe(record, names="value")
-        view.observe(record, names="children")
-        return states
-
-    states = stream()
-    view.clear()
-    assert states and set(states) == {""}
-    states = stream()
-    view.feed({"content": "another reply"})  # a new reply starts over
-    assert states[-1] == "another reply" and set(states[:-1]) == {""}
+async def test_a_new_view_says_hello_and_gets_everything_once(
+        model: ScriptedModel, wire: Wire) -> None:
+    agent = make_agent(model, add_tool(require_approval=False))
+    panel = AgentPanel(agent)
+    model.push(tool_calls(call("add", {"a": 2, "b": 3})), reply("It is 5."))
+    await agent.user_message("add")
+    wire.clear()
+    from_browser(panel, {"do": "hello"})
+    assert wire.custom() == [{"t": "rows", "reset": True, "rows": json.loads(json.dumps(
+        panel.rows)), "stream": "", "stopped": False}]
 
 
-# -- safe display -----------------------------------------------------------------------------
+# -- safe display ---------------------------------------------------------------------------------
+
+HOSTILE_TEXT = (f"{SCRIPT} {IMG} [bad](javascript:alert(3)) [good](https://example.com) "
+                f"file{RLO}gnp.exe zero{ZWSP}width " + "x" * 5_000)
 
 
 async def hostile_views(model: ScriptedModel) -> tuple[AgentPanel, ForkTree]:
-    shady = tool(name="shady", description=SCRIPT, schema=AddArgs,
-                 handler=lambda p: IMG, require_approval=lambda p, c: p.a == 1)
-    store = create_store({"note": SCRIPT, IMG: 1}, f"ns{IMG}")
+    shady = tool(name="shady", description=SCRIPT + RLO, schema=AddArgs,
+                 handler=lambda p: IMG + RLO, require_approval=lambda p, c: p.a == 1)
+    asker = tool(name="asker", description=IMG, handler="dynamic")
+    store = create_store({"note": SCRIPT + ZWSP, IMG: 1}, f"ns{IMG}")
     fragola = Fragola(api_key=API_KEY, base_url=model.base_url, max_retries=0)
-    agent = fragola.agent(name=IMG, tools=[shady], stores=[store])
-    model.push(tool_calls(call("shady", {"a": 2, "b": 0}), content=SCRIPT),
-               tool_calls(call("shady", {"a": 1, "b": 2, "c": SCRIPT})))
+    agent = fragola.agent(name=IMG + RLO, tools=[shady, asker], stores=[store],
+                          instructions=SCRIPT + ZWSP, model_settings={"stream": True})
+    model.push(tool_calls(call("shady", {"a": 2, "b": 0}), content=HOSTILE_TEXT),
+               tool_calls(call("asker", {"q": HOSTILE_TEXT})))
     panel = AgentPanel(agent)
-    await agent.user_message(f"{SCRIPT} {IMG}")  # pauses on the second call
-    panel.show_error(RuntimeError(SCRIPT))
-    return panel, ForkTree(agent.fork(f"fork {SCRIPT}"))
+    await agent.user_message(HOSTILE_TEXT)  # pauses on the second call
+    panel.show_error(RuntimeError(SCRIPT + RLO))
+    panel.do("inject", id="call_2", text="")  # a card error
+    panel.detach(f"gone {SCRIPT}{RLO}")
+    return panel, ForkTree(agent.fork(f"fork {SCRIPT}{RLO}"))
 
 
-async def test_hostile_text_is_escaped_in_every_widget(model: ScriptedModel) -> None:
+CODE_TRAITS = {"_esm", "_css"}  # the views' code, not data
+
+
+def strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every (key path, string) in ``value``, keys included."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key in CODE_TRAITS:
+                continue
+            yield f"{path}.{key}", str(key)
+            yield from strings(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            yield from strings(item, f"{path}[{n}]")
+
+
+LINK = re.compile(r"<a\s([^>]*)>")
+
+
+def assert_safe_html(html: str) -> None:
+    assert_inert(html)
+    assert "<script" not in html and "<img" not in html
+    for attrs in LINK.findall(html):
+        href = re.search(r'href="([^"]*)"', attrs)
+        assert href is not None and re.match(r"(https?://|mailto:)", href[1]), attrs
+        assert 'target="_blank"' in attrs and 'rel="noopener noreferrer"' in attrs, attrs
+
+
+async def test_hostile_text_never_reaches_the_browser_live(
+        model: ScriptedModel, wire: Wire) -> None:
+    """Text fields are drawn with textContent, so "<script>" in them is text; what must never
+    get through: a bidi override or zero-width character (written \\u202e), markup or an
+    unsafe link in an ``html`` field, or a 5,000-character token on a one-line field."""
     panel, tree = await hostile_views(model)
-    for widget in [*every_widget(panel), *every_widget(tree)]:
-        assert not getattr(widget, "description_allow_html", False)
-        if isinstance(widget, widgets.HTML):
-            assert_inert(widget.value)
-    escaped_script, escaped_img = "&lt;script&gt;alert(1)", "&lt;img src=x onerror=alert(2)&gt;"
-    assert escaped_img in panel.header.value  # the agent's name
-    assert escaped_script in shown(panel)  # the user message and the reply
-    assert f"result-text\">{escaped_img}" in shown(panel)  # a tool result
-    assert escaped_script in box(panel).header.value  # a tool argument
-    assert escaped_script in panel.stores_box.value and escaped_img in panel.stores_box.value
-    assert escaped_script in panel.tools_box.value  # a tool description
-    assert escaped_script in panel.error_box.value
-    assert tree.panel is not None and escaped_script in tree.panel.header.value  # a fork name
-    assert tree.view.nodes[1]["name"] == f"fork {SCRIPT}"  # data, drawn with textContent
+    states = [panel.get_state(), tree.view.get_state()]
+    sent = [s.data for s in wire.log]
+    found_html = found_escaped = 0
+    for path, text in strings([states, sent]):
+        if path.endswith((".edit", ".raw_id")):
+            continue  # the edit box's JSON: see the test of its own below; raw_id: an id
+        assert RLO not in text and ZWSP not in text, (path, text[:200])
+        if path.endswith(".html"):
+            assert_safe_html(text)
+            found_html += 1
+            found_escaped += "&lt;script&gt;" in text
+        if path.endswith(".args"):
+            assert len(text) <= SHORT, path
+    assert found_html and found_escaped
+    html = "".join(r["html"] for r in panel.rows)
+    assert '<a href="https://example.com" target="_blank" rel="noopener noreferrer">good</a>' in (
+        html)
+    assert "[bad](javascript:alert(3))" in html  # refused: stays text
+    assert "file\\u202egnp.exe zero\\u200bwidth" in html
+    assert panel.head["name"] == IMG + "\\u202e"
+    assert panel.notice == {"kind": "error", "text": f"RuntimeError: {SCRIPT}\\u202e"}
+    assert panel.detached == f"gone {SCRIPT}\\u202e"
+    assert tree.view.nodes[1]["name"] == f"fork {SCRIPT}\\u202e"  # drawn with textContent
+    assert "x" * 5_000 in html  # cut on one line only, never lost
 
 
-async def test_no_api_key_in_any_widget_state(model: ScriptedModel) -> None:
+async def test_hostile_text_in_the_text_html_fallback_is_escaped(model: ScriptedModel) -> None:
     panel, tree = await hostile_views(model)
-    bundle = json.dumps(panel._repr_mimebundle_())
-    states = [w.get_state() for w in [*every_widget(panel), *every_widget(tree)]]
-    assert API_KEY not in json.dumps(states, default=str) and API_KEY not in bundle
+    for bundle in (panel._repr_mimebundle_(), tree._repr_mimebundle_()):
+        html = bundle["text/html"]
+        assert_safe_html(html)
+        assert RLO not in html and ZWSP not in html
+        assert RLO not in bundle["text/plain"]
+    assert "&lt;script&gt;" in panel._repr_mimebundle_()["text/html"]
 
 
-async def test_the_text_html_fallback_holds_the_conversation(model: ScriptedModel) -> None:
+async def test_the_edit_box_json_holds_no_raw_bidi_or_zero_width(model: ScriptedModel) -> None:
+    agent = make_agent(model, add_tool())
+    model.push(tool_calls(call("add", {"a": 1, "b": 2, "note": f"x{RLO}y{ZWSP}"})))
+    await agent.user_message("add")
+    panel = AgentPanel(agent)
+    edit = panel.cards[0]["edit"]
+    assert json.loads(edit)["note"] == f"x{RLO}y{ZWSP}"  # the same arguments when sent back
+    assert RLO not in edit and ZWSP not in edit
+
+
+@pytest.mark.parametrize(("hidden", "flagged"), [(RLO, True), (ZWSP, True), ("", False)])
+async def test_the_card_flags_arguments_that_hide_characters(
+        model: ScriptedModel, hidden: str, flagged: bool) -> None:
+    agent = make_agent(model, lookup_tool())
+    model.push(tool_calls(call("lookup", {"file": f"report{hidden}gnp.exe"})))
+    await agent.user_message("look")
+    panel = AgentPanel(agent)
+    assert panel.cards[0]["flag"] is flagged
+    assert (f"report{hidden}gnp.exe" in panel.cards[0]["full"]) is not flagged
+
+
+async def test_no_api_key_in_any_widget_state_or_message(
+        model: ScriptedModel, wire: Wire) -> None:
+    panel, tree = await hostile_views(model)
+    everything = json.dumps([
+        panel.get_state(), tree.view.get_state(), panel._repr_mimebundle_(),
+        tree._repr_mimebundle_(), [s.data for s in wire.log]], default=str)
+    assert len(wire.log) > 10 and API_KEY not in everything
+
+
+async def test_the_text_html_fallback_holds_the_conversation_and_the_error(
+        model: ScriptedModel) -> None:
     agent = make_agent(model)
     panel = AgentPanel(agent)
     model.push(reply(f"answer {SCRIPT}"))
     await agent.user_message("question")
+    panel.show_error(RuntimeError("it <broke>"))
     bundle = panel._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
     assert bundle["text/plain"].startswith("AgentPanel(Agent(name='tester'")
@@ -774,10 +1013,11 @@ async def test_the_text_html_fallback_holds_the_conversation(model: ScriptedMode
     assert_inert(html)
     assert "question" in html and "answer &lt;script&gt;" in html
     assert "fragola-status-idle" in html
+    assert '<div class="fragola-error">RuntimeError: it &lt;broke&gt;</div>' in html
 
 
 @pytest.mark.parametrize("reason", ["approval", "dynamic"])
-async def test_panel_of_a_paused_agent_shows_its_controls_at_once(
+async def test_panel_of_a_paused_agent_shows_its_cards_at_once(
     model: ScriptedModel, reason: str
 ) -> None:
     handler: Any = "dynamic" if reason == "dynamic" else (lambda p: 0)
@@ -787,13 +1027,16 @@ async def test_panel_of_a_paused_agent_shows_its_controls_at_once(
     model.push(tool_calls(call("t", {"a": 1, "b": 2})))
     await agent.user_message("go")
     panel = AgentPanel(agent)  # made while waiting: e.g. %fragola_panel after the cell ended
-    assert [b.call_id for b in panel.approvals.boxes.values()] == ["call_1"]
-    assert panel.status_badge.value == "waiting" and not panel.stop_button.disabled
-    panel.stop_button.click()  # stopping a waiting agent cancels its pending calls
-    assert agent.status == "idle" and panel.approvals.children == ()
+    assert [(c["raw_id"], c["dynamic"]) for c in panel.cards] == [
+        ("call_1", reason == "dynamic")]
+    assert panel.strip == {"kind": "waiting", "text": "1 call needs your decision"}
+    panel.do("stop")  # stopping a waiting agent cancels its pending calls
+    assert agent.status == "idle" and panel.cards == []
+    assert [c["state"] for c in calls(panel)] == ["cancelled"]
 
 
-async def test_panel_listeners_are_not_copied_to_forks_nor_saved(model, tmp_path):
+async def test_panel_listeners_are_not_copied_to_forks_nor_saved(
+        model: ScriptedModel, tmp_path: Any) -> None:
     from fragola_nb import load_session, save_session
 
     model.push(reply("hello"))
@@ -801,22 +1044,10 @@ async def test_panel_listeners_are_not_copied_to_forks_nor_saved(model, tmp_path
     panel = AgentPanel(agent)
     await agent.user_message("hi")
     fork = agent.fork("branch")
-    assert not any(fork._listeners.has(name) for name in ("after_state_update", "model_chunk"))
+    assert not any(fork._listeners.has(name) for name in (
+        "after_state_update", "status_change", "model_chunk", "before_tool_call",
+        "after_tool_call", "after_step", "before_step", "after_model_invocation"))
     path = save_session(tmp_path / "s.json", agent)
     session = load_session(path, Fragola(api_key="test-key", base_url=model.base_url))
     assert [a.name for a in session.agents] == ["viewed", "branch"]
     panel.detach()
-
-
-async def test_fork_tree_has_a_static_text_and_html_form(model):
-    model.push(reply("hello <b>there</b>"))
-    agent = make_fragola(model).agent("root")
-    await agent.user_message("hi")
-    agent.fork("branch <i>")
-    tree = ForkTree(agent)
-    bundle = tree._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert "root [" in bundle["text/plain"] and "branch <i> [" in bundle["text/plain"]
-    assert "branch &lt;i&gt;" in bundle["text/html"] and "<i>" not in bundle["text/html"]
-    assert "hello &lt;b&gt;there&lt;/b&gt;" in bundle["text/html"]
-    tree.close()

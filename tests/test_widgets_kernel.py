@@ -1,14 +1,18 @@
-"""The widgets in a real kernel, driven the way a browser drives them: comm messages for
-clicks, edits and the tree's selection, while the kernel is idle between cells.
+"""The panel in a real kernel, driven the way a browser drives it: the view's clicks are comm
+messages (``{"method": "custom", "content": {"do": ...}}``, what anywidget's ``model.send``
+puts on the wire), the tree's selection a state update, sent while the kernel is idle between
+cells; what the browser gets is read from iopub.
 
 One kernel serves the whole module (starting one costs seconds); each test builds its own
-agent and panel, and ``kernel.find`` picks the newest widget with a class, i.e. this test's.
+agent and panel, named ``agent`` and ``panel`` in the kernel.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import queue
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ from kernel_harness import Kernel
 from test_render import assert_inert
 
 API_KEY = "sk-kernel-NEVER-SHOWN-777"
+SCRIPT = "<script>alert(1)</script>"
 
 SETUP = f"""
 from IPython.display import display
@@ -28,6 +33,8 @@ from fragola_nb.scripted import call, hang, reply, tool_calls
 def add(a: int, b: int) -> int:
     '''Add two numbers.'''
     return a + b
+
+lookup = tool(name="lookup", description="Ask a person.", handler="dynamic")
 
 def scripted_agent(name, *script, server_options=None, **options):
     # The scripted model, reached with an explicit key that must never reach a widget.
@@ -45,99 +52,150 @@ def kernel() -> Iterator[Kernel]:
         yield running
 
 
-def shown(kernel: Kernel) -> str:
-    """The HTML of the message blocks of the newest panel, as the browser has it."""
-    groups = kernel.state("fragola-messages")["children"]
-    return "".join(
-        kernel.widgets[block.removeprefix("IPY_MODEL_")]["value"]
-        for group in groups
-        for block in kernel.widgets[group.removeprefix("IPY_MODEL_")]["children"]
-    )
+def show_panel(kernel: Kernel, code: str) -> str:
+    """Run ``code`` (which makes ``agent``), then show ``panel``; the panel's comm id."""
+    kernel.execute(code + "\npanel = AgentPanel(agent)\ndisplay(panel)")
+    return str(kernel.eval("panel.model_id"))
+
+
+def click(kernel: Kernel, comm_id: str, **content: Any) -> None:
+    """What the panel's view sends on a click: ``model.send({do: ..., ...})``."""
+    kernel.send(comm_id, {"method": "custom", "content": content})
+
+
+def custom(kernel: Kernel, comm_id: str, since: int = 0) -> list[dict[str, Any]]:
+    """The custom messages the kernel sent to ``comm_id`` (rows, stream)."""
+    kernel.drain(0.05)
+    return [m["content"]["data"]["content"] for m in kernel.iopub_log[since:]
+            if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id
+            and m["content"]["data"].get("method") == "custom"]
+
+
+def rows(kernel: Kernel, comm_id: str) -> list[dict[str, Any]]:
+    """The rows as the browser keeps them: a reset empties them, a row replaces its ``k``."""
+    kept: dict[int, dict[str, Any]] = {}
+    for message in custom(kernel, comm_id):
+        if message.get("t") != "rows":
+            continue
+        if message.get("reset"):
+            kept.clear()
+        for row in message["rows"]:
+            kept[row["k"]] = row
+    return [kept[k] for k in sorted(kept)]
+
+
+def traits(kernel: Kernel, comm_id: str) -> dict[str, Any]:
+    """The panel's synced traits as the browser has them."""
+    kernel.drain()
+    return kernel.widgets[comm_id]
+
+
+def wait_sent(kernel: Kernel, check: Callable[[], Any], timeout: float = 20) -> Any:
+    """Read iopub until ``check()`` holds (a message the kernel sends in the background)."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, "the kernel did not send it"
+        try:
+            kernel._absorb(kernel.kc.get_iopub_msg(timeout=0.1))
+        except queue.Empty:
+            pass
+    return value
 
 
 def test_approve_by_click_resumes_the_run(kernel: Kernel) -> None:
-    shown_cell = kernel.execute(
+    kernel.execute(
         "agent = scripted_agent('calc', tool_calls(call('add', {'a': 1, 'b': 2})), "
-        "reply('The sum is 3.'), tools=[add])\n"
-        "panel = AgentPanel(agent)\ndisplay(panel)"
+        f"reply('The sum is 3. {SCRIPT}'), tools=[add])"
     )
+    shown_cell = kernel.execute("panel = AgentPanel(agent)\ndisplay(panel)")
     (bundle,) = shown_cell.data
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert "<b>calc</b>" in bundle["text/html"]  # the static fallback for nbconvert/GitHub
+    panel = str(kernel.eval("panel.model_id"))
     result = kernel.execute("state = await agent.user_message('add 1 and 2')\n"
                             "print(state.status)")
-    assert result.stdout.strip() == "waiting"  # the cell ended: the controls are shown
-    assert "fragola-status-waiting" in kernel.state("fragola-status")["_dom_classes"]
-    assert "fragola-call-call_1" in kernel.state("fragola-approval")["_dom_classes"]
-    kernel.click("fragola-approve")
-    kernel.wait_for("agent.status == 'idle' and len(agent.state.messages) == 4")
-    kernel.drain()
-    html = shown(kernel)
-    assert 'result of <b>add</b></summary><div class="fragola-result-text">3</div>' in html
-    assert "The sum is 3." in html
-    assert kernel.state("fragola-status")["value"] == "idle"
-    assert "2/5" in kernel.state("fragola-header")["value"]
-    assert kernel.state("fragola-approvals")["children"] == []
+    assert result.stdout.strip() == "waiting"  # the cell ended: the cards are shown
+    state = traits(kernel, panel)
+    assert state["strip"] == {"kind": "waiting", "text": "1 call needs your decision"}
+    assert [(c["raw_id"], c["decided"]) for c in state["cards"]] == [("call_1", "")]
+    click(kernel, panel, do="approve", id="call_1")
+    kernel.wait_for("agent.status == 'idle' and agent.message_count == 4")
+    state = traits(kernel, panel)
+    assert state["cards"] == [] and state["head"]["status"] == "idle"
+    assert state["head"]["steps"] == 2 and state["strip"]["kind"] == "finished"
+    shown = rows(kernel, panel)
+    assert [(r["i"], r["role"]) for r in shown] == [(0, "user"), (1, "assistant"),
+                                                    (3, "assistant")]
+    assert [(c["name"], c["state"], c["result"]) for c in shown[1]["calls"]] == [
+        ("add", "ran", "3")]
+    assert shown[2]["html"] == "<p>The sum is 3. &lt;script&gt;alert(1)&lt;/script&gt;</p>\n"
+
+
+def test_a_hello_gets_every_row_at_once(kernel: Kernel) -> None:
+    panel = show_panel(kernel, "agent = scripted_agent('greeter', reply('hi back'))\n"
+                               "await agent.user_message('hi')")
+    start = len(kernel.iopub_log)
+    click(kernel, panel, do="hello")  # a new view, or a reloaded page
+    (answer,) = wait_sent(kernel, lambda: custom(kernel, panel, start))
+    assert answer == {"t": "rows", "reset": True, "rows": rows(kernel, panel), "stream": "",
+                      "stopped": False}
+    assert [r["role"] for r in answer["rows"]] == ["user", "assistant"]
 
 
 def test_edited_arguments_wrong_then_right(kernel: Kernel) -> None:
-    kernel.execute(
-        "agent = scripted_agent('editor', tool_calls(call('add', {'a': 1, 'b': 2})), "
-        "reply('done'), tools=[add])\n"
-        "panel = AgentPanel(agent)\ndisplay(panel)\n"
-        "await agent.user_message('add')"
-    )
-    assert json.loads(kernel.state("fragola-args-edit")["value"]) == {"a": 1, "b": 2}
-    kernel.set_value("fragola-args-edit", '{"a": "one", "b": 2}')
-    kernel.click("fragola-edit-approve")
-    kernel.wait_for("panel.approvals.boxes['call_1'].error.value != ''")
-    kernel.drain()
-    assert "InvalidArguments" in kernel.state("fragola-approval-error")["value"]
-    assert kernel.eval("[agent.status, agent.state.pending[0].decision is None]") == [
+    panel = show_panel(kernel, "agent = scripted_agent('editor', tool_calls(call('add', "
+                               "{'a': 1, 'b': 2})), reply('done'), tools=[add])\n"
+                               "await agent.user_message('add')")
+    (card,) = traits(kernel, panel)["cards"]
+    assert json.loads(card["edit"]) == {"a": 1, "b": 2}
+    click(kernel, panel, do="edit", id="call_1", args='{"a": "one", "b": 2}')
+    kernel.wait_for("panel.cards[0]['error'] != ''")
+    (card,) = traits(kernel, panel)["cards"]
+    assert card["error"].startswith("InvalidArguments: ") and card["decided"] == ""
+    assert kernel.eval("[agent.status, agent.pending[0].decision is None]") == [
         "waiting", True]
-    kernel.set_value("fragola-args-edit", '{"a": 40, "b": 2}')
-    kernel.click("fragola-edit-approve")
-    kernel.wait_for("agent.status == 'idle' and len(agent.state.messages) == 4")
+    click(kernel, panel, do="edit", id="call_1", args='{"a": 40, "b": 2}')
+    kernel.wait_for("agent.status == 'idle' and agent.message_count == 4")
     assert kernel.eval("agent.state.messages[2]['content']") == (
         '(The user edited the arguments before this call ran: {"a": 40, "b": 2})\n42')
+    kernel.drain()
+    assert [c["state"] for r in rows(kernel, panel) for c in r["calls"]] == ["edited"]
 
 
 def test_reject_with_a_typed_reason_and_inject_a_typed_result(kernel: Kernel) -> None:
-    kernel.execute(
-        "agent = scripted_agent('two', tool_calls(call('add', {'a': 1, 'b': 2}), "
-        "call('add', {'a': 3, 'b': 4})), reply('noted'), tools=[add])\n"
-        "panel = AgentPanel(agent)\ndisplay(panel)\n"
-        "await agent.user_message('add twice')"
-    )
-    kernel.set_value("fragola-reason", "too <risky>", nth=-2)
-    kernel.click("fragola-reject", nth=-2)
-    kernel.wait_for("panel.approvals.boxes['call_1'].decision.value != ''")
+    panel = show_panel(kernel, "agent = scripted_agent('two', tool_calls(call('add', "
+                               "{'a': 1, 'b': 2}), call('lookup', {'q': 'x'})), "
+                               "reply('noted'), tools=[add, lookup])\n"
+                               "await agent.user_message('add, then ask')")
+    click(kernel, panel, do="reject", id="call_1", reason="too <risky>")
+    kernel.wait_for("panel.cards[0]['decided'] != ''")
     assert kernel.eval("agent.status") == "waiting"  # the other call is still undecided
-    kernel.set_value("fragola-inject-text", "99", nth=-1)
-    kernel.click("fragola-inject", nth=-1)
-    kernel.wait_for("agent.status == 'idle' and len(agent.state.messages) == 5")
+    assert [c["decided"] for c in traits(kernel, panel)["cards"]] == [
+        "rejected: too <risky>", ""]
+    click(kernel, panel, do="inject", id="call_2", text="99")
+    kernel.wait_for("agent.status == 'idle' and agent.message_count == 5")
     assert kernel.eval("[m['content'] for m in agent.state.messages[2:4]]") == [
         "The user rejected this call to add. Reason: too <risky>", "99"]
     kernel.drain()
-    assert "Reason: too &lt;risky&gt;" in shown(kernel)
+    assert [(c["state"], c["note"], c["result"]) for r in rows(kernel, panel)
+            for c in r["calls"]] == [
+        ("rejected", "too <risky>", "The user rejected this call to add. Reason: too <risky>"),
+        ("injected", "", "99")]
 
 
 def test_stop_during_a_hanging_request(kernel: Kernel) -> None:
-    kernel.execute(
-        "agent = scripted_agent('hanger', hang(), messages=[{'role': 'user', 'content': 'hi'}])\n"
-        "panel = AgentPanel(agent)\ndisplay(panel)"
-    )
-    kernel.click("fragola-step")  # the run starts on the kernel's loop; the kernel stays idle
+    panel = show_panel(
+        kernel, "agent = scripted_agent('hanger', hang(), "
+                "messages=[{'role': 'user', 'content': 'hi'}])")
+    click(kernel, panel, do="step")  # the run starts on the kernel's loop; the kernel stays idle
     kernel.wait_for("agent.status == 'generating' and len(agent.fragola.server.requests) == 1")
-    kernel.drain()
-    badge = kernel.state("fragola-status")
-    assert "fragola-status-generating" in badge["_dom_classes"]
-    assert kernel.state("fragola-step")["disabled"] is True
-    kernel.click("fragola-stop")
+    state = traits(kernel, panel)
+    assert state["head"]["status"] == "generating" and state["strip"]["kind"] == "model"
+    click(kernel, panel, do="stop")
     kernel.wait_for("agent.status == 'idle'")
-    kernel.drain()
-    badge = kernel.state("fragola-status")
-    assert badge["value"] == "idle" and "fragola-status-idle" in badge["_dom_classes"]
+    state = traits(kernel, panel)
+    assert state["head"]["status"] == "idle"
+    assert state["strip"] == {"kind": "stopped", "text": "stopped"}
     assert kernel.eval("agent.state.messages") == [{"role": "user", "content": "hi"}]
 
 
@@ -149,9 +207,9 @@ def test_fork_from_the_panel_and_select_a_tree_node(kernel: Kernel) -> None:
     )
     root_id = kernel.eval("agent.id")
     assert kernel.state("fragola-tree")["selected"] == root_id
-    kernel.set_value("fragola-fork-name", "branch-b")
-    kernel.click("fragola-fork")
+    click(kernel, kernel.eval("tree.panel.model_id"), do="fork", name="branch-b")
     kernel.wait_for("tree.panel.agent.name == 'branch-b'")
+    assert kernel.eval("branch_b is tree.panel.agent")  # bound in the notebook
     kernel.execute("await tree.panel.agent.user_message('only here')")
     kernel.drain()
     view = kernel.state("fragola-tree")
@@ -159,35 +217,41 @@ def test_fork_from_the_panel_and_select_a_tree_node(kernel: Kernel) -> None:
     assert view["selected"] == fork_id
     assert [(n["name"], n["parent"], n["messages"], n["added"]) for n in view["nodes"]] == [
         ("trunk", None, 2, 2), ("branch-b", root_id, 4, 2)]
-    assert "<b>branch-b</b>" in kernel.state("fragola-header")["value"]
+    fork_panel = kernel.eval("tree.panel.model_id")
+    assert traits(kernel, fork_panel)["head"]["name"] == "branch-b"
+    assert "only here" in "".join(r["html"] for r in rows(kernel, fork_panel))
     kernel.send_state(kernel.find("fragola-tree"), {"selected": root_id})  # a click on a node
     kernel.wait_for("tree.panel.agent is agent")
-    kernel.drain()
-    assert "<b>trunk</b>" in kernel.state("fragola-header")["value"]
-    assert "only here" not in shown(kernel)
+    root_panel = kernel.eval("tree.panel.model_id")
+    assert traits(kernel, root_panel)["head"]["name"] == "trunk"
+    click(kernel, root_panel, do="hello")
+    wait_sent(kernel, lambda: rows(kernel, root_panel))
+    assert "only here" not in "".join(r["html"] for r in rows(kernel, root_panel))
 
 
 def test_the_reply_streams_into_the_panel_in_batches(kernel: Kernel) -> None:
-    kernel.execute(
+    panel = show_panel(
+        kernel,
         "words = ' '.join(f'word{i}' for i in range(60))\n"
         "agent = scripted_agent('streamer', reply(words), model_settings={'stream': True},\n"
-        "                       server_options={'chunk_size': 8, 'chunk_delay': 0.01})\n"
-        "panel = AgentPanel(agent)\ndisplay(panel)\n"
-        "await agent.user_message('talk')"
-    )
-    kernel.drain()
-    parts = kernel.state("fragola-streaming")["children"]  # one part: a short reply
-    (part_id,) = [ref.removeprefix("IPY_MODEL_") for ref in parts]
-    values = [m["content"]["data"]["state"]["value"] for m in kernel.iopub_log
-              if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == part_id
-              and "value" in m["content"]["data"].get("state", {})]
-    partial = [v for v in values if v]
-    assert partial and len(partial) < 40, values  # it showed, batched: ~60 chunks, fewer updates
-    assert values[-1] == ""  # cleared once the message was stored
-    assert "word59" in shown(kernel)
+        "                       server_options={'chunk_size': 8, 'chunk_delay': 0.01})")
+    kernel.execute("await agent.user_message('talk')")
+    stream = [m for m in custom(kernel, panel) if m["t"] == "stream"]
+    pieces = [m for m in stream if m.get("add") or m.get("text")]
+    chunks = kernel.eval("len(agent.fragola.server.chunks)")
+    assert pieces and len(pieces) < chunks / 2, (len(pieces), chunks)  # batched
+    assert "text" in pieces[0] and all("add" in m for m in pieces[1:])  # only what is new
+    streamed = "".join(m.get("text", "") + m.get("add", "") for m in pieces)
+    words = " ".join(f"word{i}" for i in range(60))
+    assert streamed and words.startswith(streamed)
+    assert stream[-1] == {"t": "stream", "text": "", "stopped": False}  # stored: cleared
+    assert "word59" in rows(kernel, panel)[-1]["html"]
 
 
 def test_no_key_and_no_live_markup_in_anything_the_kernel_sent(kernel: Kernel) -> None:
+    panel = show_panel(kernel, f"agent = scripted_agent('{SCRIPT}', reply('{SCRIPT} "
+                               f"[x](javascript:alert(2))'), tools=[add])\n"
+                               f"await agent.user_message('<img src=x onerror=alert(3)>')")
     kernel.drain()
     sent: list[dict[str, Any]] = [
         m["content"] for m in kernel.iopub_log
@@ -195,7 +259,11 @@ def test_no_key_and_no_live_markup_in_anything_the_kernel_sent(kernel: Kernel) -
                              "execute_result", "stream")
     ]
     assert sent and API_KEY not in json.dumps(sent)
-    html_states = [s for s in kernel.widgets.values() if s.get("_model_name") == "HTMLModel"]
-    assert len(html_states) > 20
-    for state in html_states:
-        assert_inert(state["value"])
+    html = [row["html"] for m in sent if m.get("data", {}).get("method") == "custom"
+            for row in m["data"]["content"].get("rows", ())]
+    html += [m["data"]["text/html"] for m in sent if "text/html" in m.get("data", {})]
+    assert len(html) > 10 and any("&lt;script&gt;" in h for h in html)
+    for text in html:
+        assert_inert(text)
+        assert "<script" not in text and "<img" not in text
+    assert traits(kernel, panel)["head"]["name"] == SCRIPT  # text, drawn with textContent

@@ -22,6 +22,7 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FragolaError
+from ..render import visible
 from .runner import launch
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class Actions:
             method(**fields)
         except (Refused, FragolaError, ValueError, TypeError) as exc:
             if isinstance(exc, Refused):
-                self.panel.notice = {"kind": "error", "text": str(exc)}
+                self.panel.notice = {"kind": "error", "text": visible(str(exc))}
             else:
                 self.panel.show_error(exc)
 

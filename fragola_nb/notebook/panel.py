@@ -341,7 +341,8 @@ class AgentPanel(anywidget.AnyWidget):
                 "id": visible(call.id), "raw_id": call.id, "name": visible(call.name),
                 "dynamic": call.reason == "dynamic",
                 "args": short(compact(call.arguments)),
-                "full": visible(arguments), "edit": arguments,
+                # \u202e inside a JSON string reads back as the same character
+                "full": visible(arguments), "edit": visible(arguments),
                 "flag": disguised(arguments) or disguised(call.name) or disguised(call.id),
                 "decided": _decided(call.decision), "error": old.get(call.id, {}).get("error", ""),
                 "frozen": self._detached,

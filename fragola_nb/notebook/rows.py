@@ -137,7 +137,8 @@ class Rows:
                     "id": visible(call_id), "name": visible(str(function.get("name", "?"))),
                     "args": short(compact(arguments)),
                     "full": visible(pretty_arguments(arguments)),
-                    "flag": disguised(raw) or disguised(str(function.get("name", ""))),
+                    "flag": disguised(raw + pretty_arguments(arguments))
+                    or disguised(str(function.get("name", ""))),
                     "state": "asked", "note": "", "result": "", "ms": None,
                 })
                 self._where[call_id] = (position, n)
@@ -168,7 +169,8 @@ class Rows:
         elif facts.decision == "inject":
             state, note = "injected", ""
         elif _EDITED in text:
-            state, note = "edited", text[text.index(_EDITED) + len(_EDITED):].rstrip(")")
+            edit = text[text.index(_EDITED) + len(_EDITED):].split("\n", 1)[0]
+            state, note = "edited", edit.removesuffix(")")
         elif facts.error is not None or text.startswith("Error:"):
             state, note = "error", ""
         else:
