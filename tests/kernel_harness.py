@@ -179,6 +179,20 @@ class Kernel:
         self.send(self.find(css_class, nth=nth),
                   {"method": "custom", "content": {"event": "click"}})
 
+    def panel(self, *, nth: int = -1) -> str:
+        """The comm id of an agent panel (the newest by default)."""
+        self.drain(0.05)
+        ids = [cid for cid, state in self.widgets.items()
+               if str(state.get("_anywidget_id", "")).endswith(".AgentPanel")]
+        if not ids:
+            raise LookupError("no agent panel")
+        return ids[nth]
+
+    def act(self, action: str, *, nth: int = -1, **fields: Any) -> None:
+        """What a panel's view sends when a person uses a control (``{"do": action}``)."""
+        self.send(self.panel(nth=nth),
+                  {"method": "custom", "content": {"do": action, **fields}})
+
     def set_value(self, css_class: str, value: Any, *, nth: int = -1) -> None:
         """What a browser sends when a person edits a Text, Textarea or Dropdown."""
         comm_id = self.find(css_class, nth=nth)

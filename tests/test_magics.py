@@ -121,9 +121,9 @@ def test_unloading_removes_everything_and_detaches_live_panels(
     run(shell, "%%fragola\nhello")
     run(shell, "%fragola_panel agent")
     panels = [v for v in shell._fragola_nb.views if isinstance(v, AgentPanel)]
-    assert len(panels) == 2 and not panels[0].reset_button.disabled
+    assert len(panels) == 2 and not any(p.detached for p in panels)
     shell.extension_manager.unload_extension("fragola_nb")
-    assert all(p.reset_button.disabled for p in panels)  # detached: controls off
+    assert all(p.detached for p in panels)  # detached: controls off
     assert "fragola" not in shell.magics_manager.magics["cell"]
     assert not hasattr(shell, "_fragola_nb")
     assert shell.transform_cell("%%fragola\nhi").startswith("get_ipython().run_cell_magic")
@@ -633,16 +633,17 @@ def test_each_turn_gets_a_live_panel_and_older_ones_are_detached(
     run(shell, "%%fragola\nsecond")
     [second] = ext.views
     assert (first.since, second.since) == (0, 2)
-    assert first.reset_button.disabled and not second.reset_button.disabled
-    assert first.detached_note.value == "detached: a newer panel follows this agent"
-    assert second.detached_note.value == ""
+    assert first.detached == "a newer panel follows this agent"
+    assert second.detached == ""
     out = capsys.readouterr().out
     assert "AgentPanel(Agent(name='a'" in out and "[assistant]" not in out
     run(shell, "%fragola_tree")
     assert isinstance(ext.views[-1], ForkTree)
     run(shell, "%fragola_reset")
-    assert second.reset_button.disabled and agent.message_count == 0
-    assert second.detached_note.value == "detached: this panel no longer follows the agent"
+    assert agent.message_count == 0
+    # the turn panel keeps its turn: the reset does not empty what it shows
+    assert second.detached.startswith("the agent's history was reset")
+    assert [row["i"] for row in second.rows] == [2, 3] and "two" in second.html()
     assert ext.views == [ext.views[-1]]  # only the tree is still live
 
 
@@ -666,13 +667,13 @@ def test_the_waiting_line_of_a_turn_with_a_panel_follows_the_decisions(
         run(shell, "%%fragola\nadd")
         assert captured.stdout == ""  # a display that can be updated, not printed text
         panel = shell._fragola_nb.views[-1]
-        panel.approvals.boxes["call_1"].approve.click()
+        panel.do("approve", id="call_1")
         until(lambda: len(notes(captured)) == 2)  # it paused again
         for call_id in ("call_2", "call_3"):
-            panel.approvals.boxes[call_id].approve.click()
+            panel.do("approve", id=call_id)
         until(lambda: len(notes(captured)) == 3)
         run(shell, "%%fragola\nonce more")
-        shell._fragola_nb.views[-1].stop_button.click()  # stopped while waiting
+        shell._fragola_nb.views[-1].do("stop")  # stopped while waiting
         until(lambda: len(notes(captured)) == 5)
     assert agent.status == "idle"
     assert agent.state.messages[-1]["content"].startswith("Cancelled: this tool call did not")

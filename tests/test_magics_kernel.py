@@ -64,11 +64,11 @@ def new_agent(kernel: Kernel, model: ScriptedModel, name: str, **options: str) -
     )
 
 
-def widget(kernel: Kernel, css_class: str) -> dict[str, Any]:
-    """The newest widget with ``css_class``, as the browser has it now ({} if none yet)."""
+def panel_state(kernel: Kernel) -> dict[str, Any]:
+    """The newest panel's synced traits, as the browser has them now ({} if none yet)."""
     kernel.drain(0.1)
     try:
-        return kernel.state(css_class)
+        return kernel.widgets[kernel.panel()]
     except LookupError:
         return {}
 
@@ -114,7 +114,8 @@ def test_a_paused_turn_ends_the_cell_and_a_click_resumes_it_in_place(
         "text/plain": "fragola_nb: 'calc' is waiting on 1 tool call(s): use the controls above"
     }
     assert result.stdout == "" and note["transient"]["display_id"] != display_id
-    kernel.click("fragola-approve")  # while the kernel is idle, as after a real cell
+    call_id = kernel.eval("calc.pending[0].id")
+    kernel.act("approve", id=call_id)  # while the kernel is idle, as after a real cell
     kernel.wait_for("calc.status == 'idle'")
     assert kernel.eval("[m['content'] for m in calc.state.messages[-2:]]") == ["5", "It is 5."]
     assert [r["model"] for r in model.requests] == ["gpt-careful", "gpt-careful"]
@@ -131,8 +132,8 @@ def test_stop_clicked_while_the_cell_runs_gets_through(
     model.push(hang())
     msg_id = kernel.start("%%fragola slow\nTake your time")
     assert model.wait_for_requests(1, timeout=20)
-    until(lambda: widget(kernel, "fragola-stop").get("disabled") is False)
-    kernel.click("fragola-stop")
+    until(lambda: panel_state(kernel).get("head", {}).get("status") == "generating")
+    kernel.act("stop")
     result = kernel.collect(msg_id, timeout=30, allow_error=True)
     assert result.error is None and "Traceback" not in result.stderr
     assert kernel.eval("[slow.status, slow.state.outcome, slow.state.messages]") == [
@@ -183,7 +184,8 @@ def test_mistakes_and_api_errors_fail_the_cell_in_one_line(
     assert failed.error["traceback"] == SHORT_503
     assert failed.stdout == failed.stderr == ""
     kernel.drain()
-    assert "overloaded, try later" in kernel.state("fragola-error")["value"]
+    assert "overloaded, try later" in panel_state(kernel)["notice"]["text"]
+    assert panel_state(kernel)["strip"]["text"].startswith("error: ModelHTTPError")
     assert kernel.eval("[fragile.status, fragile.state.messages]") == [
         "idle", [{"role": "user", "content": "hi"}]
     ]

@@ -76,8 +76,9 @@ def test_quickstart_with_clicks() -> None:
             result = kernel.execute(source)
         assert "waiting on 1 tool call" in result.data[-1]["text/plain"]  # a display line
         assert kernel.eval("calculator.status") == "waiting"
-        assert kernel.state("fragola-approval") is not None
-        kernel.click("fragola-approve")
+        kernel.drain()
+        assert [card["name"] for card in kernel.widgets[kernel.panel()]["cards"]] == ["transfer"]
+        kernel.act("approve", id=kernel.eval("calculator.pending[0].id"))
         kernel.wait_for("calculator.status == 'idle'")
         fallback = kernel.execute(cells[approval + 1])
         assert "approving" not in fallback.stdout  # the click decided it
@@ -89,7 +90,7 @@ def test_quickstart_with_clicks() -> None:
 
         def shows_the_fork() -> bool:
             kernel.drain(0.05)
-            return "<b>what_if</b>" in kernel.state("fragola-header")["value"]
+            return bool(kernel.widgets[kernel.panel()]["head"]["name"] == "what_if")
 
         until(shows_the_fork)
         for source in cells[tree + 1:]:

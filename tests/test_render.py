@@ -69,9 +69,27 @@ def test_markdown_refuses_javascript_links_and_images() -> None:
                          "![pic](https://evil.example/x.png)")
     assert_inert(html)
     assert 'href="javascript' not in html
-    assert '<a href="https://example.com">ok</a>' in html
+    # web links open in a new tab that cannot reach back to the notebook's page
+    assert '<a href="https://example.com" target="_blank" rel="noopener noreferrer">ok</a>' in html
     assert "<img" not in html
     assert "evil.example" in html  # the image shows as its source text, never fetched
+
+
+@pytest.mark.parametrize("url", [
+    "javascript:alert(1)", "JaVaScRiPt:alert(1)", " javascript:alert(1)", "data:text/html,<b>x",
+    "data:image/png;base64,AAAA", "vbscript:x", "file:///etc/passwd", "notebook.ipynb",
+    "/lab/tree/x.ipynb", "#top",
+])
+def test_only_web_and_mail_links_become_links(url: str) -> None:
+    """Anything else stays text: a data: URL, a script, or a relative path that would
+    navigate JupyterLab itself away from the notebook."""
+    html = markdown_html(f"[here]({url}) and <{url}>")
+    assert "<a " not in html, html
+
+
+def test_markdown_tables_and_strikethrough() -> None:
+    html = markdown_html("| a | b |\n|---|---|\n| 1 | ~~2~~ |")
+    assert "<table>" in html and "<td><s>2</s></td>" in html
 
 
 def test_tool_call_name_and_arguments_are_escaped() -> None:
