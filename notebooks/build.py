@@ -105,11 +105,15 @@ QUICKSTART: list[Cell] = [
     `%%fragola calculator` sends the text of the cell to the agent bound to `calculator` and
     shows a panel that follows the turn as it runs:
 
-    - the header: name, id, model, and the steps used out of the budget (`max_step`);
-    - the status badge: **generating** while it works, **idle** when done;
-    - the messages: your message, the model's call to `add` with its arguments, the tool's
-      result, and the final reply (it streams in as it is written);
-    - buttons to Stop, Step, Reset and Fork the agent, and the agent's tools.
+    - the header: name, id, model, the steps used out of the budget (`max_step`), and a
+      status badge: **generating** while it works, **idle** when done;
+    - the status strip: what happens now (`calling scripted… 1 s`, `running add`) and what
+      needs you;
+    - the messages, in a box that scrolls: your message, the model's call to `add` on one
+      line (✓, its arguments, its result; click it for the details), and the final reply
+      (it streams in as it is written);
+    - Stop, Step, Reset and Fork, and a message box: type there and press Enter to talk to
+      the agent from the panel.
 
     The cell finishes when the turn does, so *Run All* goes top to bottom.
     """),
@@ -159,14 +163,14 @@ QUICKSTART: list[Cell] = [
     Please transfer 5 to Alice
     """),
     md("""
-    The cell ended with the agent **waiting**, and the panel shows the pending call to
-    `transfer` with its arguments and the controls to decide it:
+    The cell ended with the agent **waiting**, and the panel shows a card for the pending
+    call to `transfer`, with its arguments and the controls to decide it:
 
     - **Approve** runs it as the model asked;
-    - **Approve edited arguments** runs it with the JSON you typed (checked against the
-      tool's schema; a mistake is shown and nothing happens);
-    - **Reject** (with a reason) tells the model the call was refused;
-    - **Inject result** answers the call with text you type, without running the tool.
+    - **Reject** asks for a reason, then tells the model the call was refused;
+    - **Edit arguments** opens the JSON: **Approve edited arguments** runs it with what you
+      typed (checked against the tool's schema; a mistake is shown and nothing happens);
+    - **Answer by hand** answers the call with text you type, without running the tool.
 
     👉 **Click Approve now.** The run resumes in the same panel: the tool runs, the model
     reports the result, and the badge goes back to *idle*. No new cell is needed.
@@ -296,8 +300,8 @@ TOOLS_AND_APPROVALS: list[Cell] = [
     """),
     md("""
     In the panel: the model called `get_weather` with `{"city": "Paris", "unit": "celsius"}`
-    (click *calls get_weather* to unfold the arguments), the handler's string came back as the
-    tool's result, and the model answered from it.
+    (click its line, *✓ get_weather*, to unfold the arguments), the handler's string came
+    back as the tool's result, and the model answered from it.
     """),
     code("""
     tool_message = desk.state.messages[2]
@@ -498,9 +502,9 @@ TOOLS_AND_APPROVALS: list[Cell] = [
     md("""
     ## 6. Edit the arguments, then approve
 
-    A bigger invoice pauses. Say you agreed on 200, not 250: edit the arguments in the
-    box, then **Approve edited arguments**. They are validated like the model's: try
-    `"amount": "a lot"` first and the error appears under the box, with nothing changed.
+    A bigger invoice pauses. Say you agreed on 200, not 250: click **Edit arguments**, edit
+    the JSON, then **Approve edited arguments**. They are validated like the model's: try
+    `"amount": "a lot"` first and the error appears on the card, with nothing changed.
 
     👉 Change `250` to `200` and click **Approve edited arguments**.
     """),
@@ -573,8 +577,9 @@ TOOLS_AND_APPROVALS: list[Cell] = [
     Please ask the manager "Can I take Friday off?"
     """),
     md("""
-    A dynamic call has no Approve button (there is nothing to run): only **Inject result**
-    and **Reject**. 👉 Type the manager's answer and click **Inject result**.
+    A dynamic call has no Approve button (there is nothing to run): only **Answer by hand**
+    and **Reject**. 👉 Click **Answer by hand**, type the manager's answer and click
+    **Send result**.
     """),
     code("""
     for pending in desk.state.pending:
@@ -792,8 +797,10 @@ FORKS_AND_TREE: list[Cell] = [
 
     `%fragola_tree` draws the tree from its root, whichever agent you name. Each node shows
     the agent's name, id, message count, status and how many messages it **added since its
-    fork**. Click a node to open that branch's panel below; the panel's *Fork* button makes a
-    new fork and selects it in the tree.
+    fork**. Click a node (or move with the arrow keys and press Enter) to open that branch's
+    panel below; type in its message box to talk to that branch. The panel's *Fork* button
+    makes a new fork, binds it to a variable (the panel says which; `%fragola_agents` lists
+    it) and selects it in the tree.
     """),
     code("""
     %fragola_tree rome
