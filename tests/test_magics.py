@@ -687,3 +687,25 @@ def test_the_waiting_line_of_a_turn_with_a_panel_follows_the_decisions(
     ]
     ids = [o.transient["display_id"] for o in captured.outputs if list(o.data) == ["text/plain"]]
     assert ids[0] == ids[1] == ids[2] != ids[3] == ids[4]  # each cell updates its own line
+
+
+def test_a_turn_panel_names_the_model_the_turn_really_uses(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    """The header and the strip name the ``--model`` override (approvals included), not the
+    agent's model; a run started later from the panel names the agent's model again."""
+    ext = shell._fragola_nb
+    ext.widgets = True
+    agent = shell.user_ns["agent"] = fragola.agent(name="a", tools=[add_tool(approval=True)])
+    model.push(tool_calls(call("add", {"a": 1, "b": 2}, id="call_1")), reply("3"),
+               reply("plain"))
+    run(shell, "%%fragola --model gpt-other\nadd")
+    panel = ext.views[-1]
+    assert panel.head["model"] == "gpt-other" and agent.model != "gpt-other"
+    panel.do("approve", id="call_1")
+    until(lambda: agent.status == "idle")
+    assert [r["model"] for r in model.requests] == ["gpt-other", "gpt-other"]
+    assert panel.head["model"] == "gpt-other"
+    panel.do("send", text="again")
+    until(lambda: agent.status == "idle" and agent.message_count == 6)
+    assert model.requests[-1]["model"] == agent.model == panel.head["model"]

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pydantic
-import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 

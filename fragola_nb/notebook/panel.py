@@ -220,6 +220,7 @@ class AgentPanel(anywidget.AnyWidget):
             if event.previous == "idle":
                 self._stream.clear()  # a new run: the stopped text and the last error go
                 self._error = ""
+                self._model_used = None  # until this run's first reply says which
                 if self.notice.get("kind") == "error":
                     self.notice = {}
             self._calling_since = time.time()
@@ -228,7 +229,9 @@ class AgentPanel(anywidget.AnyWidget):
         else:
             self._stream.clear()
         if event.status == "idle":
-            self.turn_model = None if self._model_used else self.turn_model
+            # A %%fragola --model override lasts for its turn (approvals included); a run
+            # started later (Step, the message box) uses the agent's model.
+            self.turn_model = None
         self._running = None
         self._refresh()
 

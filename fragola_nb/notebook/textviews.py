@@ -98,7 +98,13 @@ class AgentTable:
             "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>"
             for row in self.rows
         )
-        return f'<table class="fragola-agents"><tr>{head}</tr>{body}</table>'
+        # Its own scroll box, and cells that wrap: in a narrow notebook JupyterLab's fixed
+        # table layout would cut the last columns off.
+        return (
+            '<div class="fragola-agents-box" style="overflow-x:auto;max-width:100%">'
+            '<table class="fragola-agents" style="table-layout:auto;overflow-wrap:anywhere">'
+            f"<tr>{head}</tr>{body}</table></div>"
+        )
 
 
 class ForkTreeText:
