@@ -106,7 +106,7 @@ class AgentPanel(anywidget.AnyWidget):
         self._detached = False
         self._rows = Rows(start=since or 0)
         self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
-        self._stream = Stream(self._send_stream)
+        self._stream = Stream(self._send_stream, _streamed_text)
         self._model_used: str | None = None
         self._usage: dict[str, int] = {}
         self._calling_since = time.time()
@@ -240,12 +240,7 @@ class AgentPanel(anywidget.AnyWidget):
         usage = getattr(event.chunk, "usage", None)
         if usage is not None:
             self._add_usage(usage)
-        message = event.message
-        text = text_of(message.get("content"))
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            text += f"\n→ {function.get('name') or ''}({function.get('arguments') or ''})"
-        self._stream.feed(visible(text))
+        self._stream.feed(event.message)  # made text when it is sent, not per chunk
 
     @_observer
     def _on_model_reply(self, event: Any) -> None:
@@ -450,6 +445,15 @@ class AgentPanel(anywidget.AnyWidget):
     def __repr__(self) -> str:
         since = f", since={self.since}" if self.turn else ""
         return f"AgentPanel({self.agent!r}{since})"
+
+
+def _streamed_text(message: Any) -> str:
+    """A partial assistant message as the stream block shows it: its text, then its calls."""
+    text = text_of(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        text += f"\n→ {function.get('name') or ''}({function.get('arguments') or ''})"
+    return visible(text)
 
 
 def _decided(decision: Any) -> str:

@@ -23,21 +23,30 @@ __all__ = ["Stream"]
 class Stream:
     interval = 0.08  # at most 12.5 updates a second
 
-    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, send: Callable[[dict[str, Any]], None],
+                 text_of: Callable[[Any], str] = str) -> None:
         self._send = send
+        self._text_of = text_of  # the partial reply -> the text shown (only when sent)
         self._lock = threading.RLock()
-        self.text = ""  # the text received
+        self._latest: Any = None
+        self._received = False  # something came since the last send
         self.sent = ""  # the text the browser has
         self.stopped = False
         self._sent_at = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
-    def feed(self, text: str) -> None:
-        """Show ``text``, the whole partial reply so far."""
+    @property
+    def text(self) -> str:
+        """The text shown now, or about to be."""
+        with self._lock:
+            return self._text_of(self._latest) if self._received else self.sent
+
+    def feed(self, partial: Any) -> None:
+        """Show ``partial``, the whole partial reply so far (made text only when sent)."""
         with self._lock:
             if self.stopped:  # a new reply: the stopped one goes
                 self.clear()
-            self.text = text
+            self._latest, self._received = partial, True
             wait = self._sent_at + self.interval - time.monotonic()
             if wait <= 0:
                 self._cancel_timer()
@@ -53,7 +62,7 @@ class Stream:
         """Show the text received so far now."""
         with self._lock:
             self._timer = None
-            if self.text != self.sent:
+            if self._received:
                 self._show()
 
     def clear(self) -> None:
@@ -61,7 +70,7 @@ class Stream:
         with self._lock:
             self._cancel_timer()
             had = bool(self.sent) or self.stopped
-            self.text = self.sent = ""
+            self._latest, self._received, self.sent = None, False, ""
             self.stopped = False
             if had:
                 self._send({"text": "", "stopped": False})
@@ -84,6 +93,7 @@ class Stream:
     def _show(self) -> None:
         self._sent_at = time.monotonic()
         text, sent = self.text, self.sent
+        self._received = False
         if sent and text.startswith(sent):
             message = {"add": text[len(sent):]}
         else:
