@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command: make bench/.venv (once), install fragola_nb and the peers, run everything,
-# print the markdown table and write bench/results.md.   bench/run.sh [--quick]
+# print the markdown table and write bench/results.md (the panel in a real browser
+# last).   bench/run.sh [--quick]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -15,4 +16,14 @@ if ! "$venv/bin/pip" install -q -e "$root" openai-agents "pydantic-ai-slim[opena
     cat "$venv/install.log" >&2
     exit 1
 fi
-exec "$venv/bin/python" "$here/run.py" "$@"
+"$venv/bin/python" "$here/run.py" "$@"
+# Panel in the browser (bench/panel_browser.py): JupyterLab and Playwright come from the
+# project's own venv (the `test` extra), the browser is Debian's chromium; it adds its
+# section to the results.md that run.py has just written.
+py="$root/.venv/bin/python"
+if [ -x "$py" ] && "$py" -c "import jupyterlab, playwright" 2>/dev/null \
+        && [ -x "${E2E_CHROMIUM:-/usr/bin/chromium}" ]; then
+    "$py" "$here/panel_browser.py" "$@"
+else
+    echo "skipped: Panel in the browser (needs $py with the test extra and chromium)" >&2
+fi

@@ -174,10 +174,9 @@ class Actions:
     def _fork(self, name: str = "", var: str = "") -> None:
         fork = self.agent.fork(name.strip() or None)
         bound = self._bind_agent(fork, var.strip() or variable_for(fork.name), fresh=True)
-        self.panel.note(f"forked {fork.name!r}, bound to `{bound}` (%%fragola {bound} talks "
-                        "to it)")
-        if self.panel.on_fork is not None:
-            self.panel.on_fork(fork)
+        shown = self.panel.on_fork(fork) if self.panel.on_fork is not None else None
+        (shown or self.panel).note(f"forked {fork.name!r}, bound to `{bound}` "
+                                   f"(%%fragola {bound} talks to it)")
 
     def _bind(self, var: str = "") -> None:
         bound = self._bind_agent(self.agent, var.strip(), fresh=False)

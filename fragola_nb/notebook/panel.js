@@ -606,11 +606,9 @@ export default () => {
   // One store per panel model, shared by its views.
   const store = { rows: [], stream: "", stopped: false, live: false, waited: false,
     disconnected: false, views: new Set() };
-  let saveTimer = 0;
-  const save = (model) => { // into the widget state a saved notebook keeps; never sent
-    clearTimeout(saveTimer);
-    saveTimer = setTimeout(() => model.set("saved_rows", store.rows.slice()), 500);
-  };
+  // Into the widget state a saved notebook keeps (never sent to the kernel), at once: a
+  // Ctrl+S right after a reply must save it. A new array each time (Backbone compares).
+  const save = (model) => model.set("saved_rows", store.rows.slice());
   const wake = () => { for (const v of store.views) v.liveChanged(); };
   return {
     initialize({ model }) {
@@ -636,7 +634,7 @@ export default () => {
       model.on("msg:custom", onMessage);
       model.send({ do: "hello" });
       const waited = setTimeout(() => { store.waited = true; wake(); }, 2000);
-      return () => { clearTimeout(waited); clearTimeout(saveTimer); model.off("msg:custom", onMessage); };
+      return () => { clearTimeout(waited); model.off("msg:custom", onMessage); };
     },
     render({ model, el }) {
       return renderView(store, model, el);

@@ -100,8 +100,9 @@ class AgentPanel(anywidget.AnyWidget):
         self.turn = since is not None
         self.turn_model = model
         self.namespace = namespace
-        self.on_fork: Callable[[Agent], None] | None = None
-        """Called with a fork made by the Fork button (a ForkTree sets it to select it)."""
+        self.on_fork: Callable[[Agent], AgentPanel | None] | None = None
+        """Called with a fork made by the Fork button (a ForkTree sets it to select it); it
+        returns the panel that shows the fork now, if another one does."""
         self._lock = threading.RLock()
         self._detached = False
         self._rows = Rows(start=since or 0)
@@ -221,8 +222,7 @@ class AgentPanel(anywidget.AnyWidget):
                 self._stream.clear()  # a new run: the stopped text and the last error go
                 self._error = ""
                 self._model_used = None  # until this run's first reply says which
-                if self.notice.get("kind") == "error":
-                    self.notice = {}
+            self.notice = {}  # what a control said is old news once the agent goes on
             self._calling_since = time.time()
         elif event.status == "idle" and self.agent.outcome == "stopped":
             self._stream.stop()  # the partial reply stays, marked as not saved

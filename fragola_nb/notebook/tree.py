@@ -94,6 +94,8 @@ function render({ model, el }) {
 export default { render };
 """
 
+# The last rule: ipywidgets marks every widget without a kernel with a red broken-link icon;
+# a tree reopened from saved widget state keeps the one of the tree itself, not one per part.
 CSS = """
 .fragola-tree{font-family:var(--jp-content-font-family,system-ui,sans-serif);font-size:13px;
   color:var(--jp-ui-font-color1,#1f2328);min-width:0}
@@ -107,6 +109,7 @@ CSS = """
   overflow-wrap:anywhere}
 .fragola-tree-status{font-size:11px;border-radius:8px;padding:0 6px;color:#fff;background:#047857}
 .fragola-tree-status-generating{background:#1d4ed8}.fragola-tree-status-waiting{background:#b45309}
+.fragola-fork-tree .jupyter-widgets-disconnected::before{display:none}
 """
 
 
@@ -232,6 +235,7 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
             self.panel.on_fork = self._forked
             self.branch.children = (self.panel,)
 
-    def _forked(self, fork: Agent) -> None:
+    def _forked(self, fork: Agent) -> AgentPanel | None:
         self.refresh()
         self.select(fork)
+        return self.panel  # the fork's panel, which says what the fork was bound to

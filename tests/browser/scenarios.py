@@ -75,12 +75,12 @@ def calculator(name):
                  title="Approval by clicking")
 
 
-def streaming(root: Path, name: str, text: str, chunk_delay: float, part_size: int) -> Path:
-    """A reply streamed 4 characters per chunk, ``chunk_delay`` seconds apart, shown in parts
-    of ``part_size`` characters."""
+def streaming(root: Path, name: str, text: str, chunk_delay: float, interval: float) -> Path:
+    """A reply streamed 4 characters per chunk, ``chunk_delay`` seconds apart, sent to the
+    browser at most once per ``interval`` seconds (``Stream.interval``, the throttle)."""
     script = f'''\
-from fragola_nb.notebook.blocks import StreamView
-StreamView.part_size = {part_size!r}
+from fragola_nb.notebook.stream import Stream
+Stream.interval = {interval!r}
 fragola = Fragola.scripted([reply({text!r})], chunk_delay={chunk_delay!r})
 agent = fragola.agent(name="streamer")
 '''
@@ -100,8 +100,10 @@ sleepy = Fragola.scripted([hang()]).agent(name="sleepy")
                  "%%fragola sleepy\nAre you there?", title="Stop")
 
 
-HOSTILE = ('<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1">'
-           " file\u202egnp.exe pay\u200bpal " + "T" * 5000
+HOSTILE_SCRIPT = "<script>window.__pwned=1;alert(1)</script>"
+HOSTILE_IMG = '<img src=x onerror="window.__pwned=1;alert(2)">'
+HOSTILE = (HOSTILE_SCRIPT + " " + HOSTILE_IMG
+           + " file\u202egnp.exe pay\u200bpal " + "T" * 5000
            + " https://example.invalid/" + "a" * 600)
 # As a reader must see it: the direction override and the zero-width space written out.
 HOSTILE_SHOWN = HOSTILE.replace("\u202e", "\\u202e").replace("\u200b", "\\u200b")
@@ -175,3 +177,153 @@ agent = fragola.agent(name="geographer", tools=[capital])
     return write(root / name, SETUP + "\n" + script,
                  "%%fragola\nWhat is the capital of France?", "%fragola_tree agent",
                  title="Saved state")
+
+
+# -- the panel, second version (issue 11) -------------------------------------------------------
+
+HOSTILE_NAME = '<img src=x onerror="alert(3)">\u202egnp.exe'
+HOSTILE_TOOL = '<svg onload="alert(6)">'  # a name no tool has: the call fails, shown as text
+MARKDOWN = (
+    "# Findings\n\n" + HOSTILE_SCRIPT + " and " + HOSTILE_IMG + "\n\n"
+    "[safe](https://example.org) [js](javascript:alert(4)) "
+    "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCg1KTwvc2NyaXB0Pg==)\n\n"
+    "| name | state |\n|---|---|\n| file\u202egnp.exe | ~~old~~ new |\n\n"
+    "```python\nprint('copy me')\n```\n\n"
+    + "T" * 5000 + " https://example.invalid/" + "a" * 600 + "\n"
+)
+
+
+def hostile_everywhere(root: Path, name: str) -> Path:
+    """Hostile text in every place a panel shows text: the agent's name, a store's name and
+    value, the user message (cell 2's body), a tool's arguments (the card) and result, a call
+    to a tool named like markup, the assistant's Markdown, and (cell 3) an error's message.
+    Cell 2 pauses on ``fetch_page``; cell 3 runs once it is approved."""
+    script = f'''\
+from fragola_nb import create_store
+HOSTILE = {HOSTILE!r}
+
+@tool(require_approval=True)
+def fetch_page(url: str) -> str:
+    """Fetch a web page.
+
+    Args:
+        url: the address
+    """
+    return "page body: " + HOSTILE
+
+fragola = Fragola.scripted([
+    tool_calls(call("fetch_page",
+                    {{"url": "http://example.invalid/file\\u202egnp.exe " + HOSTILE}}),
+               call({HOSTILE_TOOL!r}, {{"a": HOSTILE}})),
+    reply({MARKDOWN!r}),
+    fail(500, "upstream said: " + HOSTILE),
+], chunk_delay=0.001)
+notes = create_store({{"note": HOSTILE}}, "<b>notes</b>\\u202e")
+agent = fragola.agent(name={HOSTILE_NAME!r}, tools=[fetch_page], stores=[notes])
+'''
+    setup = SETUP.replace("import call, hang,", "import call, fail, hang,")
+    user = "%%fragola\nRead this: " + HOSTILE
+    return write(root / name, setup + "\n" + script, user, "%%fragola\nOnce more",
+                 title="Hostile text everywhere")
+
+
+def cards(root: Path, name: str) -> Path:
+    """Cell 2: ``mixed`` pauses on four ``add`` calls (one per way to decide) beside a ``boom``
+    call that fails. Cell 3: ``stopper`` pauses on one call. Cell 4: ``budget`` (max_step 1)
+    uses its step budget. Cell 5: ``budget``'s tree (it has a fork). Cell 6, the last:
+    ``sleepy`` hangs, with ``--model other-model``."""
+    script = '''\
+@tool
+def boom(why: str) -> str:
+    """A tool that fails.
+
+    Args:
+        why: the reason
+    """
+    raise ValueError("boom: " + why)
+
+@tool
+def noop() -> str:
+    """Does nothing."""
+    return "nothing done"
+
+mixed = Fragola.scripted([
+    tool_calls(*[call("add", {"x": n, "y": n}, id=f"c_{way}")
+                 for n, way in enumerate(["approve", "reject", "edit", "inject"], 1)],
+               call("boom", {"why": "on purpose"}, id="c_boom")),
+    lambda request: reply("All answered: " + " | ".join(
+        m["content"] for m in request["messages"] if m["role"] == "tool")),
+]).agent(name="mixed", tools=[add, boom])
+stopper = Fragola.scripted([tool_calls(call("add", {"x": 1, "y": 2}))]).agent(
+    name="stopper", tools=[add])
+budget = Fragola.scripted([tool_calls(call("noop", {})), reply("never reached")]).agent(
+    name="budget", tools=[noop], max_step=1)
+budget_fork = budget.fork("budget-twin")
+sleepy = Fragola.scripted([hang()]).agent(name="sleepy")
+'''
+    return write(root / name, SETUP + "\n" + ADD_TOOL + "\n" + script,
+                 "%%fragola mixed\nAdd these up", "%%fragola stopper\nAdd 1 and 2",
+                 "%%fragola budget\nDo nothing, once", "%fragola_tree budget",
+                 "%%fragola sleepy --model other-model\nAre you there?", title="Cards")
+
+
+def reset(root: Path, name: str) -> Path:
+    """``agent``: cell 2 a finished turn, cell 3 a turn paused on ``add``, cell 4 its full
+    panel; cells 5 and 6 (run later, one by one) a new turn and ``%fragola_reset``."""
+    script = '''\
+fragola = Fragola.scripted([
+    reply("First answer, kept in its panel."),
+    tool_calls(call("add", {"x": 2, "y": 3})),
+    reply("Second answer."),
+    reply("Third answer, before the magic reset."),
+])
+agent = fragola.agent(name="resettable", tools=[add])
+'''
+    return write(root / name, SETUP + "\n" + ADD_TOOL + "\n" + script,
+                 "%%fragola\nFirst question", "%%fragola\nSecond question",
+                 "%fragola_panel agent", "%%fragola\nThird question", "%fragola_reset agent",
+                 title="Reset")
+
+
+def big(root: Path, name: str, count: int) -> Path:
+    """``agent`` with ``count`` messages made in code (cell 1), its full panel (cell 2); cell 3
+    (run later) adds 12 turns, one every 0.4 s, on the scripted demo model."""
+    script = f'''\
+import asyncio
+history = []
+for i in range({count} // 2):
+    history.append({{"role": "user", "content": f"question {{2 * i}}"}})
+    history.append({{"role": "assistant",
+                    "content": f"answer {{2 * i + 1}}: " + "words " * (i % 7)}})
+fragola = Fragola.scripted()
+agent = fragola.agent(name="long-talker", messages=history)
+'''
+    more = '''\
+for n in range(12):
+    await agent.user_message(f"more {n}")
+    await asyncio.sleep(0.4)
+print("ADDED", agent.message_count)
+'''
+    return write(root / name, SETUP + "\n" + script, "%fragola_panel agent", more,
+                 title="A long conversation")
+
+
+def chat(root: Path, name: str) -> Path:
+    """``agent`` on the demo model: cell 2 a turn; cells 3 and 4 (run after a fork was made
+    from the panel) list the agents and talk to the fork's variable ``branchy``."""
+    script = '''\
+fragola = Fragola.scripted()
+agent = fragola.agent(name="chatty")
+'''
+    return write(root / name, SETUP + "\n" + script, "%%fragola\nHello there",
+                 "%fragola_agents", "%%fragola branchy\nHello fork", title="Message box")
+
+
+def stop_stream(root: Path, name: str, text: str) -> Path:
+    """A long reply streamed slowly (about 15 s), to be stopped half way."""
+    script = f'''\
+fragola = Fragola.scripted([reply({text!r})], chunk_delay=0.05)
+agent = fragola.agent(name="talker")
+'''
+    return write(root / name, SETUP + "\n" + script, "%%fragola\nTalk for a while",
+                 title="Stop a stream")

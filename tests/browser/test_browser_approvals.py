@@ -1,6 +1,6 @@
 """Approval by clicking, in JupyterLab: ``%%fragola`` turns pause on a tool call that needs
 approval; a person decides each from its panel (Approve, Reject with a typed reason, Approve
-edited arguments, Inject a typed result) and the run resumes in the same panel.
+edited arguments, Answer by hand with a typed result) and the run resumes in the same panel.
 
 One notebook holds four paused agents, one per test (one kernel, one Run All). Each agent's
 final answer quotes the tool message the model received, so seeing it in the panel proves
@@ -49,39 +49,49 @@ def ui(notebook: SharedNotebook, lab: h.LabServer,
 
 
 def paused_panel(ui: UI, agent: str) -> Any:
-    """The agent's turn panel, checked to be waiting with all the approval controls."""
+    """The agent's turn panel, checked to be waiting on one approval card with its controls."""
     panel = h.cell(ui.page, TURN_CELL[agent]).locator(".fragola-panel")
     expect(panel).to_be_visible()
-    expect(panel.locator(".fragola-header")).to_contain_text(agent)
+    expect(panel.locator(".fragola-name")).to_have_text(agent)
     badge = panel.locator(".fragola-status")
     expect(badge).to_have_text("waiting")
     expect(badge).to_have_class(re.compile(r"\bfragola-status-waiting\b"))
-    box = panel.locator(".fragola-approval")
-    expect(box).to_have_count(1)
-    expect(box).to_contain_text("add")
-    expect(box).to_contain_text("call_1")
-    expect(box).to_contain_text("needs your approval")
-    expect(box.locator("pre.fragola-args")).to_contain_text('"x": 2')
-    for control in (".fragola-approve", ".fragola-args-edit textarea", ".fragola-edit-approve",
-                    ".fragola-reason input", ".fragola-reject", ".fragola-inject-text textarea",
-                    ".fragola-inject"):
-        expect(box.locator(control)).to_be_visible()
-        expect(box.locator(control)).to_be_enabled()
+    expect(panel.locator(".fragola-strip")).to_have_text("1 call needs your decision")
+    # the call's row in the conversation waits too
+    call = panel.locator(".fragola-msg-assistant .fragola-call")
+    expect(call).to_have_count(1)
+    expect(call).to_have_class(re.compile(r"\bfragola-call-asked\b"))
+    card = panel.locator(".fragola-card")
+    expect(card).to_have_count(1)
+    expect(card).to_have_attribute("data-call-id", "call_1")
+    expect(card.locator(".fragola-card-summary")).to_have_text(
+        "add(x=2, y=3)needs your approval")
+    expect(card.locator(".fragola-card-full pre.fragola-args")).to_contain_text('"x": 2')
+    for control in (".fragola-approve", ".fragola-reject", ".fragola-edit-toggle",
+                    ".fragola-answer-toggle"):
+        expect(card.locator(control)).to_be_visible()
+        expect(card.locator(control)).to_be_enabled()
+    # the forms open on demand
+    for form in (".fragola-reason", ".fragola-args-edit", ".fragola-inject-text"):
+        expect(card.locator(form)).to_be_hidden()
     expect(panel.locator(".fragola-stop")).to_be_enabled()  # a paused run can be stopped
     ui.shot("waiting-for-approval", panel)
     return panel
 
 
-def expect_answered(panel: Any, tool_text: str) -> None:
-    """The tool message shows ``tool_text``, the final answer quotes it, the agent is idle
-    and the approval controls are gone."""
+def expect_answered(panel: Any, tool_text: str, state: str) -> None:
+    """The call's row shows ``tool_text`` as its result and ``state`` as its class, the final
+    answer quotes it, the agent is idle, the card is gone and nothing shows an error."""
     expect(panel.locator(".fragola-status")).to_have_text("idle", timeout=30_000)
-    expect(panel.locator(".fragola-tool-result .fragola-result-text")).to_have_text(
-        tool_text, use_inner_text=True)
+    call = panel.locator(".fragola-msg-assistant .fragola-call")
+    expect(call).to_have_count(1)
+    expect(call).to_have_class(re.compile(rf"\bfragola-call-{state}\b"))
+    expect(call.locator(".fragola-result-text")).to_have_text(tool_text)
     expect(panel.locator(".fragola-msg-assistant").last).to_contain_text(
         "Final answer, the tool said: " + tool_text)
-    expect(panel.locator(".fragola-approval")).to_have_count(0)
-    expect(panel.locator(".fragola-error")).to_have_text("")
+    expect(panel.locator(".fragola-card")).to_have_count(0)
+    expect(panel.locator(".fragola-strip")).to_have_text("finished")
+    expect(panel.locator(".fragola-notice")).to_have_text("")
 
 
 def test_approve_runs_the_tool_and_the_run_ends(ui: UI) -> None:
@@ -91,8 +101,9 @@ def test_approve_runs_the_tool_and_the_run_ends(ui: UI) -> None:
     expect(line).to_have_text(
         "fragola_nb: 'approver' is waiting on 1 tool call(s): use the controls above")
     panel.locator(".fragola-approve").click()
-    expect_answered(panel, "5")
-    expect(panel.locator(".fragola-steps")).to_have_text("2/5")
+    expect_answered(panel, "5", "ran")
+    expect(panel.locator(".fragola-call-line")).to_contain_text("✓")
+    expect(panel.locator(".fragola-facts")).to_contain_text("steps 2/5")
     expect(line).to_have_text("fragola_nb: 'approver' went on after the decisions: finished")
     ui.shot("approved", panel)
     ui.assert_clean()
@@ -100,22 +111,29 @@ def test_approve_runs_the_tool_and_the_run_ends(ui: UI) -> None:
 
 def test_reject_with_a_typed_reason(ui: UI) -> None:
     panel = paused_panel(ui, "rejecter")
-    panel.locator(".fragola-reason input").fill("numbers this small, add them yourself")
-    ui.shot("reason-typed", panel)
     panel.locator(".fragola-reject").click()
+    reason = panel.locator(".fragola-reason")
+    expect(reason).to_be_focused()
+    reason.fill("numbers this small, add them yourself")
+    ui.shot("reason-typed", panel)
+    panel.locator(".fragola-reject-send").click()
     expect_answered(
         panel,
         "The user rejected this call to add. Reason: numbers this small, add them yourself",
+        "rejected",
     )
+    expect(panel.locator(".fragola-call-state")).to_have_text(
+        "rejected: numbers this small, add them yourself")
     ui.shot("rejected", panel)
     ui.assert_clean()
 
 
 def test_edit_arguments_wrong_then_right(ui: UI) -> None:
     panel = paused_panel(ui, "editor")
-    editor = panel.locator(".fragola-args-edit textarea")
+    panel.locator(".fragola-edit-toggle").click()
+    editor = panel.locator(".fragola-args-edit")
     expect(editor).to_have_value('{\n  "x": 2,\n  "y": 3\n}')
-    error = panel.locator(".fragola-approval-error")
+    error = panel.locator(".fragola-card-error")
 
     editor.fill('{"x": "forty", "y": 2}')  # not an int: the tool's schema refuses it
     panel.locator(".fragola-edit-approve").click()
@@ -133,15 +151,17 @@ def test_edit_arguments_wrong_then_right(ui: UI) -> None:
     panel.locator(".fragola-edit-approve").click()
     # the model is told the person changed its arguments
     expect_answered(panel, '(The user edited the arguments before this call ran: '
-                           '{"x": 40, "y": 2})\n42')
+                           '{"x": 40, "y": 2})\n42', "edited")
     ui.shot("edited-and-approved", panel)
     ui.assert_clean()
 
 
 def test_inject_a_typed_result(ui: UI) -> None:
     panel = paused_panel(ui, "injector")
-    panel.locator(".fragola-inject-text textarea").fill("seven, by hand")
+    panel.locator(".fragola-answer-toggle").click()
+    panel.locator(".fragola-inject-text").fill("seven, by hand")
     panel.locator(".fragola-inject").click()
-    expect_answered(panel, "seven, by hand")
+    expect_answered(panel, "seven, by hand", "injected")
+    expect(panel.locator(".fragola-call-state")).to_have_text("answered by hand")
     ui.shot("injected", panel)
     ui.assert_clean()

@@ -30,12 +30,12 @@ def test_fork_from_the_panel_and_switch_branches(ui: UI) -> None:
     expect(nodes.nth(0)).to_have_class(re.compile(r"\bfragola-tree-selected\b"))
     expect(nodes.nth(0).locator(".fragola-tree-name")).to_have_text("trunk")
     expect(nodes.nth(0).locator(".fragola-tree-count")).to_have_text("2 msg")
-    expect(panel.locator(".fragola-header")).to_contain_text("trunk")
+    expect(panel.locator(".fragola-name")).to_have_text("trunk")
     expect(panel.locator(".fragola-messages")).to_contain_text("Root answer")
     ui.shot("tree-one-node", out)
 
     # Fork from the panel under the tree: type a name, click Fork
-    panel.locator(".fragola-fork-name input").fill("what-if")
+    panel.locator(".fragola-fork-name").fill("what-if")
     ui.shot("fork-name-typed", out)
     panel.locator(".fragola-fork").click()
     expect(nodes).to_have_count(2)
@@ -43,9 +43,11 @@ def test_fork_from_the_panel_and_switch_branches(ui: UI) -> None:
     expect(fork_node.locator(".fragola-tree-name")).to_have_text("└ what-if")
     expect(fork_node.locator(".fragola-tree-added")).to_have_text("+0 since fork")
     expect(fork_node).to_have_class(re.compile(r"\bfragola-tree-selected\b"))  # shown at once
-    expect(panel.locator(".fragola-header")).to_contain_text("what-if")
-    expect(panel.locator(".fragola-header")).to_contain_text(f"fork of {root_id}")
-    expect(panel.locator(".fragola-fork-name input")).to_have_value("")
+    expect(panel.locator(".fragola-name")).to_have_text("what-if")
+    expect(panel.locator(".fragola-facts")).to_contain_text(f"fork of trunk {root_id}")
+    expect(panel.locator(".fragola-fork-name")).to_have_value("")
+    # the fork's panel, shown in its place, says which variable the fork got
+    expect(panel.locator(".fragola-notice")).to_contain_text("bound to `what_if`")
     fork_id = fork_node.get_attribute("data-agent-id")
     assert fork_id and fork_id != root_id
 
@@ -63,8 +65,8 @@ def test_fork_from_the_panel_and_switch_branches(ui: UI) -> None:
     nodes.nth(0).click()
     expect(nodes.nth(0)).to_have_class(re.compile(r"\bfragola-tree-selected\b"))
     expect(fork_node).not_to_have_class(re.compile(r"\bfragola-tree-selected\b"))
-    expect(panel.locator(".fragola-header")).to_contain_text("trunk")
-    expect(panel.locator(".fragola-header")).not_to_contain_text("fork of")
+    expect(panel.locator(".fragola-name")).to_have_text("trunk")
+    expect(panel.locator(".fragola-facts")).not_to_contain_text("fork of")
     messages = panel.locator(".fragola-messages")
     expect(messages).to_contain_text("Root answer")
     expect(messages).not_to_contain_text("Branch answer")
@@ -74,7 +76,7 @@ def test_fork_from_the_panel_and_switch_branches(ui: UI) -> None:
 
     # Click the fork: its branch again, with the shared start and its own messages
     fork_node.click()
-    expect(panel.locator(".fragola-header")).to_contain_text("what-if")
+    expect(panel.locator(".fragola-name")).to_have_text("what-if")
     expect(messages).to_contain_text("Root answer")
     expect(messages).to_contain_text("asked only on the branch")
     expect(messages).to_contain_text("Branch answer")
