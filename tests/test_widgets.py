@@ -1051,3 +1051,52 @@ async def test_panel_listeners_are_not_copied_to_forks_nor_saved(
     session = load_session(path, Fragola(api_key="test-key", base_url=model.base_url))
     assert [a.name for a in session.agents] == ["viewed", "branch"]
     panel.detach()
+
+
+# -- a long history shown at once ---------------------------------------------------------------
+
+
+def test_a_long_history_renders_its_markdown_when_a_view_draws_it(
+        model: ScriptedModel, wire: Wire) -> None:
+    """A panel of 20,000 messages renders the Markdown of its last ones only; the view asks
+    for the rows it draws. Nothing is sent before a view says hello, and the hello's rows
+    come in several messages (one huge message holds the browser's main thread)."""
+    from fragola_nb.notebook.panel import EAGER, HELLO_CHUNK
+
+    count = 5_000
+    messages = [{"role": "user" if i % 2 == 0 else "assistant",
+                 "content": f"message **{i}**"} for i in range(count)]
+    agent = make_agent(model, messages=messages)
+    panel = AgentPanel(agent)
+    assert wire.custom() == []  # no view yet: nothing to send
+    rows = panel.rows
+    waiting = [r["k"] for r in rows if r.get("md")]
+    assert waiting and waiting[-1] < count - EAGER  # the last ones are rendered
+    assert rows[-1]["html"] == "<p>message <strong>4999</strong></p>\n"
+    assert rows[1]["text"] == "message **1**" and rows[1]["html"] == ""
+
+    from_browser(panel, {"do": "hello"})
+    hello = wire.custom("rows")
+    assert len(hello) == -(-count // HELLO_CHUNK) and hello[0]["reset"]
+    assert [r["k"] for m in hello for r in m["rows"]] == list(range(count))
+    assert "stream" in hello[-1] and "stream" not in hello[0]
+
+    wire.clear()
+    from_browser(panel, {"do": "render", "ks": [1, 3, 2, "x", 99_999]})
+    (sent,) = wire.custom("rows")
+    assert [(r["k"], r["html"]) for r in sent["rows"]] == [
+        (1, "<p>message <strong>1</strong></p>\n"), (3, "<p>message <strong>3</strong></p>\n")]
+    assert "md" not in panel.rows[1] and "text" not in panel.rows[1]
+    wire.clear()
+    from_browser(panel, {"do": "render", "ks": [1, 3]})  # asked twice: nothing more to do
+    assert wire.custom() == []
+
+
+def test_the_static_copy_of_a_long_history_holds_its_last_messages(
+        model: ScriptedModel) -> None:
+    from fragola_nb.notebook.panel import STATIC_LIMIT
+
+    agent = make_agent(model, messages=history(STATIC_LIMIT + 40))
+    page = AgentPanel(agent).html()
+    assert f"message {STATIC_LIMIT + 39}<" in page and "message 39<" not in page
+    assert "message 40<" in page and "40 earlier messages are not in this static copy" in page

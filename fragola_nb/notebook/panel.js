@@ -120,10 +120,15 @@ function rowEl(row) {
   node.dataset.index = row.i;
   node.dataset.k = row.k;
   node.append(h("div", "fragola-role", row.role));
-  if (row.html) {
+  if (row.html || row.md) {
     const body = h("div", role === "assistant" ? "fragola-md" : "fragola-body");
-    body.innerHTML = row.html;
-    clean(body);
+    if (row.html) {
+      body.innerHTML = row.html;
+      clean(body);
+    } else { // its Markdown is on the way (asked for when drawn): the text meanwhile
+      body.classList.add("fragola-md-pending");
+      body.textContent = row.text;
+    }
     node.append(body);
     const length = body.textContent.length;
     if (length > LONG) { // a long message shows its start; the rest on demand
@@ -145,8 +150,9 @@ function rowEl(row) {
 // The messages: a scrolling box whose rows near the viewport are drawn, between two spacers
 // as tall as the rows above and below (measured once drawn, estimated before).
 class Window {
-  constructor(store, scroller) {
+  constructor(store, scroller, request) {
     this.store = store;
+    this.request = request; // asks the kernel for the Markdown of rows drawn without it
     this.scroller = scroller;
     this.top = h("div", "fragola-spacer");
     this.list = h("div", "fragola-rows");
@@ -221,6 +227,7 @@ class Window {
       if (k < a || k >= b) { node.remove(); this.drawn.delete(k); }
     }
     let before = null;
+    const pending = [];
     for (let k = b - 1; k >= a; k--) { // insert in order, from the end
       let node = this.drawn.get(k);
       if (!node) {
@@ -228,9 +235,11 @@ class Window {
         node = rowEl(rows[k]);
         this.drawn.set(k, node);
         this.list.insertBefore(node, before);
+        if (rows[k].md) pending.push(k);
       }
       before = node;
     }
+    if (pending.length) this.request(pending);
     // measure what is drawn; keep the first visible row where it was (unless at the bottom)
     const anchor = this.sticky ? -1 : this.find(sc.scrollTop);
     const anchorShift = anchor >= 0 ? sc.scrollTop - this.offset(anchor) : 0;
@@ -287,7 +296,12 @@ function renderView(store, model, el) {
   // messages
   const scroller = h("div", "fragola-messages");
   scroller.tabIndex = 0;
-  const win = new Window(store, scroller);
+  const win = new Window(store, scroller, (ks) => {
+    const fresh = ks.filter((k) => !store.asked.has(k));
+    if (!fresh.length || !store.live || store.disconnected) return;
+    for (const k of fresh) store.asked.add(k);
+    send({ do: "render", ks: fresh });
+  });
   const streamBox = h("div", "fragola-msg fragola-msg-assistant fragola-stream");
   const streamLabel = h("div", "fragola-role", "assistant · streaming…");
   const streamText = h("div", "fragola-stream-text");
@@ -605,10 +619,10 @@ function renderView(store, model, el) {
 export default () => {
   // One store per panel model, shared by its views.
   const store = { rows: [], stream: "", stopped: false, live: false, waited: false,
-    disconnected: false, views: new Set() };
-  // Into the widget state a saved notebook keeps (never sent to the kernel), at once: a
-  // Ctrl+S right after a reply must save it. A new array each time (Backbone compares).
-  const save = (model) => model.set("saved_rows", store.rows.slice());
+    disconnected: false, views: new Set(), asked: new Set() };
+  // The rows are the model's `saved_rows`, the very array: the widget state a saved notebook
+  // keeps (never sent to the kernel) holds every row as it arrives, at no cost per row.
+  const save = (model) => { if (model.get("saved_rows") !== store.rows) model.set("saved_rows", store.rows); };
   const wake = () => { for (const v of store.views) v.liveChanged(); };
   return {
     initialize({ model }) {
@@ -619,7 +633,7 @@ export default () => {
         const first = !store.live;
         store.live = true;
         if (msg.t === "rows") {
-          if (msg.reset) store.rows = [];
+          if (msg.reset) { store.rows = []; store.asked.clear(); }
           for (const row of msg.rows || []) store.rows[row.k] = row;
           if ("stream" in msg) { store.stream = msg.stream || ""; store.stopped = Boolean(msg.stopped); }
           for (const v of store.views) v.rowsChanged(Boolean(msg.reset), msg.rows || []);

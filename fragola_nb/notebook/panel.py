@@ -52,6 +52,15 @@ OUTCOME_TEXT = {"stopped": "stopped", "step_limit": "step budget used — Step g
                 "finished": "finished"}
 STATIC_OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used"}
 """What the static HTML copy (nbconvert, GitHub) says of how the last run ended."""
+EAGER = 300
+"""Of a long history shown at once, the last messages rendered before a view asks."""
+RENDER_MAX = 400
+"""Rows rendered per request of a view."""
+HELLO_CHUNK = 2_000
+"""Rows per message when a view asks for all of them."""
+STATIC_LIMIT = 500
+"""Messages in the static HTML copy: the last ones (the whole history is in a session
+file or ``export_html``)."""
 
 
 def _observer(method: Handler) -> Handler:
@@ -113,6 +122,7 @@ class AgentPanel(anywidget.AnyWidget):
         self._calling_since = time.time()
         self._running: tuple[str, str, float] | None = None  # call id, tool, since
         self._error = ""
+        self._quiet = True  # no view yet: what the first look finds goes with "hello"
         self.actions = Actions(self)
         self.on_msg(self._on_browser)
         self._subscriptions: list[Subscription] = [
@@ -129,6 +139,7 @@ class AgentPanel(anywidget.AnyWidget):
             store.on_change(self._on_store_change) for store in agent.stores.values()
         ]
         self.sync_now()
+        self._quiet = False
 
     # -- what the magics, the tree and tests use ---------------------------------------------
 
@@ -194,15 +205,35 @@ class AgentPanel(anywidget.AnyWidget):
             return
         action = content.get("do")
         if action == "hello":  # a new view (or a reloaded page): everything, once
-            with self._lock:
-                self.send({"t": "rows", "reset": True, "rows": self._rows.rows,
-                           "stream": self._stream.text, "stopped": self._stream.stopped})
+            self._send_all()
+            return
+        if action == "render":  # rows a view draws whose Markdown waits
+            ks = content.get("ks")
+            if isinstance(ks, list):
+                with self._lock:
+                    done = self._rows.render([k for k in ks[:RENDER_MAX] if isinstance(k, int)])
+                if done:
+                    self.send({"t": "rows", "rows": done})
             return
         fields = {k: v for k, v in content.items() if k != "do"}
         try:
             self.do(str(action), **fields)
         except Exception as exc:  # never into the kernel's log only: the person sees it
             self.show_error(exc)
+
+    def _send_all(self) -> None:
+        """Every row, in messages of ``HELLO_CHUNK`` rows: parsing one huge message would
+        hold the browser's main thread."""
+        with self._lock:
+            rows = self._rows.rows
+            chunks = [rows[i:i + HELLO_CHUNK] for i in range(0, len(rows), HELLO_CHUNK)] or [[]]
+            for n, chunk in enumerate(chunks):
+                message: dict[str, Any] = {"t": "rows", "rows": chunk}
+                if n == 0:
+                    message["reset"] = True
+                if n == len(chunks) - 1:
+                    message.update(stream=self._stream.text, stopped=self._stream.stopped)
+                self.send(message)
 
     def _send_stream(self, message: dict[str, Any]) -> None:
         self.send({"t": "stream", **message})
@@ -310,7 +341,8 @@ class AgentPanel(anywidget.AnyWidget):
                 return False
             rows.clear()
             self._shown = []
-            self.send({"t": "rows", "reset": True, "rows": []})
+            if not self._quiet:
+                self.send({"t": "rows", "reset": True, "rows": []})
             shown = rows.start
         fresh = agent.messages_since(shown)
         if not fresh:
@@ -318,10 +350,13 @@ class AgentPanel(anywidget.AnyWidget):
         for message in fresh:  # decisions made by hand are not in the history
             if message.get("role") == "tool":
                 self._mark_injected(str(message.get("tool_call_id", "")))
-        added, patched = rows.add(fresh)
+        # A long history shown at once: the Markdown of all but its last messages waits
+        # until a view draws them (a panel of 20,000 messages would render them all first).
+        lazy = shown + len(fresh) - EAGER if self._quiet and len(fresh) > EAGER else 0
+        added, patched = rows.add(fresh, lazy_before=lazy)
         self._shown += fresh
         changed = [rows.rows[p] for p in patched] + added
-        if changed:
+        if changed and not self._quiet:
             self.send({"t": "rows", "rows": changed})
         return True
 
@@ -425,12 +460,17 @@ class AgentPanel(anywidget.AnyWidget):
         note = ""
         if agent.status != "generating" and agent.outcome in STATIC_OUTCOME_NOTES:
             note = f" · {STATIC_OUTCOME_NOTES[agent.outcome]}"
+        shown = self._shown[-STATIC_LIMIT:]
         body = conversation_html(
-            self._shown,
+            shown,
             title=agent.name, status=agent.status,
             subtitle=f"id {agent.id} · model {self._model_used or self.turn_model or agent.model}"
             f" · steps {agent.step_count}/{agent.options.max_step}{note}",
         )
+        if len(self._shown) > len(shown):
+            left = len(self._shown) - len(shown)
+            body = (f"<p><i>{left:,} earlier messages are not in this static copy; "
+                    "export_html() or a saved session has them all.</i></p>" + body)
         if self._error:
             body += f'<div class="fragola-error">{escape(self._error)}</div>'
         return body

@@ -88,9 +88,13 @@ class Rows:
         self._where.clear()
         self.count = 0
 
-    def add(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    def add(self, messages: list[dict[str, Any]], lazy_before: int = 0,
+            ) -> tuple[list[dict[str, Any]], list[int]]:
         """Rows for ``messages`` (the next ones of the history): the new rows, and the
-        positions of older rows that changed (a result reached their call)."""
+        positions of older rows that changed (a result reached their call).
+
+        An assistant message before index ``lazy_before`` gets its Markdown rendered later
+        (:meth:`render`, when a view draws it): its row carries ``text`` and ``md``."""
         added: list[dict[str, Any]] = []
         patched: list[int] = []
         for message in messages:
@@ -103,7 +107,7 @@ class Rows:
                     if where[0] < len(self.rows) - len(added) and where[0] not in patched:
                         patched.append(where[0])
                     continue
-            row = self._row(message, index, len(self.rows))
+            row = self._row(message, index, len(self.rows), lazy=index < lazy_before)
             self.rows.append(row)
             added.append(row)
         return added, patched
@@ -119,13 +123,28 @@ class Rows:
             call["ms"] = facts.ms
         return where[0]
 
-    def _row(self, message: dict[str, Any], index: int, position: int) -> dict[str, Any]:
+    def render(self, positions: list[int]) -> list[dict[str, Any]]:
+        """Render the Markdown of the rows at ``positions`` that wait for it; those rows."""
+        done = []
+        for position in positions:
+            row = self.rows[position] if 0 <= position < len(self.rows) else None
+            if row is not None and row.get("md"):
+                row["html"] = markdown_html(row.pop("text"))
+                del row["md"]
+                done.append(row)
+        return done
+
+    def _row(self, message: dict[str, Any], index: int, position: int, *,
+             lazy: bool = False) -> dict[str, Any]:
         role = str(message.get("role", "?"))
         text = text_of(message.get("content"))
         row: dict[str, Any] = {"k": position, "i": index, "role": visible(role), "html": "",
                                "calls": []}
         if role == "assistant":
-            row["html"] = markdown_html(text) if text else ""
+            if lazy and text:  # visible text now, Markdown once a view draws it
+                row["text"], row["md"] = visible(text), True
+            else:
+                row["html"] = markdown_html(text) if text else ""
             if message.get("refusal"):
                 row["refusal"] = visible(str(message["refusal"]))
             for n, call in enumerate(message.get("tool_calls") or ()):
