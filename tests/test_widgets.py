@@ -869,8 +869,8 @@ async def test_a_new_view_says_hello_and_gets_everything_once(
     await agent.user_message("add")
     wire.clear()
     from_browser(panel, {"do": "hello"})
-    assert wire.custom() == [{"t": "rows", "reset": True, "rows": json.loads(json.dumps(
-        panel.rows)), "stream": "", "stopped": False}]
+    assert wire.custom() == [{"t": "rows", "reset": True, "total": 3, "rows": json.loads(
+        json.dumps(panel.rows)), "stream": "", "stopped": False}]
 
 
 # -- safe display ---------------------------------------------------------------------------------
@@ -1078,8 +1078,11 @@ def test_a_long_history_renders_its_markdown_when_a_view_draws_it(
     from_browser(panel, {"do": "hello"})
     hello = wire.custom("rows")
     assert len(hello) == -(-count // HELLO_CHUNK) and hello[0]["reset"]
-    assert [r["k"] for m in hello for r in m["rows"]] == list(range(count))
-    assert "stream" in hello[-1] and "stream" not in hello[0]
+    assert hello[0]["total"] == count and "stream" in hello[0]
+    assert not any("reset" in m or "stream" in m for m in hello[1:])
+    # the newest rows first, so the view shows the end of the conversation at once
+    assert hello[0]["rows"][-1]["k"] == count - 1
+    assert sorted(r["k"] for m in hello for r in m["rows"]) == list(range(count))
 
     wire.clear()
     from_browser(panel, {"do": "render", "ks": [1, 3, 2, "x", 99_999]})

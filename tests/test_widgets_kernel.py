@@ -137,8 +137,8 @@ def test_a_hello_gets_every_row_at_once(kernel: Kernel) -> None:
     start = len(kernel.iopub_log)
     click(kernel, panel, do="hello")  # a new view, or a reloaded page
     (answer,) = wait_sent(kernel, lambda: custom(kernel, panel, start))
-    assert answer == {"t": "rows", "reset": True, "rows": rows(kernel, panel), "stream": "",
-                      "stopped": False}
+    assert answer == {"t": "rows", "reset": True, "total": 2, "rows": rows(kernel, panel),
+                      "stream": "", "stopped": False}
     assert [r["role"] for r in answer["rows"]] == ["user", "assistant"]
 
 

@@ -633,7 +633,11 @@ export default () => {
         const first = !store.live;
         store.live = true;
         if (msg.t === "rows") {
-          if (msg.reset) { store.rows = []; store.asked.clear(); }
+          if (msg.reset) {
+            store.rows = [];
+            store.rows.length = msg.total || 0; // the rest of the rows are on the way
+            store.asked.clear();
+          }
           for (const row of msg.rows || []) store.rows[row.k] = row;
           if ("stream" in msg) { store.stream = msg.stream || ""; store.stopped = Boolean(msg.stopped); }
           for (const v of store.views) v.rowsChanged(Boolean(msg.reset), msg.rows || []);

@@ -222,17 +222,17 @@ class AgentPanel(anywidget.AnyWidget):
             self.show_error(exc)
 
     def _send_all(self) -> None:
-        """Every row, in messages of ``HELLO_CHUNK`` rows: parsing one huge message would
-        hold the browser's main thread."""
+        """Every row, in messages of ``HELLO_CHUNK`` rows (parsing one huge message would hold
+        the browser's main thread), the newest first: the view shows the end of the
+        conversation while the rest arrives."""
         with self._lock:
             rows = self._rows.rows
-            chunks = [rows[i:i + HELLO_CHUNK] for i in range(0, len(rows), HELLO_CHUNK)] or [[]]
-            for n, chunk in enumerate(chunks):
-                message: dict[str, Any] = {"t": "rows", "rows": chunk}
+            starts = list(range(0, len(rows), HELLO_CHUNK))[::-1] or [0]
+            for n, start in enumerate(starts):
+                message: dict[str, Any] = {"t": "rows", "rows": rows[start:start + HELLO_CHUNK]}
                 if n == 0:
-                    message["reset"] = True
-                if n == len(chunks) - 1:
-                    message.update(stream=self._stream.text, stopped=self._stream.stopped)
+                    message.update(reset=True, total=len(rows), stream=self._stream.text,
+                                   stopped=self._stream.stopped)
                 self.send(message)
 
     def _send_stream(self, message: dict[str, Any]) -> None:
