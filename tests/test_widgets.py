@@ -1103,3 +1103,16 @@ def test_the_static_copy_of_a_long_history_holds_its_last_messages(
     page = AgentPanel(agent).html()
     assert f"message {STATIC_LIMIT + 39}<" in page and "message 39<" not in page
     assert "message 40<" in page and "40 earlier messages are not in this static copy" in page
+
+
+async def test_an_error_that_echoes_the_key_shows_it_redacted(model: ScriptedModel) -> None:
+    """A server that repeats the key it was sent in its error message: the panel's notice,
+    strip and static copy show the error without the key."""
+    agent = make_agent(model)
+    panel = AgentPanel(agent)
+    model.push(fail(401, f"Incorrect API key provided: {API_KEY}"))
+    panel.do("send", text="hi")
+    await until(lambda: panel.notice.get("kind") == "error")
+    shown = json.dumps([panel.notice, panel.strip, panel.html()])
+    assert "Incorrect API key provided: [redacted]" in panel.notice["text"]
+    assert API_KEY not in shown and "DO-NOT-SHOW" not in shown

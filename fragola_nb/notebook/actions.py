@@ -22,6 +22,7 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FragolaError
+from ..redact import redact_text
 from ..render import visible
 from .runner import launch
 
@@ -36,12 +37,13 @@ CARD_ACTIONS = ("approve", "edit", "reject", "inject")
 
 
 def error_text(exc: BaseException) -> str:
-    """``ClassName: message``, with the cause when it says more (a ModelError's openai error)."""
+    """``ClassName: message``, with the cause when it says more (a ModelError's openai error),
+    and any credential in them (a server that echoes the key it was sent) redacted."""
     text = f"{type(exc).__name__}: {exc}"
     cause = exc.__cause__
     if cause is not None and str(cause) not in text:
         text += f"\ncaused by {type(cause).__name__}: {cause}"
-    return text
+    return redact_text(text)
 
 
 class Refused(Exception):
