@@ -453,6 +453,8 @@ function renderView(store, model, el) {
       box.dataset.busy = "1";
       setBusy(true);
       send({ id: card.raw_id, ...message() });
+      // the kernel answers by changing the card; if nothing comes, the buttons come back
+      setTimeout(() => { if (box.dataset.busy) { delete box.dataset.busy; setBusy(false); } }, 5000);
     });
     const setBusy = (busy) => {
       for (const b of box.querySelectorAll("button")) b.disabled = busy || !live() || Boolean(box.dataset.decided);
