@@ -238,6 +238,17 @@ class SharedNotebook:
     failed: bool = False
 
 
+def shared_notebook(browser: Browser, lab: h.LabServer) -> Iterator[SharedNotebook]:
+    """The body of a module's fixture holding its :class:`SharedNotebook`: a tab for the
+    module, closed with the kernels it started."""
+    tab = Tab.open(browser)
+    try:
+        yield SharedNotebook(tab)
+    finally:
+        tab.close()
+        lab.shutdown_all_kernels(wait=False)
+
+
 def shared_ui(shared: SharedNotebook, lab: h.LabServer, request: pytest.FixtureRequest,
               prepare: Any) -> Iterator[UI]:
     """The body of a module's ``ui`` fixture over a :class:`SharedNotebook`."""

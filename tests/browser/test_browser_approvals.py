@@ -17,7 +17,7 @@ import pytest
 
 from . import jlab_harness as h
 from . import scenarios
-from .conftest import UI, SharedNotebook, Tab, expect, shared_ui
+from .conftest import UI, SharedNotebook, expect, shared_notebook, shared_ui
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -28,12 +28,7 @@ TURN_CELL = {agent: 2 + i for i, agent in enumerate(scenarios.APPROVERS)}
 
 @pytest.fixture(scope="module")
 def notebook(browser: Any, lab: h.LabServer) -> Iterator[SharedNotebook]:
-    tab = Tab.open(browser)
-    try:
-        yield SharedNotebook(tab)
-    finally:
-        tab.close()
-        lab.shutdown_all_kernels(wait=False)
+    yield from shared_notebook(browser, lab)
 
 
 def _prepare(ui: UI) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from . import jlab_harness as h
 from . import scenarios
-from .conftest import UI, SharedNotebook, Tab, expect, shared_ui
+from .conftest import UI, SharedNotebook, expect, shared_notebook, shared_ui
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -229,12 +229,7 @@ MIXED, STOPPER, BUDGET, TREE, SLEEPY = 2, 3, 4, 5, 6
 
 @pytest.fixture(scope="module")
 def cards_notebook(browser: Any, lab: h.LabServer) -> Iterator[SharedNotebook]:
-    tab = Tab.open(browser)
-    try:
-        yield SharedNotebook(tab)
-    finally:
-        tab.close()
-        lab.shutdown_all_kernels(wait=False)
+    yield from shared_notebook(browser, lab)
 
 
 def _prepare_cards(ui: UI) -> None:
