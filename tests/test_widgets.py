@@ -217,8 +217,7 @@ async def test_approve_resumes_the_run_in_the_same_panel(model: ScriptedModel) -
     assert panel.cards == [{
         "id": "call_1", "raw_id": "call_1", "name": "add", "dynamic": False,
         "args": "a=1, b=2", "full": '{\n  "a": 1,\n  "b": 2\n}',
-        "edit": '{\n  "a": 1,\n  "b": 2\n}', "flag": False, "decided": "", "error": "",
-        "frozen": False,
+        "flag": False, "decided": "", "error": "",
     }]
     assert calls(panel)[0]["state"] == "asked"
     panel.do("approve", id="call_1")
@@ -234,7 +233,7 @@ async def test_edited_arguments_are_validated_before_approval(model: ScriptedMod
     panel = AgentPanel(agent)
     model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("done"))
     await agent.user_message("add")
-    assert json.loads(panel.cards[0]["edit"]) == {"a": 1, "b": 2}
+    assert json.loads(panel.cards[0]["full"]) == {"a": 1, "b": 2}
     for wrong, says in [
         ("{not json", "the arguments are not valid JSON: "),
         ("[1, 2]", "the arguments must be a JSON object, not list"),
@@ -509,11 +508,10 @@ async def test_detach_freezes_the_view(model: ScriptedModel) -> None:
     panel = AgentPanel(agent)
     model.push(tool_calls(call("add", {"a": 1, "b": 2})))
     await agent.user_message("add")
-    assert panel.detached == "" and panel.cards[0]["frozen"] is False
+    assert panel.detached == ""
     panel.detach()
     panel.detach("a second detach changes nothing")
     assert panel.detached == "this panel no longer follows the agent"
-    assert [c["frozen"] for c in panel.cards] == [True]
     panel.do("approve", id="call_1")
     assert agent.pending[0].decision is None
     assert panel.notice == {"kind": "note", "text": "this panel is detached (this panel no "
@@ -974,7 +972,7 @@ async def test_the_edit_box_json_holds_no_raw_bidi_or_zero_width(model: Scripted
     model.push(tool_calls(call("add", {"a": 1, "b": 2, "note": f"x{RLO}y{ZWSP}"})))
     await agent.user_message("add")
     panel = AgentPanel(agent)
-    edit = panel.cards[0]["edit"]
+    edit = panel.cards[0]["full"]
     assert json.loads(edit)["note"] == f"x{RLO}y{ZWSP}"  # the same arguments when sent back
     assert RLO not in edit and ZWSP not in edit
 
@@ -1116,3 +1114,18 @@ async def test_an_error_that_echoes_the_key_shows_it_redacted(model: ScriptedMod
     shown = json.dumps([panel.notice, panel.strip, panel.html()])
     assert "Incorrect API key provided: [redacted]" in panel.notice["text"]
     assert API_KEY not in shown and "DO-NOT-SHOW" not in shown
+
+
+async def test_a_card_error_stays_through_a_refresh_whatever_the_call_id(
+        model: ScriptedModel) -> None:
+    """A refused decision's message stays on its card while other events refresh the panel,
+    also for a call id holding a character the panel writes out (cards key on the raw id)."""
+    agent = make_agent(model, add_tool())
+    model.push(tool_calls(call("add", {"a": 1, "b": 2}, id=f"call{RLO}1")))
+    await agent.user_message("add")
+    panel = AgentPanel(agent)
+    panel.do("reject", id=f"call{RLO}1", reason="  ")
+    assert panel.cards[0]["error"] == "write a reason first: the model reads it"
+    panel.sync_now()  # what any later event does
+    assert panel.cards[0]["error"] == "write a reason first: the model reads it"
+    assert panel.cards[0]["id"] == "call\\u202e1" and panel.cards[0]["raw_id"] == f"call{RLO}1"

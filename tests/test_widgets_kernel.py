@@ -147,7 +147,7 @@ def test_edited_arguments_wrong_then_right(kernel: Kernel) -> None:
                                "{'a': 1, 'b': 2})), reply('done'), tools=[add])\n"
                                "await agent.user_message('add')")
     (card,) = traits(kernel, panel)["cards"]
-    assert json.loads(card["edit"]) == {"a": 1, "b": 2}
+    assert json.loads(card["full"]) == {"a": 1, "b": 2}
     click(kernel, panel, do="edit", id="call_1", args='{"a": "one", "b": 2}')
     kernel.wait_for("panel.cards[0]['error'] != ''")
     (card,) = traits(kernel, panel)["cards"]

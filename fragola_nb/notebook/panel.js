@@ -433,8 +433,8 @@ function renderView(store, model, el) {
     reason.placeholder = "why not? (the model reads this)";
     const [rejectForm, rejectSubmit] = form("fragola-reject-form", reason, "Send rejection", "fragola-reject-send");
     const edit = h("textarea", "fragola-args-edit");
-    edit.value = card.edit;
-    edit.rows = Math.min(10, card.edit.split("\n").length + 1);
+    edit.value = card.full;
+    edit.rows = Math.min(10, card.full.split("\n").length + 1);
     const [editForm, editSubmit] = form("fragola-edit-form", edit, "Approve edited arguments", "fragola-edit-approve");
     const answer = h("textarea", "fragola-inject-text");
     answer.placeholder = "the tool's result, typed by hand";

@@ -171,8 +171,7 @@ class AgentPanel(anywidget.AnyWidget):
             for unsubscribe in self._store_unsubscribes:
                 unsubscribe()
             self._stream.flush()
-            self.detached = visible(why)
-            self.cards = [{**card, "frozen": True} for card in self.cards]
+            self.detached = visible(why)  # the view turns every control off
 
     def close(self) -> None:
         """Detach and close the widget (for a view that is replaced)."""
@@ -366,7 +365,7 @@ class AgentPanel(anywidget.AnyWidget):
                 self._rows.facts.setdefault(call_id, CallFacts()).decision = "inject"
 
     def _refresh_cards(self) -> None:
-        old = {card["id"]: card for card in self.cards}
+        old = {card["raw_id"]: card for card in self.cards}
         cards = []
         for call in self.agent.pending:
             arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
@@ -374,11 +373,11 @@ class AgentPanel(anywidget.AnyWidget):
                 "id": visible(call.id), "raw_id": call.id, "name": visible(call.name),
                 "dynamic": call.reason == "dynamic",
                 "args": short(compact(call.arguments)),
-                # \u202e inside a JSON string reads back as the same character
-                "full": visible(arguments), "edit": visible(arguments),
+                # shown, and the edit box's start: \u202e in a JSON string reads back as
+                # the same character
+                "full": visible(arguments),
                 "flag": disguised(arguments) or disguised(call.name) or disguised(call.id),
                 "decided": _decided(call.decision), "error": old.get(call.id, {}).get("error", ""),
-                "frozen": self._detached,
             }
             cards.append(card)
         self.cards = cards
