@@ -20,7 +20,6 @@ still shows the conversation without a kernel.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import threading
 import time
@@ -32,9 +31,10 @@ import anywidget
 import traitlets
 
 from ..events import transient
-from ..render import conversation_html, escape, text_of, visible
+from ..render import conversation_html, escape, visible
+from . import shown
 from .actions import Actions, error_text
-from .rows import CallFacts, Rows, compact, disguised, short
+from .rows import CallFacts, Rows
 from .stream import Stream
 
 if TYPE_CHECKING:
@@ -48,8 +48,6 @@ _HERE = Path(__file__).parent
 
 Handler = Callable[["AgentPanel", Any], None]
 
-OUTCOME_TEXT = {"stopped": "stopped", "step_limit": "step budget used — Step goes on",
-                "finished": "finished"}
 STATIC_OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used"}
 """What the static HTML copy (nbconvert, GitHub) says of how the last run ended."""
 EAGER = 300
@@ -116,11 +114,11 @@ class AgentPanel(anywidget.AnyWidget):
         self._detached = False
         self._rows = Rows(start=since or 0)
         self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
-        self._stream = Stream(self._send_stream, _streamed_text)
+        self._stream = Stream(self._send_stream, shown.streamed_text)
         self._model_used: str | None = None
         self._usage: dict[str, int] = {}
         self._calling_since = time.time()
-        self._running: tuple[str, str, float] | None = None  # call id, tool, since
+        self._running: tuple[str, float] | None = None  # the tool running, since when
         self._error = ""
         self._quiet = True  # no view yet: what the first look finds goes with "hello"
         self.actions = Actions(self)
@@ -269,7 +267,7 @@ class AgentPanel(anywidget.AnyWidget):
     def _on_model_chunk(self, event: Any) -> None:
         usage = getattr(event.chunk, "usage", None)
         if usage is not None:
-            self._add_usage(usage)
+            shown.add_usage(self._usage, usage)
         self._stream.feed(event.message)  # made text when it is sent, not per chunk
 
     @_observer
@@ -288,7 +286,7 @@ class AgentPanel(anywidget.AnyWidget):
     @_observer
     def _on_tool_start(self, event: Any) -> None:
         config = event.config
-        self._running = (config.id, config.tool.name, time.time())
+        self._running = (config.tool.name, time.time())
         self._rows.facts.setdefault(config.id, CallFacts()).started = time.time()
         self._refresh_strip()
 
@@ -311,7 +309,7 @@ class AgentPanel(anywidget.AnyWidget):
 
     def _on_store_change(self, value: Any) -> None:
         try:
-            self.stores = self._stores()
+            self.stores = shown.stores(self.agent)
         except Exception:  # a store's set() must not fail because of its view
             _log.exception("fragola_nb: the panel of %s failed to show a store", self.agent.name)
 
@@ -324,16 +322,16 @@ class AgentPanel(anywidget.AnyWidget):
             return
         self._refresh_cards()
         self._refresh_head()
-        self.tools = self._tools()
-        self.stores = self._stores()
+        self.tools = shown.tools(self.agent)
+        self.stores = shown.stores(self.agent)
 
     def _read_messages(self) -> bool:
         """Send the rows of the messages added since the last look; False when the history
         was replaced under a turn panel (which then keeps showing its turn, detached)."""
         agent, rows = self.agent, self._rows
-        shown = rows.start + rows.count
-        if agent.message_count < shown or (self._shown and (
-                fresh := agent.messages_since(shown - 1)) and fresh[0] is not self._shown[-1]):
+        read = rows.start + rows.count  # the index of the next message to read
+        if agent.message_count < read or (self._shown and (
+                fresh := agent.messages_since(read - 1)) and fresh[0] is not self._shown[-1]):
             if self.turn:
                 self.detach("the agent's history was reset or replaced; this panel keeps "
                             "the turn as it was")
@@ -342,8 +340,8 @@ class AgentPanel(anywidget.AnyWidget):
             self._shown = []
             if not self._quiet:
                 self.send({"t": "rows", "reset": True, "rows": []})
-            shown = rows.start
-        fresh = agent.messages_since(shown)
+            read = rows.start
+        fresh = agent.messages_since(read)
         if not fresh:
             return True
         for message in fresh:  # decisions made by hand are not in the history
@@ -351,7 +349,7 @@ class AgentPanel(anywidget.AnyWidget):
                 self._mark_injected(str(message.get("tool_call_id", "")))
         # A long history shown at once: the Markdown of all but its last messages waits
         # until a view draws them (a panel of 20,000 messages would render them all first).
-        lazy = shown + len(fresh) - EAGER if self._quiet and len(fresh) > EAGER else 0
+        lazy = read + len(fresh) - EAGER if self._quiet and len(fresh) > EAGER else 0
         added, patched = rows.add(fresh, lazy_before=lazy)
         self._shown += fresh
         changed = [rows.rows[p] for p in patched] + added
@@ -365,91 +363,24 @@ class AgentPanel(anywidget.AnyWidget):
                 self._rows.facts.setdefault(call_id, CallFacts()).decision = "inject"
 
     def _refresh_cards(self) -> None:
-        old = {card["raw_id"]: card for card in self.cards}
-        cards = []
-        for call in self.agent.pending:
-            arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
-            card = {
-                "id": visible(call.id), "raw_id": call.id, "name": visible(call.name),
-                "dynamic": call.reason == "dynamic",
-                "args": short(compact(call.arguments)),
-                # shown, and the edit box's start: \u202e in a JSON string reads back as
-                # the same character
-                "full": visible(arguments),
-                "flag": disguised(arguments) or disguised(call.name) or disguised(call.id),
-                "decided": _decided(call.decision), "error": old.get(call.id, {}).get("error", ""),
-            }
-            cards.append(card)
-        self.cards = cards
+        errors = {card["raw_id"]: card["error"] for card in self.cards}
+        self.cards = [shown.card(call, errors.get(call.id, "")) for call in self.agent.pending]
 
     def set_card_error(self, call_id: str, text: str) -> None:
         self.cards = [{**card, "error": visible(text)} if card["raw_id"] == call_id else card
                       for card in self.cards]
 
+    def _model(self) -> str:
+        return self._model_used or self.turn_model or self.agent.model
+
     def _refresh_head(self) -> None:
-        agent = self.agent
-        self.head = {
-            "name": visible(agent.name), "id": visible(agent.id),
-            "model": visible(self._model_used or self.turn_model or agent.model),
-            "fork_of": visible(agent.fork_of or ""),
-            "fork_of_name": visible(self._parent_name()),
-            "instructions": visible(agent.instructions or ""),
-            "steps": agent.step_count, "max_step": agent.options.max_step,
-            "status": agent.status, "usage": dict(self._usage), "turn": self.turn,
-        }
+        self.head = shown.head(self.agent, model=self._model(), usage=self._usage,
+                               turn=self.turn)
         self._refresh_strip()
 
-    def _parent_name(self) -> str:
-        parent = getattr(self.agent, "parent", None)
-        return str(getattr(parent, "name", "") or "")
-
     def _refresh_strip(self) -> None:
-        self.strip = self._strip()
-
-    def _strip(self) -> dict[str, Any]:
-        agent, status = self.agent, self.agent.status
-        if status == "generating":
-            if self._running is not None:
-                return {"kind": "tool", "text": f"running {visible(self._running[1])}",
-                        "t0": self._running[2]}
-            model = visible(self._model_used or self.turn_model or agent.model)
-            return {"kind": "model", "text": f"calling {model}…", "t0": self._calling_since}
-        if status == "waiting":
-            undecided = [p for p in agent.pending if p.decision is None]
-            if not undecided:
-                return {"kind": "waiting", "text": "every call is decided — Step goes on"}
-            n = len(undecided)
-            calls = "1 call needs" if n == 1 else f"{n} calls need"
-            return {"kind": "waiting", "text": f"{calls} your decision"}
-        if self._error:
-            return {"kind": "error", "text": "error: " + short(self._error.splitlines()[0], 100)}
-        outcome = agent.outcome
-        if outcome is None:
-            return {"kind": "idle", "text": "ready"}
-        return {"kind": outcome, "text": OUTCOME_TEXT.get(outcome, outcome)}
-
-    def _add_usage(self, usage: Any) -> None:
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            value = getattr(usage, key, None)
-            if value is None and isinstance(usage, dict):
-                value = usage.get(key)
-            if isinstance(value, int):
-                self._usage[key] = self._usage.get(key, 0) + value
-
-    def _tools(self) -> list[dict[str, Any]]:
-        return [{"name": visible(tool.name), "about": visible(tool.description or ""),
-                 "dynamic": tool.is_dynamic, "approval": tool.require_approval is not False}
-                for tool in self.agent.options.tools]
-
-    def _stores(self) -> list[dict[str, Any]]:
-        shown = []
-        for namespace, store in self.agent.stores.items():
-            try:
-                value = json.dumps(store.get(), indent=2, ensure_ascii=False, default=str)
-            except (TypeError, ValueError):
-                value = repr(store.get())
-            shown.append({"name": visible(namespace), "value": visible(value)})
-        return shown
+        self.strip = shown.strip(self.agent, model=self._model(), running=self._running,
+                                 since=self._calling_since, error=self._error)
 
     # -- outside a live notebook -------------------------------------------------------------
 
@@ -459,15 +390,15 @@ class AgentPanel(anywidget.AnyWidget):
         note = ""
         if agent.status != "generating" and agent.outcome in STATIC_OUTCOME_NOTES:
             note = f" · {STATIC_OUTCOME_NOTES[agent.outcome]}"
-        shown = self._shown[-STATIC_LIMIT:]
+        last = self._shown[-STATIC_LIMIT:]
         body = conversation_html(
-            shown,
+            last,
             title=agent.name, status=agent.status,
-            subtitle=f"id {agent.id} · model {self._model_used or self.turn_model or agent.model}"
+            subtitle=f"id {agent.id} · model {self._model()}"
             f" · steps {agent.step_count}/{agent.options.max_step}{note}",
         )
-        if len(self._shown) > len(shown):
-            left = len(self._shown) - len(shown)
+        if len(self._shown) > len(last):
+            left = len(self._shown) - len(last)
             body = (f"<p><i>{left:,} earlier messages are not in this static copy; "
                     "export_html() or a saved session has them all.</i></p>" + body)
         if self._error:
@@ -484,22 +415,3 @@ class AgentPanel(anywidget.AnyWidget):
     def __repr__(self) -> str:
         since = f", since={self.since}" if self.turn else ""
         return f"AgentPanel({self.agent!r}{since})"
-
-
-def _streamed_text(message: Any) -> str:
-    """A partial assistant message as the stream block shows it: its text, then its calls."""
-    text = text_of(message.get("content"))
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        text += f"\n→ {function.get('name') or ''}({function.get('arguments') or ''})"
-    return visible(text)
-
-
-def _decided(decision: Any) -> str:
-    if decision is None:
-        return ""
-    if decision.kind == "approve":
-        return "approved with edited arguments" if decision.params is not None else "approved"
-    if decision.kind == "reject":
-        return "rejected" + (f": {visible(decision.text)}" if decision.text else "")
-    return "injected"

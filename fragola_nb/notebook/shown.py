@@ -1,0 +1,121 @@
+"""What a panel shows, as the plain data its view draws: the header, the status strip, the
+approval cards, the tools and the stores of an agent, and the text of a streamed reply.
+
+Every string in it is made visible (``render.visible``): the view draws them as text, and a
+bidi control or a zero-width character shows as its ``\\uXXXX`` escape.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..render import text_of, visible
+from .rows import compact, disguised, short
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..state import Decision, PendingCall
+
+__all__ = ["OUTCOME_TEXT", "add_usage", "card", "head", "stores", "streamed_text", "strip",
+           "tools"]
+
+OUTCOME_TEXT = {"stopped": "stopped", "step_limit": "step budget used — Step goes on",
+                "finished": "finished"}
+
+
+def head(agent: Agent, *, model: str, usage: dict[str, int], turn: bool) -> dict[str, Any]:
+    parent = agent.parent
+    return {
+        "name": visible(agent.name), "id": visible(agent.id), "model": visible(model),
+        "fork_of": visible(agent.fork_of or ""),
+        "fork_of_name": visible(parent.name if parent is not None else ""),
+        "instructions": visible(agent.instructions or ""),
+        "steps": agent.step_count, "max_step": agent.options.max_step,
+        "status": agent.status, "usage": dict(usage), "turn": turn,
+    }
+
+
+def strip(agent: Agent, *, model: str, running: tuple[str, float] | None, since: float,
+          error: str) -> dict[str, Any]:
+    """What is happening and what needs the person. ``running``: the tool running and since
+    when; ``since``: when the model call began (the view adds the seconds)."""
+    status = agent.status
+    if status == "generating":
+        if running is not None:
+            return {"kind": "tool", "text": f"running {visible(running[0])}", "t0": running[1]}
+        return {"kind": "model", "text": f"calling {visible(model)}…", "t0": since}
+    if status == "waiting":
+        undecided = [p for p in agent.pending if p.decision is None]
+        if not undecided:
+            return {"kind": "waiting", "text": "every call is decided — Step goes on"}
+        n = len(undecided)
+        calls = "1 call needs" if n == 1 else f"{n} calls need"
+        return {"kind": "waiting", "text": f"{calls} your decision"}
+    if error:
+        return {"kind": "error", "text": "error: " + short(error.splitlines()[0], 100)}
+    outcome = agent.outcome
+    if outcome is None:
+        return {"kind": "idle", "text": "ready"}
+    return {"kind": outcome, "text": OUTCOME_TEXT.get(outcome, outcome)}
+
+
+def card(call: PendingCall, error: str = "") -> dict[str, Any]:
+    """The approval card of a pending call (``raw_id`` is the id sent back, never drawn)."""
+    arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
+    return {
+        "id": visible(call.id), "raw_id": call.id, "name": visible(call.name),
+        "dynamic": call.reason == "dynamic",
+        "args": short(compact(call.arguments)),
+        # shown, and the edit box's start: \u202e in a JSON string reads back as the same
+        # character
+        "full": visible(arguments),
+        "flag": disguised(arguments) or disguised(call.name) or disguised(call.id),
+        "decided": decided(call.decision), "error": error,
+    }
+
+
+def decided(decision: Decision | None) -> str:
+    if decision is None:
+        return ""
+    if decision.kind == "approve":
+        return "approved with edited arguments" if decision.params is not None else "approved"
+    if decision.kind == "reject":
+        return "rejected" + (f": {visible(decision.text)}" if decision.text else "")
+    return "injected"
+
+
+def tools(agent: Agent) -> list[dict[str, Any]]:
+    return [{"name": visible(tool.name), "about": visible(tool.description or ""),
+             "dynamic": tool.is_dynamic, "approval": tool.require_approval is not False}
+            for tool in agent.options.tools]
+
+
+def stores(agent: Agent) -> list[dict[str, Any]]:
+    shown = []
+    for namespace, store in agent.stores.items():
+        try:
+            value = json.dumps(store.get(), indent=2, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            value = repr(store.get())
+        shown.append({"name": visible(namespace), "value": visible(value)})
+    return shown
+
+
+def add_usage(totals: dict[str, int], usage: Any) -> None:
+    """Add a reply's reported ``usage`` (an object or a dict) to ``totals``."""
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = getattr(usage, key, None)
+        if value is None and isinstance(usage, dict):
+            value = usage.get(key)
+        if isinstance(value, int):
+            totals[key] = totals.get(key, 0) + value
+
+
+def streamed_text(message: Any) -> str:
+    """A partial assistant message as the stream block shows it: its text, then its calls."""
+    text = text_of(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        text += f"\n→ {function.get('name') or ''}({function.get('arguments') or ''})"
+    return visible(text)
