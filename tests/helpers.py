@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -111,3 +112,17 @@ def until(check: Callable[[], Any], timeout: float = 20) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+async def until_async(check: Callable[[], Any], timeout: float = 10.0) -> None:
+    """``until`` for a test running on an event loop: the loop goes on (the run a panel's
+    click started runs on it) while it waits."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def panel_calls(panel: Any) -> list[dict[str, Any]]:
+    """Every call shown in a panel's rows, without the timing (which varies)."""
+    return [{k: v for k, v in c.items() if k != "ms"} for row in panel.rows for c in row["calls"]]

@@ -9,11 +9,11 @@ controls) and compared as whole data.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pydantic
+from helpers import panel_calls as calls
+from helpers import until_async as until
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -41,16 +41,6 @@ def make_agent(model: ScriptedModel, *tools: Tool) -> Agent:
     return fragola.agent(name="rows", tools=list(tools))
 
 
-async def until(check: Callable[[], Any], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
-
-
-def calls(panel: AgentPanel) -> list[dict[str, Any]]:
-    """The calls shown, without the timing (which varies)."""
-    return [{k: v for k, v in c.items() if k != "ms"} for row in panel.rows for c in row["calls"]]
 
 
 def shown_call(call_id: str, name: str, args: str, full: str, state: str, result: str,

@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -24,6 +24,8 @@ import pydantic
 import pytest
 from comm.base_comm import BaseComm
 from helpers import make_fragola
+from helpers import panel_calls as calls
+from helpers import until_async as until
 from IPython.core.interactiveshell import InteractiveShell
 from test_render import assert_inert
 
@@ -61,17 +63,6 @@ def make_agent(model: ScriptedModel, *tools: Tool, **options: Any) -> Agent:
     return fragola.agent(name="tester", tools=list(tools), **options)
 
 
-async def until(check: Callable[[], Any], timeout: float = 10.0) -> None:
-    """Wait for observable state (the run a click started goes on in the background)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting for the panel"
-        await asyncio.sleep(0.01)
-
-
-def calls(panel: AgentPanel) -> list[dict[str, Any]]:
-    """Every call shown in the panel's rows, without the timing (which varies)."""
-    return [{k: v for k, v in c.items() if k != "ms"} for row in panel.rows for c in row["calls"]]
 
 
 def texts(panel: AgentPanel) -> str:
