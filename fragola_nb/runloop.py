@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .driver import Run
 
+REJECTED = "The user rejected this call to "
+"""How the answer to a rejected call begins (then the tool's name, "." and the reason)."""
+EDITED = "(The user edited the arguments before this call ran: "
+"""How the note on a call run with edited arguments begins (then the arguments and ")")."""
 CANCELLED = "Cancelled: this tool call did not run because the run was stopped."
 INTERRUPTED = ("Cancelled: the run was stopped while this tool call ran; it did not finish, "
                "and what it did is unknown.")
@@ -205,7 +209,7 @@ async def _carry_out(agent: Agent, run: Run, pending: PendingCall) -> None:
     del agent._pending[pending.id]
     if decision.kind == "reject":
         reason = f" Reason: {decision.text}" if decision.text else ""
-        text = f"The user rejected this call to {pending.name}.{reason}"
+        text = f"{REJECTED}{pending.name}.{reason}"
         await _finish(agent, run, pending.name, pending.id, pending.params, text, error=text)
         return
     if decision.kind == "inject":
@@ -221,7 +225,7 @@ async def _carry_out(agent: Agent, run: Run, pending: PendingCall) -> None:
         return
     # The model will read this result against the arguments it sent: say they were changed,
     # so the history stays an exact record of what ran.
-    note = f"(The user edited the arguments before this call ran: {_text(decision.params)})"
+    note = f"{EDITED}{_text(decision.params)})"
     await _execute(agent, run, tool, pending.id, decision.params, pending.arguments, note)
 
 

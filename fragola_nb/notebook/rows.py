@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..render import markdown_html, pretty_arguments, text_of, visible
-from ..runloop import CANCELLED, INTERRUPTED
+from ..runloop import CANCELLED, EDITED, INTERRUPTED, REJECTED
 
 __all__ = ["SHORT", "CallFacts", "Rows", "compact", "disguised", "short"]
 
@@ -32,8 +32,8 @@ SHORT = 120
 """Characters of arguments or result shown on a call's one line."""
 
 _DISGUISE = re.compile("[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-_REJECTED = re.compile(r"The user rejected this call to .*?\.(?: Reason: (?P<why>.*))?\Z", re.S)
-_EDITED = "(The user edited the arguments before this call ran: "
+# what the run loop writes for a rejected call, and for one run with edited arguments
+_REJECTED = re.compile(re.escape(REJECTED) + r".*?\.(?: Reason: (?P<why>.*))?\Z", re.S)
 
 
 def disguised(text: str) -> bool:
@@ -187,8 +187,8 @@ class Rows:
             state, note = "rejected", rejected.group("why") or ""
         elif facts.decision == "inject":
             state, note = "injected", ""
-        elif _EDITED in text:
-            edit = text[text.index(_EDITED) + len(_EDITED):].split("\n", 1)[0]
+        elif EDITED in text:
+            edit = text[text.index(EDITED) + len(EDITED):].split("\n", 1)[0]
             state, note = "edited", edit.removesuffix(")")
         elif facts.error is not None or text.startswith("Error:"):
             state, note = "error", ""
