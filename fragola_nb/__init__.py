@@ -34,6 +34,7 @@ from .sync import run_sync
 from .tools import Tool, tool
 
 if typing.TYPE_CHECKING:
+    from .experiments import BatchResult, Comparison
     from .jsonmode import JsonResult
     from .sessions import (
         Session,
@@ -44,11 +45,14 @@ if typing.TYPE_CHECKING:
         load_session,
         save_session,
     )
+    from .usage import Usage, tree_usage
 
 # Imported on first use (module __getattr__, PEP 562): most programs never save a session,
 # export or ask for JSON, and those modules made up a good part of what ``import fragola_nb``
 # adds to ``import openai`` (bench/import_time.py; tests/test_surface.py keeps them lazy).
 _LAZY = {
+    "BatchResult": "experiments",
+    "Comparison": "experiments",
     "JsonResult": "jsonmode",
     "Session": "sessions",
     "export_html": "sessions",
@@ -57,6 +61,8 @@ _LAZY = {
     "export_tree_markdown": "sessions",
     "load_session": "sessions",
     "save_session": "sessions",
+    "Usage": "usage",
+    "tree_usage": "usage",
 }
 
 __all__ = [
@@ -66,6 +72,8 @@ __all__ = [
     "AgentOptions",
     "AgentState",
     "BadUsage",
+    "BatchResult",
+    "Comparison",
     "Decision",
     "Fragola",
     "FragolaError",
@@ -87,6 +95,7 @@ __all__ = [
     "Subscription",
     "Tool",
     "ToolCallConfig",
+    "Usage",
     "create_store",
     "export_html",
     "export_markdown",
@@ -96,6 +105,7 @@ __all__ = [
     "run_sync",
     "save_session",
     "tool",
+    "tree_usage",
 ]
 __version__ = "0.1.0"
 

@@ -9,7 +9,8 @@ import itertools
 import threading
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from . import driver
@@ -31,6 +32,7 @@ from .stores import Store, index_stores
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from .experiments import BatchResult, Comparison
     from .fragola import Fragola
     from .jsonmode import JsonResult
 
@@ -194,6 +196,39 @@ class Agent(Listening):
         from .jsonmode import run_json
 
         return await run_json(self, message, schema, ignore_user_message_events)
+
+    # -- experiments ------------------------------------------------------------------------
+
+    async def compare(
+        self,
+        message: str,
+        variants: Mapping[str, Mapping[str, Any]],
+        concurrency: int = 4,
+    ) -> Comparison:
+        """Run ``message`` once per variant, each on a fork named after it, concurrently.
+
+        ``variants`` maps a name to overrides of ``instructions``, ``model``,
+        ``model_settings`` and ``tools``; see ``fragola_nb.experiments.compare``.
+        """
+        from .experiments.compare import run_compare
+
+        return await run_compare(self, message, variants, concurrency)
+
+    async def batch(
+        self,
+        inputs: Iterable[Any],
+        concurrency: int = 8,
+        *,
+        resume: str | PathLike[str] | None = None,
+        progress: bool = True,
+    ) -> BatchResult:
+        """Send each input on a fresh fork of this agent; one row per input, in order.
+
+        See ``fragola_nb.experiments.batch``.
+        """
+        from .experiments.batch import run_batch
+
+        return await run_batch(self, inputs, concurrency, resume=resume, progress=progress)
 
     def _user_message_start(
         self, message: dict[str, Any], *, events: bool = True

@@ -130,6 +130,22 @@ class Fragola:
         )
         return cls.scripted(model=model or _default_model(), stores=options.get("stores", ()))
 
+    @classmethod
+    def record(cls, path: str | os.PathLike[str], **options: Any) -> Fragola:
+        """Like ``Fragola(**options)``, and every exchange with the model API is appended to
+        ``path`` (JSON Lines, credentials scrubbed) for ``Fragola.replay``."""
+        from .recording import start_recording
+
+        return start_recording(cls, path, options)
+
+    @classmethod
+    def replay(cls, path: str | os.PathLike[str], **options: Any) -> Fragola:
+        """A Fragola that answers from a recording made by ``Fragola.record``, offline,
+        over real HTTP, streamed exactly as recorded."""
+        from .recording import start_replay
+
+        return start_replay(cls, path, options)
+
     async def aclose(self) -> None:
         """Close the HTTP client made for the running event loop and stop the scripted
         model this instance started, if any."""

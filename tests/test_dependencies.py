@@ -48,6 +48,14 @@ def test_every_dependency_is_imported_or_pins_a_requirement_of_one_that_is() -> 
     assert declared - used - pinned == set()
 
 
+def optional_features() -> set[str]:
+    """The packages of the optional features ([project.optional-dependencies] lines of one
+    package, such as ``prices = ["genai-prices..."]``), not the test extras."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    return {requirement_name(r) for r in re.findall(r'^[a-z-]+ = \["([^"]+)"\]', pyproject,
+                                                       re.MULTILINE)}
+
+
 def test_every_package_fragola_nb_imports_is_declared() -> None:
     import sys
 
@@ -55,6 +63,8 @@ def test_every_package_fragola_nb_imports_is_declared() -> None:
     block = re.search(r"^dependencies = \[(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL)
     assert block, "no dependencies array in pyproject.toml"
     declared = {requirement_name(r) for r in re.findall(r'"([^"]+)"', block.group(1))}
+    assert {"genai-prices", "pandas"} <= optional_features()  # the extras were read
+    declared |= optional_features()
     distributions = metadata.packages_distributions()
     undeclared = {
         module: distributions.get(module) for module in imported_modules()
