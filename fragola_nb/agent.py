@@ -77,6 +77,10 @@ class Agent(Listening):
         """The loop of the last call: where a ``step()`` would resume a waiting agent."""
         self._lock = threading.RLock()
         """Held while the status changes hands (a call starts; a waiting agent is stopped)."""
+        self._experiments: set[Callable[[bool], None]] = set()
+        """Stoppers of the ``compare``/``batch`` calls running on this agent's forks:
+        ``stop()`` calls each with ``False`` (let what runs finish), ``stop_sync()`` with
+        ``True`` (cancel at once). An experiment adds its own and removes it when it ends."""
         self.context = AgentContext(self)
 
     # -- reading ----------------------------------------------------------------------------
@@ -277,14 +281,21 @@ class Agent(Listening):
     # -- stopping ---------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Finish the operation in flight, then return to idle (pending calls are cancelled)."""
+        """Finish the operation in flight, then return to idle (pending calls are cancelled).
+        A ``compare``/``batch`` running on this agent starts nothing more and keeps what is
+        done."""
+        for stopper in list(self._experiments):
+            stopper(False)
         driver.stop(self)
 
     def stop_sync(self) -> None:
         """Cancel the run at once, an HTTP request in flight included; the history is repaired
         and the interrupted ``user_message``/``step`` returns the state. A call whose run has
         ended but which still waits for an async observer returns too (the observer is
-        cancelled)."""
+        cancelled). A ``compare``/``batch`` running on this agent is cancelled the same way,
+        keeping what is done."""
+        for stopper in list(self._experiments):
+            stopper(True)
         driver.stop_sync(self)
 
     # -- decisions on pending calls ---------------------------------------------------------
