@@ -1,21 +1,224 @@
-"""``agent.compare``: one message, several variants, each on its own fork."""
+"""``agent.compare``: one message, several variants, each on its own fork, side by side.
+
+    comparison = await agent.compare("Explain DNS.", {
+        "short": {"instructions": "Answer in one sentence."},
+        "strict": {"instructions": "Answer in detail.", "model_settings": {"temperature": 0}},
+        "mini": {"model": "gpt-4o-mini", "tools": []},
+    })
+    comparison["short"]        # the fork that ran the "short" variant (an Agent)
+    comparison.table()         # one row dict per variant, in variant order
+    comparison.to_pandas()     # the same rows as a DataFrame (pip install fragola_nb[pandas])
+
+A variant overrides ``instructions``, ``model`` (the model of that fork), ``model_settings``
+(merged over the agent's) and ``tools`` (replacing the agent's list). Every variant is checked
+before any fork is made, so a mistake leaves nothing half made. Each variant then runs
+``message`` on ``agent.fork(name)`` (the forks show in the fork tree), at most ``concurrency``
+at once.
+
+A variant that fails (the API, a listener, the step limit) is a row with its error, one line;
+the others go on. A variant that pauses for approval is a row whose status is ``"waiting"``,
+its fork left waiting: decide its calls (in its panel, or ``comparison[name].approve(id)``)
+and ``await comparison[name].step()``. ``agent.stop()`` starts no more variants and lets the
+running ones finish their operation in flight; ``agent.stop_sync()`` cancels them at once;
+either way ``compare`` returns what is done. An interrupt (Ctrl-C, the kernel's Interrupt)
+cancels the variants still running, keeps the forks, and is raised again.
+
+The notebook layer shows a live grid through ``WATCHERS``; the core imports nothing of it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from ..checks import check_content, normalize_instructions
+from ..errors import BadUsage, InvalidToolDefinition
+from ..model_client import settings_problem
+from ..tools import Tool, check_tools
+from .comparison import (
+    WATCHERS,
+    Comparison,
+    VariantRun,
+    Watcher,
+    answer_text,
+    error_line,
+    import_pandas,
+    tokens_of,
+    tool_call_texts,
+)
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..state import AgentState
 
-__all__ = ["Comparison", "run_compare"]
+__all__ = [
+    "VARIANT_KEYS",
+    "WATCHERS",
+    "Comparison",
+    "VariantRun",
+    "Watcher",
+    "answer_text",
+    "error_line",
+    "import_pandas",
+    "run_compare",
+    "tokens_of",
+    "tool_call_texts",
+]
 
+_log = logging.getLogger("fragola_nb")
 
-class Comparison:
-    """The forks of one ``agent.compare`` call, by variant name. (Being built.)"""
+VARIANT_KEYS = ("instructions", "model", "model_settings", "tools")
+"""What a variant may override."""
 
 
 async def run_compare(
     agent: Agent, message: str, variants: Mapping[str, Mapping[str, Any]], concurrency: int
 ) -> Comparison:
-    raise NotImplementedError("agent.compare is being built")
+    """``agent.compare(message, variants, concurrency)``; see the module's docstring."""
+    content = check_content(message)
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+    overrides = _check_variants(agent, variants)
+    if agent.status != "idle":
+        raise BadUsage(f"agent {agent.name!r} is {agent.status}: compare it once it is idle")
+    runs = [VariantRun(name, _fork(agent, name, override)) for name, override in overrides]
+    comparison = Comparison(agent, content, runs)
+    for watcher in list(WATCHERS):
+        try:
+            watcher.started(comparison)
+        except Exception:  # a view must not stop the experiment it shows
+            _log.exception("fragola_nb: a compare view failed to start")
+    gate = asyncio.Semaphore(concurrency)
+    stopping = False
+
+    def stopper(at_once: bool) -> None:
+        nonlocal stopping
+        stopping = True
+        for run in runs:
+            if run.status == "running":
+                run.fork.stop_sync() if at_once else run.fork.stop()
+
+    async def one(run: VariantRun) -> None:
+        async with gate:
+            if stopping:
+                comparison.update(run, "not_started", "stopped before it started")
+                return
+            comparison.start(run)
+            try:
+                state = await run.fork.user_message(content)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                comparison.update(run, "cancelled", "cancelled by an interrupt")
+                raise
+            except Exception as exc:  # a row with its error; the other variants go on
+                comparison.update(run, "failed", error_line(exc))
+            else:
+                comparison.update(run, *_ending(run, state))
+
+    tasks = [asyncio.ensure_future(one(run)) for run in runs]
+    agent._experiments.add(stopper)
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        # An interrupt: the variants still running are cancelled (each fork repairs its
+        # history), those not started never start; what finished is kept.
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        for run in runs:
+            if run.status == "queued":
+                comparison.update(run, "cancelled", "cancelled by an interrupt before it started")
+        raise
+    finally:
+        agent._experiments.discard(stopper)
+        comparison.done = True
+        comparison.notify(None)
+    return comparison
+
+
+def _ending(run: VariantRun, state: AgentState) -> tuple[str, str | None]:
+    """A finished ``user_message``'s row status and error."""
+    outcome = state.outcome
+    if outcome == "finished":
+        return "finished", None
+    if outcome == "paused":
+        return "waiting", None
+    if outcome == "step_limit":
+        return "step_limit", (
+            f"StepLimit: no final answer within {run.fork.options.max_step} model calls "
+            f"(`await comparison[{run.name!r}].step()` goes on)")
+    return "stopped", "stopped before a final answer"
+
+
+def _check_variants(
+    agent: Agent, variants: Mapping[str, Mapping[str, Any]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Every variant checked and normalized, before anything is made."""
+    if not isinstance(variants, Mapping):
+        raise BadUsage(f"variants must be a dict of name -> overrides, got "
+                       f"{type(variants).__name__}")
+    if not variants:
+        raise BadUsage("variants is empty: give at least one name -> overrides")
+    checked = []
+    for name, override in variants.items():
+        if not isinstance(name, str) or not name.strip():
+            raise BadUsage(f"a variant's name must be a non-empty string, got {name!r}")
+        checked.append((name, _check_variant(agent, name, override)))
+    return checked
+
+
+def _check_variant(agent: Agent, name: str, override: Any) -> dict[str, Any]:
+    where = f"variant {name!r}"
+    if not isinstance(override, Mapping):
+        raise BadUsage(f"{where}: overrides must be a dict, got {type(override).__name__}")
+    unknown = [key for key in override if key not in VARIANT_KEYS]
+    if unknown:
+        raise BadUsage(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                       f"a variant may set {', '.join(VARIANT_KEYS)}")
+    out: dict[str, Any] = {}
+    if "instructions" in override:
+        try:
+            out["instructions"] = normalize_instructions(override["instructions"])
+        except BadUsage as exc:
+            raise BadUsage(f"{where}: {exc}") from None
+    settings = override.get("model_settings", {})
+    if not isinstance(settings, Mapping):
+        raise BadUsage(f"{where}: model_settings must be a dict, got {type(settings).__name__}")
+    model = override.get("model")
+    if "model" in override:
+        if not isinstance(model, str) or not model.strip():
+            raise BadUsage(f"{where}: model must be a non-empty string, got {model!r}")
+        if "model" in settings and settings["model"] != model:
+            raise BadUsage(f"{where}: two models ({model!r} and model_settings' "
+                           f"{settings['model']!r}): give one")
+    merged = {**agent.options.model_settings, **settings}
+    if model is not None:
+        merged["model"] = model
+    problem = settings_problem(merged)
+    if problem:
+        raise BadUsage(f"{where}: {problem}")
+    out["model_settings"] = merged
+    if "tools" in override:
+        out["tools"] = _check_tools(where, override["tools"])
+    return out
+
+
+def _check_tools(where: str, tools: Any) -> list[Tool]:
+    if isinstance(tools, (str, bytes, Mapping, Tool)) or not isinstance(tools, Iterable):
+        raise BadUsage(f"{where}: tools must be a list of tools, got {type(tools).__name__}")
+    try:
+        return list(check_tools(tools))
+    except InvalidToolDefinition as exc:
+        raise InvalidToolDefinition(f"{where}: {exc}") from None
+
+
+def _fork(agent: Agent, name: str, override: dict[str, Any]) -> Agent:
+    fork = agent.fork(name)
+    options = fork.options
+    options.model_settings = override["model_settings"]
+    if "instructions" in override:
+        options.instructions = override["instructions"]
+    if "tools" in override:
+        options.tools = override["tools"]
+    return fork

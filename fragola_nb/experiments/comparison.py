@@ -1,0 +1,233 @@
+"""``Comparison``: the result of ``agent.compare``, a mapping of variant name -> fork, with its
+rows as data (``table``, ``to_pandas``), plain text and escaped static HTML.
+
+The helpers below (``answer_text``, ``tool_call_texts``, ``tokens_of``, ``error_line``,
+``import_pandas``) are plain functions that ``agent.batch`` reuses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..redact import redact_text
+from ..render import escape, text_of, visible
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "error_line",
+           "import_pandas", "tokens_of", "tool_call_texts"]
+
+_log = logging.getLogger("fragola_nb")
+
+COLUMNS = ("variant", "status", "answer", "tool_calls", "tokens", "seconds", "error")
+"""The keys of a row of ``Comparison.table()``, in order."""
+
+
+class Watcher(Protocol):
+    """What the notebook layer registers in ``WATCHERS`` to show comparisons."""
+
+    def started(self, comparison: Comparison) -> None:
+        """A comparison's forks are made and its variants about to run."""
+
+    def mimebundle(self, comparison: Comparison) -> dict[str, Any] | None:
+        """How to display ``comparison`` (None: its plain text and static HTML)."""
+
+
+WATCHERS: list[Watcher] = []
+"""Registered by ``%load_ext fragola_nb``; the core never imports the notebook layer."""
+
+
+# -- helpers shared with agent.batch ---------------------------------------------------------
+
+def answer_text(agent: Agent, since: int = 0) -> str | None:
+    """The text of the last assistant message from index ``since`` on, or None when that
+    message has no text (a call to a tool) or there is none."""
+    for message in reversed(agent.messages_since(since)):
+        if message.get("role") == "assistant":
+            return text_of(message.get("content")) or None
+    return None
+
+
+def tool_call_texts(agent: Agent, since: int = 0) -> list[str]:
+    """Each tool call the assistant made from index ``since`` on, as ``name(arguments)``."""
+    calls = []
+    for message in agent.messages_since(since):
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            calls.append(f"{function.get('name', '?')}({function.get('arguments') or ''})")
+    return calls
+
+
+def tokens_of(agent: Agent) -> int | None:
+    """``agent.usage.total_tokens``, or None where usage is not counted."""
+    total = getattr(getattr(agent, "usage", None), "total_tokens", None)
+    return total if isinstance(total, int) and not isinstance(total, bool) else None
+
+
+def error_line(exc: BaseException) -> str:
+    """``ClassName: first line of the message``, credentials redacted: a row's error."""
+    lines = str(exc).strip().splitlines()
+    return redact_text(f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)
+
+
+def import_pandas(what: str) -> Any:
+    """The ``pandas`` module, imported on first use, or an ImportError saying how to get it."""
+    try:
+        import pandas  # type: ignore[import-untyped]
+    except ImportError:
+        raise ImportError(f"{what} needs pandas: pip install fragola_nb[pandas]") from None
+    return pandas
+
+
+# -- the comparison ----------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class VariantRun:
+    """How one variant's run goes. ``status``: queued, running, finished, waiting (paused for
+    a person), step_limit, stopped, not_started (stopped first), failed, cancelled."""
+
+    name: str
+    fork: Agent
+    status: str = "queued"
+    error: str | None = None
+    started: float | None = field(default=None, repr=False)
+    ended: float | None = field(default=None, repr=False)
+
+    @property
+    def seconds(self) -> float | None:
+        """Wall time of the run, to a millisecond (None before it starts)."""
+        if self.started is None:
+            return None
+        return round((self.ended or time.monotonic()) - self.started, 3)
+
+    def row(self) -> dict[str, Any]:
+        fork, since = self.fork, self.fork.fork_point
+        return {"variant": self.name, "status": self.status,
+                "answer": answer_text(fork, since), "tool_calls": tool_call_texts(fork, since),
+                "tokens": tokens_of(fork), "seconds": self.seconds, "error": self.error}
+
+
+class Comparison(Mapping[str, "Agent"]):
+    """The forks of one ``agent.compare`` call by variant name, in variant order.
+
+    >>> comparison["short"].state.messages[-1]["content"]     # doctest: +SKIP
+    >>> [row["answer"] for row in comparison.table()]        # doctest: +SKIP
+    """
+
+    def __init__(self, agent: Agent, message: Any, runs: list[VariantRun]) -> None:
+        self.agent = agent
+        self.message = message
+        self.runs = {run.name: run for run in runs}
+        self.done = False
+        """True once ``compare`` has returned (or was interrupted)."""
+        self._observers: list[Any] = []
+
+    def __getitem__(self, name: str) -> Agent:
+        return self.runs[name].fork
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per variant: variant, status, answer (the fork's last assistant text, or
+        None), tool_calls (``name(arguments)`` strings), tokens, seconds, error (one line, or
+        None). Read from the forks now, so a waiting fork resumed later shows its answer."""
+        return [run.row() for run in self.runs.values()]
+
+    def to_pandas(self) -> Any:
+        """``table()`` as a ``pandas.DataFrame`` (needs ``pip install fragola_nb[pandas]``)."""
+        pandas = import_pandas("Comparison.to_pandas()")
+        return pandas.DataFrame(self.table(), columns=list(COLUMNS))
+
+    # -- for views ------------------------------------------------------------------------------
+
+    def subscribe(self, observer: Any) -> None:
+        """Call ``observer(run)`` whenever a variant's status changes (``run`` None: the
+        comparison ended). Observers must not raise; errors are logged."""
+        self._observers.append(observer)
+
+    def start(self, run: VariantRun) -> None:
+        run.status, run.started = "running", time.monotonic()
+        self.notify(run)
+
+    def update(self, run: VariantRun, status: str, error: str | None) -> None:
+        run.status, run.error = status, error
+        if run.started is not None and run.ended is None:
+            run.ended = time.monotonic()
+        self.notify(run)
+
+    def notify(self, run: VariantRun | None) -> None:
+        for observer in list(self._observers):
+            try:
+                observer(run)
+            except Exception:
+                _log.exception("fragola_nb: a compare view failed to update")
+
+    # -- display --------------------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        # The live grid when the notebook layer is loaded; else None, and IPython uses
+        # __repr__ and _repr_html_.
+        for watcher in list(WATCHERS):
+            bundle = watcher.mimebundle(self)
+            if bundle is not None:
+                return bundle
+        return None
+
+    def __repr__(self) -> str:
+        lines = [f"Comparison of {len(self)} variant(s) on {self.agent.name!r}: "
+                 f"{_short(text_of(self.message), 80)}"]
+        for row in self.table():
+            facts = [row["status"]]
+            if row["tokens"] is not None:
+                facts.append(f"{row['tokens']} tokens")
+            if row["seconds"] is not None:
+                facts.append(f"{row['seconds']:.2f} s")
+            if row["tool_calls"]:
+                facts.append("calls " + ", ".join(_short(c, 60) for c in row["tool_calls"]))
+            lines.append(f"- {row['variant']} ({'; '.join(facts)})")
+            text = _note(row)
+            if text:
+                lines.append("    " + _short(text, 300).replace("\n", "\n    "))
+        return visible("\n".join(lines))
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+        body = []
+        for row in self.table():
+            waits = _note(row) if row["status"] == "waiting" else ""
+            cells = [row["variant"], row["status"], row["answer"] or waits,
+                     "\n".join(row["tool_calls"]),
+                     "" if row["tokens"] is None else row["tokens"],
+                     "" if row["seconds"] is None else f"{row['seconds']:.2f}",
+                     row["error"] or ""]
+            body.append("<tr>" + "".join(
+                f'<td style="white-space:pre-wrap;overflow-wrap:anywhere;'
+                f'vertical-align:top;text-align:left">{escape(cell)}</td>'
+                for cell in cells) + "</tr>")
+        caption = escape(f"{self.agent.name}: {_short(text_of(self.message), 200)}")
+        return (f'<table class="fragola-comparison"><caption style="text-align:left">'
+                f"{caption}</caption><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _note(row: dict[str, Any]) -> str:
+    """The answer, else what the row says instead (its error, that it waits)."""
+    if row["error"]:
+        return f"error: {row['error']}"
+    if row["status"] == "waiting":
+        return ("waiting for a decision on its tool call(s): approve/reject them in its "
+                f"panel (or comparison[{row['variant']!r}].approve(id)), then step()")
+    return row["answer"] or ""
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
