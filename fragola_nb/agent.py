@@ -30,6 +30,7 @@ from .schemas import ArgumentsRejected
 from .state import AgentState, Decision, Outcome, PendingCall, Status
 from .stores import Store, index_stores
 from .tools import Tool
+from .usage import Usage
 
 if TYPE_CHECKING:
     from .experiments import BatchResult, Comparison
@@ -81,6 +82,8 @@ class Agent(Listening):
         """Stoppers of the ``compare``/``batch`` calls running on this agent's forks:
         ``stop()`` calls each with ``False`` (let what runs finish), ``stop_sync()`` with
         ``True`` (cancel at once). An experiment adds its own and removes it when it ends."""
+        self._usage = Usage()
+        """The model calls this agent made (the run loop adds each); a fork starts at zero."""
         self.context = AgentContext(self)
 
     # -- reading ----------------------------------------------------------------------------
@@ -145,6 +148,16 @@ class Agent(Listening):
         """
         history = self._history
         return [history[i] for i in range(*slice(index, None).indices(len(history)))]
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens, requests and cost of the model calls this agent made (not its parent's
+        before a fork, nor its forks': ``fragola_nb.tree_usage`` sums a tree).
+
+        >>> agent.usage.total_tokens, agent.usage.cost              # doctest: +SKIP
+        (1234, 0.000415)
+        """
+        return self._usage
 
     @property
     def forks(self) -> tuple[Agent, ...]:
@@ -424,6 +437,7 @@ class Agent(Listening):
         child._step_count = self._step_count
         child._status = self._status
         child._outcome = self._outcome
+        # child._usage stays at zero: a fork counts its own calls, not its parent's.
         child._pending = dict(self._pending)
         child._listeners = self._listeners.copy()
         child.fork_of, child.parent, child.fork_point = self.id, self, len(self._history)

@@ -11,7 +11,7 @@ event                       attributes (all also have ``context``)     listener 
 ``before_model_invocation`` ``config`` (request settings, ``model``)   ``config``
 ``model_chunk``             ``chunk``, ``content``, ``message``        -
 ``ai_message``              ``message``                                ``message``
-``after_model_invocation``  ``message``, ``config``                    -
+``after_model_invocation``  ``message``, ``config``, ``usage``         -
 ``before_tool_call``        ``config`` (``tool``, ``params``, ...)     ``config``
 ``tool_call``               ``name``, ``params``, ``result``, ``id``   ``result``
 ``after_tool_call``         ``name``, ``params``, ``result``, ...      -
@@ -37,6 +37,7 @@ from .errors import BadUsage, InvalidListenerResult, ListenerError
 if TYPE_CHECKING:
     from .context import AgentContext
     from .tools import Tool
+    from .usage import Usage
 
 __all__ = [
     "EVENT_NAMES",
@@ -87,6 +88,8 @@ class AiMessageEvent(Event):
 class AfterModelInvocationEvent(Event):
     message: dict[str, Any]
     config: dict[str, Any]
+    usage: Usage | None = None
+    """This call's usage (one call: ``usage.total_tokens``, ``usage.cost``)."""
 
 
 @dataclass

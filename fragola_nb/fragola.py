@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
@@ -15,11 +15,13 @@ from .model_client import ModelClient, settings_problem
 from .redact import redact_text
 from .stores import Store, index_stores
 from .tools import Tool, check_tools
+from .usage import check_prices
 
 if TYPE_CHECKING:
     import openai
 
     from .scripted import ScriptedModel
+    from .scripted.scripts import AgentScript
 
 __all__ = ["Fragola"]
 
@@ -45,6 +47,9 @@ class Fragola:
     Whitespace around a key is dropped; a key or header HTTP cannot carry is a ``BadUsage``.
     ``client`` takes a ready ``openai.AsyncOpenAI``; other keyword arguments go to
     ``openai.AsyncOpenAI`` (``timeout``, ``max_retries``, ``default_headers``, ...).
+    ``prices`` gives models' prices for ``agent.usage.cost``, in USD per million tokens:
+    ``prices={"my-model": {"input": 0.15, "output": 0.60, "cached_input": 0.075}}``; other
+    models are priced by genai-prices when it is installed.
     """
 
     def __init__(
@@ -55,6 +60,7 @@ class Fragola:
         client: openai.AsyncOpenAI | None = None,
         *,
         stores: Sequence[Store[Any]] = (),
+        prices: Mapping[str, Any] | None = None,
         **openai_client_options: Any,
     ) -> None:
         if model is None:
@@ -66,6 +72,9 @@ class Fragola:
             client=client, api_key=api_key, base_url=base_url, options=openai_client_options
         )
         self._stores = index_stores(stores)
+        self.prices = check_prices(prices)
+        """Prices per model (``ModelPrice``, USD per million tokens) that ``agent.usage.cost``
+        uses before genai-prices' table."""
         self.scripted_model: ScriptedModel | None = None
         """The scripted model this instance runs on, when made by ``scripted``/``from_env``."""
 
@@ -145,6 +154,57 @@ class Fragola:
         from .recording import start_replay
 
         return start_replay(cls, path, options)
+
+    def script(
+        self,
+        agent: Agent,
+        answers: Sequence[Any],
+        *,
+        brain: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> AgentScript:
+        """Give ``agent`` its own scripted answers, in order; the other agents of this
+        scripted Fragola keep theirs (the demo brain, by default).
+
+        >>> script = fragola.script(tutor, [tool_calls(call("add", {"x": 2, "y": 3})),
+        ...                                 reply("2 + 3 = 5")])         # doctest: +SKIP
+        >>> script.rewind()   # start over: the lesson runs again with the same answers
+
+        ``answers`` are items of ``fragola_nb.scripted`` (``reply``, ``tool_calls``, ``fail``,
+        ...) or callables ``(request) -> item``. After the last one, ``brain`` answers (say
+        ``demo_brain``); without it a further request fails with one line that says what to
+        do. Forks made from ``agent`` share its script until given their own; calling this
+        again replaces the agent's script. The agent's requests carry its id in the
+        ``x-fragola-script`` header (in ``model_settings["extra_headers"]``) so the server
+        knows whose they are.
+        """
+        from .scripted import Drop, Fail, Hang, Raw, Reply, ToolCalls
+        from .scripted.scripts import SCRIPT_HEADER
+
+        if self.scripted_model is None:
+            raise BadUsage("fragola.script(...) needs a scripted Fragola: make it with "
+                           "Fragola.scripted(), or Fragola.from_env() without a key")
+        if not isinstance(agent, Agent) or agent.fragola is not self:
+            raise BadUsage("fragola.script(agent, ...) takes an agent made by this Fragola "
+                           "(fragola.agent(...) or one of its forks)")
+        if isinstance(answers, (str, bytes)) or not isinstance(answers, Sequence):
+            raise BadUsage("answers must be a list of script items: [reply('...'), "
+                           "tool_calls(call(...))]")
+        items = (Reply, ToolCalls, Fail, Hang, Drop, Raw)
+        for index, entry in enumerate(answers):
+            if not isinstance(entry, items) and not callable(entry):
+                raise BadUsage(f"answers[{index}] is a {type(entry).__name__}, not a script "
+                               "item: use reply('...'), tool_calls(call(...)) or fail(...)")
+        if brain is not None and not callable(brain):
+            raise BadUsage("brain must be a function of the request, such as demo_brain")
+        if not answers and brain is None:
+            raise BadUsage("fragola.script(...) needs at least one answer, or brain=...")
+        settings = dict(agent.options.model_settings)
+        headers = settings.get("extra_headers")
+        settings["extra_headers"] = {**(headers if isinstance(headers, Mapping) else {}),
+                                     SCRIPT_HEADER: agent.id}
+        script = self.scripted_model.add_script(agent.id, agent.name, answers, brain=brain)
+        agent.options.model_settings = settings
+        return script
 
     async def aclose(self) -> None:
         """Close the HTTP client made for the running event loop and stop the scripted

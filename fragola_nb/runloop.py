@@ -37,6 +37,7 @@ from .events import (
 from .schemas import ArgumentsRejected
 from .state import Outcome, PendingCall
 from .tools import Tool, serialize_result
+from .usage import CallUsage, Usage
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -87,7 +88,8 @@ async def emit(agent: Agent, name: str, event: Any) -> Any:
 
 
 async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
-    """Build the request, call the model, store and announce the assistant message."""
+    """Build the request, call the model, count its usage, store and announce the assistant
+    message."""
     config: dict[str, Any] = {"model": agent.fragola.model, **agent.options.model_settings}
     config.update(run.settings)
     if agent._listeners.has("before_model_invocation"):
@@ -102,13 +104,26 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     if tools:
         request["tools"] = [t.definition for t in tools]
     on_chunk = _chunk_forwarder(agent) if agent._listeners.has("model_chunk") else None
-    message = await agent.fragola._model.complete(request, on_chunk)
+    reply = await agent.fragola._model.reply(request, on_chunk)
+    message = reply.message
+    # Counted at once: the tokens are spent whatever the listeners below do.
+    usage = Usage((_call_usage(request, reply.usage),), agent.fragola.prices)
+    agent._usage += usage
     if agent._listeners.has("ai_message"):
         message = (await emit(agent, "ai_message", AiMessageEvent(agent.context, message))).message
     agent._append(message, "ai_message")
     await emit(agent, "after_model_invocation",
-               AfterModelInvocationEvent(agent.context, message, config))
+               AfterModelInvocationEvent(agent.context, message, config, usage))
     return message
+
+
+def _call_usage(request: dict[str, Any], reported: dict[str, int] | None) -> CallUsage:
+    """The call's usage, under the model it asked for (the name prices are given for)."""
+    model = str(request.get("model") or "")
+    if reported is None:
+        return CallUsage(model, reported=False)
+    return CallUsage(model, reported["prompt_tokens"], reported["completion_tokens"],
+                     reported["total_tokens"], reported["cached_tokens"])
 
 
 def _chunk_forwarder(agent: Agent) -> Any:

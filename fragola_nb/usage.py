@@ -1,26 +1,248 @@
-"""Token usage and cost of model calls. (Being built.)"""
+"""Token usage and cost of model calls.
+
+Every model call an agent makes adds a ``CallUsage`` (what the server reported for it, or
+that it reported nothing) to ``agent.usage``, a ``Usage``: the sums over those calls.
+
+>>> agent.usage.total_tokens, agent.usage.requests          # doctest: +SKIP
+(1234, 3)
+>>> agent.usage.cost                                        # doctest: +SKIP
+0.000415
+>>> tree_usage(agent)          # the agent and all its forks   # doctest: +SKIP
+
+A fork starts at zero: it counts its own calls, not its parent's. Counts are never guessed:
+a call whose server sent no usage adds to ``requests`` and ``unreported``, not to the tokens,
+and makes ``cost`` None. ``cost`` (USD) comes from the prices given to ``Fragola(prices=...)``
+for a model, else from the ``genai-prices`` package when it is installed (``pip install
+fragola_nb[prices]``), imported only when a cost is asked for; a model neither knows is None.
+Each call is priced on its own (some models cost more per token above a prompt length), then
+summed.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from .errors import BadUsage
 
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["Usage", "tree_usage"]
+__all__ = ["CallUsage", "ModelPrice", "Usage", "check_prices", "tree_usage"]
+
+MILLION = Decimal(1_000_000)
+COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
+"""The counts a call reports (``cached_tokens``: the part of the prompt read from cache)."""
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """A model's price in USD per million tokens. Cached prompt tokens cost
+    ``cached_input`` when given, else ``input`` (no discount is assumed)."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    def of(self, call: CallUsage) -> Decimal:
+        cached = min(call.cached_tokens, call.prompt_tokens)
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        return (Decimal(call.prompt_tokens - cached) * Decimal(str(self.input))
+                + Decimal(cached) * Decimal(str(cached_price))
+                + Decimal(call.completion_tokens) * Decimal(str(self.output))) / MILLION
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """One model call: the model asked for, and what the server reported (``reported`` is
+    False when it sent no usage; the counts are then 0, meaning unknown)."""
+
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+    reported: bool = True
 
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens and requests of model calls (being built)."""
+    """Tokens, requests and cost of a sequence of model calls (``calls``, oldest first).
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    requests: int = 0
-    cost: float | None = None
+    ``prompt_tokens``, ``completion_tokens``, ``total_tokens``, ``cached_tokens``: sums over
+    the calls whose usage was reported; ``requests``: every call; ``unreported``: the calls
+    without usage; ``cost``: USD, or None when a call is unreported or a model's price is
+    unknown; ``by_model``: the same per model. ``a + b`` adds two.
+    """
+
+    calls: tuple[CallUsage, ...] = ()
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict, compare=False, repr=False)
+    """The prices given to ``Fragola(prices=...)``, which win over genai-prices."""
+
+    def _sum(self, name: str) -> int:
+        return sum(getattr(call, name) for call in self.calls)
+
+    @functools.cached_property
+    def prompt_tokens(self) -> int:
+        return self._sum("prompt_tokens")
+
+    @functools.cached_property
+    def completion_tokens(self) -> int:
+        return self._sum("completion_tokens")
+
+    @functools.cached_property
+    def total_tokens(self) -> int:
+        return self._sum("total_tokens")
+
+    @functools.cached_property
+    def cached_tokens(self) -> int:
+        return self._sum("cached_tokens")
+
+    @property
+    def requests(self) -> int:
+        return len(self.calls)
+
+    @functools.cached_property
+    def unreported(self) -> int:
+        return sum(1 for call in self.calls if not call.reported)
+
+    @functools.cached_property
+    def by_model(self) -> dict[str, Usage]:
+        """The usage of each model called, by model name, in order of first call."""
+        groups: dict[str, list[CallUsage]] = {}
+        for call in self.calls:
+            groups.setdefault(call.model, []).append(call)
+        return {model: Usage(tuple(calls), self.prices) for model, calls in groups.items()}
+
+    @functools.cached_property
+    def cost(self) -> float | None:
+        """USD, summed over the calls each priced on its own; None when any is unknown."""
+        total = Decimal(0)
+        for call in self.calls:
+            price = _call_cost(call, self.prices)
+            if price is None:
+                return None
+            total += price
+        return float(total)
+
+    def since(self, earlier: Usage) -> Usage:
+        """The calls made after ``earlier`` was read from the same agent (a turn's usage)."""
+        return Usage(self.calls[len(earlier.calls):], self.prices)
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(self.calls + other.calls, {**other.prices, **self.prices})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counts and the cost, as plain data (a table row, a widget)."""
+        return {"prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens, "cached_tokens": self.cached_tokens,
+                "requests": self.requests, "unreported": self.unreported, "cost": self.cost}
+
+    def summary(self) -> str:
+        """A short line: ``1,234 tokens · $0.0012`` (the cost only when known), and how many
+        calls reported no usage. Empty when no call was made."""
+        if not self.calls:
+            return ""
+        parts = [f"{self.total_tokens:,} tokens"]
+        cost = self.cost
+        if cost is not None:
+            parts.append(format_cost(cost))
+        if self.unreported:
+            parts.append(f"{self.unreported} of {self.requests} calls without usage")
+        return " · ".join(parts)
+
+    def __repr__(self) -> str:
+        return (f"Usage(prompt_tokens={self.prompt_tokens}, "
+                f"completion_tokens={self.completion_tokens}, "
+                f"total_tokens={self.total_tokens}, requests={self.requests}, "
+                f"cost={self.cost!r})")
+
+
+def format_cost(cost: float) -> str:
+    """``$1.23`` from a dollar up; below, up to six decimals (``$0.000435``, ``$0.05``)."""
+    if cost >= 1:
+        return f"${cost:,.2f}"
+    if 0 < cost < 0.000001:
+        return "<$0.000001"
+    text = f"{cost:.6f}".rstrip("0")
+    return "$" + (text if len(text.split(".")[1]) >= 2 else f"{cost:.2f}")
 
 
 def tree_usage(agent: Agent) -> Usage:
-    raise NotImplementedError("tree_usage is being built")
+    """The usage of ``agent`` and all its forks, recursively (each call counted once)."""
+    total = Usage()
+    stack = [agent]
+    while stack:
+        node = stack.pop()
+        total += node.usage
+        stack.extend(node.forks)
+    return total
+
+
+def check_prices(prices: Any) -> dict[str, ModelPrice]:
+    """``Fragola(prices=...)`` as ``ModelPrice`` values: a dict mapping a model name to
+    ``{"input": usd, "output": usd}`` per million tokens (``"cached_input"`` optional), or
+    to a ``ModelPrice``; a ``BadUsage`` naming what is wrong otherwise."""
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise BadUsage(f"prices must be a dict of model name to prices, not "
+                       f"{type(prices).__name__}")
+    checked: dict[str, ModelPrice] = {}
+    for model, price in prices.items():
+        if not isinstance(model, str) or not model:
+            raise BadUsage(f"prices: a model name must be a non-empty string, not {model!r}")
+        if isinstance(price, ModelPrice):
+            price = {"input": price.input, "output": price.output,
+                     "cached_input": price.cached_input}
+        if not isinstance(price, Mapping):
+            raise BadUsage(f"prices[{model!r}] must be a dict like "
+                           '{"input": 0.15, "output": 0.6} (USD per million tokens)')
+        unknown = set(price) - {"input", "output", "cached_input"}
+        if unknown or "input" not in price or "output" not in price:
+            raise BadUsage(f"prices[{model!r}] takes input, output and cached_input (USD per "
+                           f"million tokens), got {sorted(map(str, price))}")
+        for key, value in price.items():
+            if key == "cached_input" and value is None:
+                continue
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or value < 0):
+                raise BadUsage(f"prices[{model!r}][{key!r}] must be a number >= 0, "
+                               f"not {value!r}")
+        cached = price.get("cached_input")
+        checked[model] = ModelPrice(float(price["input"]), float(price["output"]),
+                                    None if cached is None else float(cached))
+    return checked
+
+
+def _call_cost(call: CallUsage, prices: Mapping[str, ModelPrice]) -> Decimal | None:
+    if not call.reported:
+        return None
+    price = prices.get(call.model)
+    if price is not None:
+        return price.of(call)
+    return _listed_cost(call.model, call.prompt_tokens, min(call.cached_tokens,
+                                                            call.prompt_tokens),
+                        call.completion_tokens)
+
+
+@functools.lru_cache(maxsize=4096)
+def _listed_cost(model: str, prompt: int, cached: int, completion: int) -> Decimal | None:
+    """The price genai-prices gives for one call, or None (not installed, model unknown)."""
+    try:
+        import genai_prices
+    except ImportError:
+        return None
+    usage = genai_prices.Usage(input_tokens=prompt, output_tokens=completion,
+                               cache_read_tokens=cached or None)
+    try:
+        return genai_prices.calc_price(usage, model).total_price
+    except Exception:  # LookupError for an unknown model; whatever it cannot price is unknown
+        return None

@@ -51,7 +51,9 @@ async def test_text_chunks_add_up_to_the_stored_message(model):
     assert "".join(pieces) == text
     assert [p for p in pieces if p] == [text[i : i + 4] for i in range(0, len(text), 4)]
     assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
-    assert len(chunks) == len(model.chunks)
+    # every chunk of the reply, not the usage chunk that ends the stream (choices: [])
+    assert model.chunks[-1]["choices"] == [] and model.chunks[-1]["usage"]
+    assert len(chunks) == len(model.chunks) - 1
     # each partial message holds the text so far, ending with the whole reply
     so_far = ""
     for piece, partial in zip(pieces, partials, strict=True):
@@ -73,8 +75,9 @@ async def test_chunks_arrive_between_the_request_and_the_ai_message(model):
 
     await agent.user_message("hi")
 
-    chunk_count = len(model.chunks)
-    assert chunk_count > 2
+    # model_chunk is heard for each chunk of the reply, not the usage chunk (choices: [])
+    chunk_count = len([c for c in model.chunks if c["choices"]])
+    assert chunk_count > 2 and chunk_count == len(model.chunks) - 1
     assert order == [
         "before_model_invocation",
         *["model_chunk"] * chunk_count,
@@ -444,7 +447,8 @@ async def test_chunks_holding_keys_the_chunk_model_cannot_take_still_reach_a_lis
 
     assert state.messages[1] == {"content": "Hello",
                                  **asked(("call_a", "get_weather", {"city": "Oslo"}))}
-    assert len(heard) == len(chunks) + len(model.chunks)
+    # the second reply's usage chunk (choices: []) is not a chunk of the reply
+    assert len(heard) == len(chunks) + len(model.chunks) - 1
     assert all(isinstance(c, ChatCompletionChunk) for c in heard)
     assert [c.choices[0].delta.content for c in heard[:3]] == ["", "Hel", "lo"]
     assert heard[3].choices[0].delta.tool_calls[0].function.name == "get_weather"

@@ -22,6 +22,10 @@ Odd servers: with ``n > 1`` only the choice with index 0 is read, streamed or no
 that answers a streaming request with one plain completion is heard as if it had streamed it
 in one chunk.
 
+Usage: ``ModelClient.reply`` returns the reported usage beside the message (``ModelReply``);
+a streaming request asks for it (``stream_options={"include_usage": True}``) unless the caller
+set ``stream_options``.
+
 Three modules: ``request`` (what is sent, and what cannot be), ``client`` (``ModelClient``:
 the clients per event loop, one request, its errors), ``reply`` (reading the answer).
 """
@@ -29,12 +33,13 @@ the clients per event loop, one request, its errors), ``reply`` (reading the ans
 from __future__ import annotations
 
 from .client import NO_KEY, ModelClient
-from .reply import assistant_message
+from .reply import ModelReply, assistant_message
 from .request import json_schema_response_format, settings_problem
 
 __all__ = [
     "NO_KEY",
     "ModelClient",
+    "ModelReply",
     "assistant_message",
     "json_schema_response_format",
     "settings_problem",

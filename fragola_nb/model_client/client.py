@@ -7,7 +7,7 @@ import asyncio
 import functools
 import os
 import ssl
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +22,10 @@ from ..errors import (
     ModelTimeout,
 )
 from ..redact import REDACTED, redact_text
-from .reply import ChunkCallback, message_from_response, read_stream
+from .reply import ChunkCallback, ModelReply, read_stream, reply_from_response
 from .request import (
     UNSENDABLE,
+    asking_usage,
     body_and_options,
     checked_base_url,
     checked_key,
@@ -103,6 +104,9 @@ class ModelClient:
         # Not weak: a loop's client refers to the loop (through its sockets), so a weak key
         # would never go. Entries leave when their loop shuts down (or is found closed).
         self._per_loop: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+        self.wrap_http: Callable[[httpx2.AsyncClient], httpx2.AsyncClient] | None = None
+        """Given the HTTP client made for a new ``openai`` client, the one to use instead
+        (``fragola_nb.recording`` wraps its transport to see every exchange)."""
 
     @property
     def base_url(self) -> str:
@@ -127,7 +131,10 @@ class ModelClient:
         options = dict(self._options)
         ours = "http_client" not in options  # the user's own http_client is theirs to close
         if ours:
-            options["http_client"] = openai.DefaultAsyncHttpxClient(verify=_tls_context())
+            http: httpx2.AsyncClient = openai.DefaultAsyncHttpxClient(verify=_tls_context())
+            if self.wrap_http is not None:  # Fragola.record/replay: one transport per client
+                http = self.wrap_http(http)
+            options["http_client"] = http
         client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._base_url, **options)
         closer = self._close_with(loop, client, ours)
         # Run it to its yield now: that registers it with the running loop, whose shutdown
@@ -161,13 +168,21 @@ class ModelClient:
     async def complete(
         self, request: dict[str, Any], on_chunk: ChunkCallback | None = None
     ) -> dict[str, Any]:
-        """Send one request; return the assistant message as a Chat Completions dict.
+        """Send one request; return the assistant message as a Chat Completions dict
+        (``reply`` gives the usage as well)."""
+        return (await self.reply(request, on_chunk)).message
+
+    async def reply(
+        self, request: dict[str, Any], on_chunk: ChunkCallback | None = None
+    ) -> ModelReply:
+        """Send one request; return the assistant message and the usage the server reported.
 
         ``on_chunk(chunk, content, partial)`` is awaited for each streamed chunk that carries
         choice 0, with the chunk as an ``openai`` ``ChatCompletionChunk`` (built only when
-        there is a callback); a plain answer to a streaming request is one such chunk.
+        there is a callback); a plain answer to a streaming request is one such chunk. A
+        streaming request asks for usage (``stream_options``) unless it sets its own.
         """
-        body, options = body_and_options(request)
+        body, options = body_and_options(asking_usage(request))
         client = self.client()
         try:
             if body.get("stream"):
@@ -176,7 +191,7 @@ class ModelClient:
                 return await read_stream(stream, on_chunk)
             data = await client.post("/chat/completions", body=body, cast_to=object,
                                      options=options)
-            return message_from_response(data)
+            return reply_from_response(data)
         except openai.APITimeoutError as exc:
             raise ModelTimeout(f"the model API did not answer in time: {exc}") from exc
         except openai.APIConnectionError as exc:

@@ -5,6 +5,10 @@ Odd servers: with ``n > 1`` only the choice with index 0 is read, told apart by 
 server that answers a streaming request with one plain completion is heard as if it had
 streamed it in one chunk; a chunk is built as a ``ChatCompletionChunk`` (for ``model_chunk``
 listeners only) whatever keys it holds.
+
+The usage the server reports (the body's ``usage``, or a stream's usage chunk) comes back
+beside the message, in a ``ModelReply``; a server that sends none, or sends counts that are
+not counts, gives ``usage`` None: unknown, never a made-up zero.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -20,7 +25,8 @@ from openai.types.chat import ChatCompletionChunk
 
 from ..errors import ModelConnectionError, ModelResponseError
 
-__all__ = ["ChunkCallback", "assistant_message", "message_from_response", "read_stream"]
+__all__ = ["ChunkCallback", "ModelReply", "assistant_message", "message_from_response",
+           "read_stream", "reply_from_response", "usage_of"]
 
 ChunkCallback = Callable[[Any, str, dict[str, Any]], Awaitable[None]]
 
@@ -29,8 +35,47 @@ def _kind(value: Any) -> str:
     return "text" if isinstance(value, str) else type(value).__name__
 
 
+@dataclass(frozen=True)
+class ModelReply:
+    """One answer of the model: the assistant message that is stored, and the usage the
+    server reported for the request (``usage_of``), None when it reported none."""
+
+    message: dict[str, Any]
+    usage: dict[str, int] | None
+
+
 def message_from_response(data: Any) -> dict[str, Any]:
     return _message_of(_first_choice(data))
+
+
+def reply_from_response(data: Any) -> ModelReply:
+    return ModelReply(message_from_response(data), usage_of(data.get("usage")))
+
+
+def usage_of(usage: Any) -> dict[str, int] | None:
+    """``prompt_tokens``, ``completion_tokens``, ``total_tokens`` and ``cached_tokens`` (of
+    the prompt, 0 when not said) of a reported ``usage`` object; None when it is missing or
+    its counts are not whole numbers >= 0 (a broken server: unknown rather than wrong)."""
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    total = usage.get("total_tokens")
+    total_count = prompt + completion if total is None else _count(total)
+    if total_count is None:
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": total_count, "cached_tokens": cached or 0}
+
+
+def _count(value: Any) -> int | None:
+    """``value`` when it is a whole number >= 0 (not a bool), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 def _first_choice(data: Any) -> Any:
@@ -128,9 +173,9 @@ def assistant_message(
     return message
 
 
-async def read_stream(stream: Any, on_chunk: ChunkCallback | None) -> dict[str, Any]:
-    """The assistant message of a streaming request's answer (an ``openai.AsyncStream``):
-    an event stream, or one plain completion from a server that does not stream."""
+async def read_stream(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply:
+    """The reply to a streaming request (an ``openai.AsyncStream``): an event stream, or
+    one plain completion from a server that does not stream."""
     response = stream.response
     content_type = response.headers.get("content-type", "")
     if "text/event-stream" in content_type:
@@ -157,7 +202,7 @@ async def read_stream(stream: Any, on_chunk: ChunkCallback | None) -> dict[str, 
     if on_chunk is not None:
         chunk = _whole_chunk(data, choice, message)
         await on_chunk(_chunk_model(chunk), message.get("content", ""), _copy(message))
-    return message
+    return ModelReply(message, usage_of(data.get("usage")))
 
 
 def _whole_chunk(data: dict[str, Any], choice: Any, message: dict[str, Any]) -> dict[str, Any]:
@@ -205,8 +250,9 @@ def _without_private_keys(value: Any) -> Any:
     return value
 
 
-async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> dict[str, Any]:
+async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply:
     text: list[str] = []
+    usage: Any = None  # the usage chunk's, when usage was asked for (stream_options)
     refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finished = False
@@ -216,6 +262,8 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> dict[str, Any
             if not isinstance(chunk, dict):
                 raise ModelResponseError(
                     f"a streamed chunk is not a JSON object but {_kind(chunk)}")
+            if chunk.get("usage") is not None:  # OpenAI sends "usage": null until the end
+                usage = chunk["usage"]
             choices = chunk.get("choices")
             if not choices:
                 continue  # the usage chunk
@@ -253,7 +301,8 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> dict[str, Any
         raise ModelConnectionError("the model API's stream ended before the reply was complete")
     if not spoke:
         raise ModelResponseError("the model API streamed a choice with no message")
-    return _checked_message("".join(text), _ordered(calls), "".join(refusal) or None)
+    message = _checked_message("".join(text), _ordered(calls), "".join(refusal) or None)
+    return ModelReply(message, usage_of(usage))
 
 
 def _piece(value: Any, what: str) -> str:

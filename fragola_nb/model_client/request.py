@@ -18,6 +18,7 @@ from ..errors import BadUsage
 
 __all__ = [
     "UNSENDABLE",
+    "asking_usage",
     "body_and_options",
     "checked_base_url",
     "checked_key",
@@ -136,6 +137,22 @@ def checked_base_url(url: Any, source: str) -> str | None:
             return text
         problem = f"{source} must start with http:// or https://"
     raise BadUsage(problem)
+
+
+USAGE_OPTIONS = {"include_usage": True}
+
+
+def asking_usage(request: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``request``, asking a stream for its usage (OpenAI streams report none unless asked)
+    when it streams and the caller set no ``stream_options`` of their own;
+    ``stream_options=None`` means "ask nothing" (a server that refuses the field)."""
+    if "stream_options" in request:
+        if request["stream_options"] is None:
+            return {key: value for key, value in request.items() if key != "stream_options"}
+        return request
+    if request.get("stream") is True:
+        return {**request, "stream_options": dict(USAGE_OPTIONS)}
+    return request
 
 
 def body_and_options(request: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:

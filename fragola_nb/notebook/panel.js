@@ -355,10 +355,12 @@ function renderView(store, model, el) {
     const parts = [head.id, "model " + (head.model || "")];
     if (head.fork_of) parts.push("fork of " + (head.fork_of_name ? head.fork_of_name + " " : "") + head.fork_of);
     parts.push("steps " + head.steps + "/" + head.max_step);
+    // "1,234 tokens · $0.0012": the kernel writes the line (cost only when known); its
+    // counts go in the tooltip. Before the first model call there is none.
     const u = head.usage || {};
-    if (u.prompt_tokens !== undefined || u.completion_tokens !== undefined) {
-      parts.push("tokens " + (u.prompt_tokens || 0) + " in / " + (u.completion_tokens || 0) + " out");
-    }
+    if (u.text) parts.push((head.turn ? "this turn: " : "") + u.text);
+    facts.title = u.text ? "prompt " + (u.prompt_tokens || 0) + " · completion " +
+      (u.completion_tokens || 0) + " · requests " + (u.requests || 0) : "";
     facts.textContent = parts.join(" · ");
     instructions.hidden = !head.instructions;
     instructionsText.textContent = head.instructions || "";

@@ -40,6 +40,7 @@ from .stream import Stream
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..events import Subscription
+    from ..usage import Usage
 
 __all__ = ["AgentPanel", "error_text"]
 
@@ -116,7 +117,8 @@ class AgentPanel(anywidget.AnyWidget):
         self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
         self._stream = Stream(self._send_stream, shown.streamed_text)
         self._model_used: str | None = None
-        self._usage: dict[str, int] = {}
+        # A turn panel shows the usage of its turn: the calls made after it was made.
+        self._usage_before = agent.usage if since is not None else None
         self._calling_since = time.time()
         self._running: tuple[str, float] | None = None  # the tool running, since when
         self._error = ""
@@ -265,9 +267,6 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_model_chunk(self, event: Any) -> None:
-        usage = getattr(event.chunk, "usage", None)
-        if usage is not None:
-            shown.add_usage(self._usage, usage)
         self._stream.feed(event.message)  # made text when it is sent, not per chunk
 
     @_observer
@@ -373,8 +372,14 @@ class AgentPanel(anywidget.AnyWidget):
     def _model(self) -> str:
         return self._model_used or self.turn_model or self.agent.model
 
+    @property
+    def usage(self) -> Usage:
+        """What the header counts: the agent's usage, or for a turn panel its turn's."""
+        usage = self.agent.usage
+        return usage if self._usage_before is None else usage.since(self._usage_before)
+
     def _refresh_head(self) -> None:
-        self.head = shown.head(self.agent, model=self._model(), usage=self._usage,
+        self.head = shown.head(self.agent, model=self._model(), usage=self.usage,
                                turn=self.turn)
         self._refresh_strip()
 
@@ -390,12 +395,14 @@ class AgentPanel(anywidget.AnyWidget):
         note = ""
         if agent.status != "generating" and agent.outcome in STATIC_OUTCOME_NOTES:
             note = f" · {STATIC_OUTCOME_NOTES[agent.outcome]}"
+        summary = self.usage.summary()
+        tokens = f" · {'this turn: ' if self.turn else ''}{summary}" if summary else ""
         last = self._shown[-STATIC_LIMIT:]
         body = conversation_html(
             last,
             title=agent.name, status=agent.status,
             subtitle=f"id {agent.id} · model {self._model()}"
-            f" · steps {agent.step_count}/{agent.options.max_step}{note}",
+            f" · steps {agent.step_count}/{agent.options.max_step}{tokens}{note}",
         )
         if len(self._shown) > len(last):
             left = len(self._shown) - len(last)

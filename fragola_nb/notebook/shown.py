@@ -16,15 +16,17 @@ from .rows import compact, disguised, short
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..state import Decision, PendingCall
+    from ..usage import Usage
 
-__all__ = ["OUTCOME_TEXT", "add_usage", "card", "head", "stores", "streamed_text", "strip",
-           "tools"]
+__all__ = ["OUTCOME_TEXT", "card", "head", "stores", "streamed_text", "strip", "tools",
+           "usage_shown"]
 
 OUTCOME_TEXT = {"stopped": "stopped", "step_limit": "step budget used — Step goes on",
                 "finished": "finished"}
 
 
-def head(agent: Agent, *, model: str, usage: dict[str, int], turn: bool) -> dict[str, Any]:
+def head(agent: Agent, *, model: str, usage: Usage, turn: bool) -> dict[str, Any]:
+    """``usage``: the agent's (a panel of the agent) or the turn's (a turn panel)."""
     parent = agent.parent
     return {
         "name": visible(agent.name), "id": visible(agent.id), "model": visible(model),
@@ -32,8 +34,14 @@ def head(agent: Agent, *, model: str, usage: dict[str, int], turn: bool) -> dict
         "fork_of_name": visible(parent.name if parent is not None else ""),
         "instructions": visible(agent.instructions or ""),
         "steps": agent.step_count, "max_step": agent.options.max_step,
-        "status": agent.status, "usage": dict(usage), "turn": turn,
+        "status": agent.status, "usage": usage_shown(usage), "turn": turn,
     }
+
+
+def usage_shown(usage: Usage) -> dict[str, Any]:
+    """The counts, the cost (None when unknown) and ``text``, the short line the header
+    draws ("1,234 tokens · $0.0012"; empty before the first model call)."""
+    return {**usage.as_dict(), "text": usage.summary()}
 
 
 def strip(agent: Agent, *, model: str, running: tuple[str, float] | None, since: float,
@@ -100,16 +108,6 @@ def stores(agent: Agent) -> list[dict[str, Any]]:
             value = repr(store.get())
         shown.append({"name": visible(namespace), "value": visible(value)})
     return shown
-
-
-def add_usage(totals: dict[str, int], usage: Any) -> None:
-    """Add a reply's reported ``usage`` (an object or a dict) to ``totals``."""
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = getattr(usage, key, None)
-        if value is None and isinstance(usage, dict):
-            value = usage.get(key)
-        if isinstance(value, int):
-            totals[key] = totals.get(key, 0) + value
 
 
 def streamed_text(message: Any) -> str:
