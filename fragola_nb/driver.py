@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,12 @@ from .state import AgentState, Outcome
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["Run", "StopNow", "drive", "settle", "stop", "stop_sync"]
+__all__ = ["CURRENT_AGENT", "Run", "StopNow", "drive", "settle", "stop", "stop_sync"]
+
+CURRENT_AGENT: contextvars.ContextVar[str] = contextvars.ContextVar("fragola_nb_current_agent")
+"""The name of the agent whose turn runs in this task. A request does not carry it, and a
+recording names the agent that sent each request (``fragola_nb.recording``). Each turn is a
+task of its own, so the value never leaks into the caller."""
 
 HOP_WAIT = 1.0
 """Seconds ``stop`` on a waiting agent waits for the agent's loop to settle it there before
@@ -125,6 +131,7 @@ async def drive(
 
 async def turn(agent: Agent, run: Run, start: Callable[[], Awaitable[None]] | None
                ) -> AgentState:
+    CURRENT_AGENT.set(agent.name)
     run.began = True
     try:
         if start is not None:

@@ -195,6 +195,7 @@ async def test_a_variant_paused_for_approval_waits_in_its_fork(brainy: ScriptedM
     asks.approve(asks.pending[0].id)
     await asks.step()
     assert comparison.table()[0]["answer"] == "[gpt-4o-mini] following: TOOL"
+    assert comparison.table()[0]["status"] == "finished"  # as the fork is now
 
 
 @pytest.mark.parametrize(("variants", "message"), [

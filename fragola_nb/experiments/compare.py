@@ -60,6 +60,7 @@ __all__ = [
     "VariantRun",
     "Watcher",
     "answer_text",
+    "check_variants",
     "error_line",
     "import_pandas",
     "run_compare",
@@ -80,7 +81,7 @@ async def run_compare(
     content = check_content(message)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
-    overrides = _check_variants(agent, variants)
+    overrides = check_variants(agent, variants)
     if agent.status != "idle":
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: compare it once it is idle")
     runs = [VariantRun(name, _fork(agent, name, override)) for name, override in overrides]
@@ -151,10 +152,11 @@ def _ending(run: VariantRun, state: AgentState) -> tuple[str, str | None]:
     return "stopped", "stopped before a final answer"
 
 
-def _check_variants(
+def check_variants(
     agent: Agent, variants: Mapping[str, Mapping[str, Any]]
 ) -> list[tuple[str, dict[str, Any]]]:
-    """Every variant checked and normalized, before anything is made."""
+    """Every variant checked (a ``BadUsage`` naming it otherwise) and normalized to
+    ``(name, overrides)``, the model settings merged over the agent's; nothing is made."""
     if not isinstance(variants, Mapping):
         raise BadUsage(f"variants must be a dict of name -> overrides, got "
                        f"{type(variants).__name__}")

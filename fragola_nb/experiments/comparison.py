@@ -105,9 +105,19 @@ class VariantRun:
             return None
         return round((self.ended or time.monotonic()) - self.started, 3)
 
+    @property
+    def now(self) -> str:
+        """``status``, except that a variant which waited and was resumed since (its calls
+        decided in its panel) reads as its fork is now."""
+        if self.status != "waiting" or self.fork.status == "waiting":
+            return self.status
+        if self.fork.status == "generating":
+            return "running"
+        return self.fork.outcome or "finished"
+
     def row(self) -> dict[str, Any]:
         fork, since = self.fork, self.fork.fork_point
-        return {"variant": self.name, "status": self.status,
+        return {"variant": self.name, "status": self.now,
                 "answer": answer_text(fork, since), "tool_calls": tool_call_texts(fork, since),
                 "tokens": tokens_of(fork), "seconds": self.seconds, "error": self.error}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import compare_cell
 from .magics import Extension, FragolaMagics
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -27,6 +28,7 @@ def load_ipython_extension(ipython: Any) -> None:
     setattr(ipython, _ATTR, ext)
     ipython.register_magics(FragolaMagics(ipython, ext))
     ipython.input_transformers_cleanup.append(ext.transform)
+    compare_cell.watch(ext)  # agent.compare shows its grid (the core has a hook, no import)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -41,5 +43,6 @@ def unload_ipython_extension(ipython: Any) -> None:
         for name in names:
             magics[kind].pop(name, None)
     ipython.magics_manager.registry.pop(FragolaMagics.__name__, None)
+    compare_cell.unwatch(ext)
     ext.detach_all()
     delattr(ipython, _ATTR)

@@ -25,7 +25,7 @@ __all__ = ["USAGE", "CellOptions", "interpolate", "lookup", "parse_name", "parse
 
 USAGE = (
     "%%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA] [--model M] "
-    "[--temperature T] [--out VAR] [--no-stream]"
+    "[--temperature T] [--out VAR] [--no-stream] [--compare VARIANTS]"
 )
 
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
@@ -45,6 +45,8 @@ class CellOptions:
     temperature: float | None = None
     out: str | None = None
     stream: bool = True
+    compare: str | None = None
+    """A name in the notebook holding a dict of variants (``agent.compare``)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,6 +84,7 @@ def _parser() -> _Parser:
     parser.add_argument("--temperature", type=_number)
     parser.add_argument("--out")
     parser.add_argument("--no-stream", dest="stream", action="store_false")
+    parser.add_argument("--compare")
     return parser
 
 
@@ -103,7 +106,18 @@ def parse_options(line: str) -> CellOptions:
         raise UsageError("--model takes a model name")
     if options.json is not None and options.by is not None:
         raise UsageError("--by does not apply with --json (agent.json runs one turn)")
+    if options.compare is not None:
+        _check_compare(options)
     return options
+
+
+def _check_compare(options: CellOptions) -> None:
+    parse_name(options.compare or "", "--compare")
+    for flag, value in (("--by", options.by), ("--fork", options.fork), ("--json", options.json),
+                        ("--model", options.model), ("--temperature", options.temperature)):
+        if value is not None:
+            raise UsageError(f"{flag} does not apply with --compare (set model, model_settings "
+                             "or instructions in each variant)")
 
 
 def parse_name(text: str, what: str) -> str:

@@ -24,8 +24,9 @@ from ..errors import BadUsage
 from ..fragola import Fragola
 from ..sync import run_sync
 from .cellargs import lookup, parse_name
+from .compare_cell import cell_for
 from .textviews import AgentTable, ForkTreeText, say, show
-from .turn import Turn, TurnView
+from .turn import TurnView
 
 __all__ = ["Extension", "FragolaMagics"]
 
@@ -48,7 +49,7 @@ class Extension:
 
     async def run_cell(self, line: str, body: str) -> None:
         """The transformer's target: the turn runs on the loop running this cell."""
-        turn = Turn(self, line, body)
+        turn = cell_for(self, line, body)
         turn.prepare()
         ticker = asyncio.ensure_future(_tick())
         try:
@@ -58,7 +59,7 @@ class Extension:
         turn.finish()
 
     def run_cell_sync(self, line: str, body: str) -> None:
-        turn = Turn(self, line, body)
+        turn = cell_for(self, line, body)
         turn.prepare()
         try:
             run_sync(turn.run())
@@ -192,14 +193,16 @@ class FragolaMagics(Magics):
         """Send the cell to an agent and show a live panel of the turn.
 
         %%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA] [--model M]
-                  [--temperature T] [--out VAR] [--no-stream]
+                  [--temperature T] [--out VAR] [--no-stream] [--compare VARIANTS]
 
         AGENT: an Agent in the notebook (default: `agent`, made on first use). {name} and
         {name.attr} in the text are replaced by their values; {{name}} gives {name}.
         --by N: at most N model calls. --fork NAME: fork the agent, send to the fork, bind it
         to NAME. --json SCHEMA: structured output with a pydantic model or JSON Schema.
         --model/--temperature: for this turn only. --out VAR: bind the AgentState (JsonResult
-        with --json). --no-stream: do not stream the reply.
+        with --json). --no-stream: do not stream the reply. --compare VARIANTS: run the text
+        once per variant (a dict name -> overrides in the notebook) with agent.compare, shown
+        side by side; --out VAR binds the Comparison.
         """
         self.ext.run_cell_sync(line, cell)
 

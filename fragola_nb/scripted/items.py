@@ -16,7 +16,7 @@ arrives, to answer depending on what was sent.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "Hang",
     "Item",
     "Raw",
+    "Recorded",
     "Reply",
     "ScriptEntry",
     "ToolCall",
@@ -35,6 +36,7 @@ __all__ = [
     "fail",
     "hang",
     "raw",
+    "recorded",
     "reply",
     "resolve",
     "tool_calls",
@@ -104,7 +106,24 @@ class Raw:
     headers: Headers = ()
 
 
-Item = Reply | ToolCalls | Fail | Hang | Drop | Raw
+@dataclass(frozen=True)
+class Recorded:
+    """A response sent again as it was recorded (``Fragola.replay``). Made by :func:`recorded`.
+
+    ``chunks`` (JSON values) makes it a ``200`` event stream of those chunks, in order,
+    ended by ``data: [DONE]`` when ``done`` (else cut off, as a dropped connection is);
+    otherwise ``body`` (a JSON value) or ``text`` is the whole response, with ``status``.
+    """
+
+    status: int = 200
+    body: Any = None
+    text: str | None = None
+    chunks: tuple[Any, ...] | None = None
+    done: bool = True
+    headers: Headers = ()
+
+
+Item = Reply | ToolCalls | Fail | Hang | Drop | Raw | Recorded
 ScriptEntry = Item | Callable[[dict[str, Any]], Item]
 
 
@@ -218,6 +237,25 @@ def raw(body: bytes | str, *, status: int = 200, headers: Mapping[str, str] | No
     return Raw(data, status, tuple((headers or {}).items()))
 
 
+def recorded(
+    *,
+    status: int = 200,
+    body: Any = None,
+    text: str | None = None,
+    chunks: Iterable[Any] | None = None,
+    done: bool = True,
+    headers: Mapping[str, str] | None = None,
+) -> Recorded:
+    """Send a recorded response again: a JSON ``body`` (or a ``text`` body) with ``status``,
+    or ``chunks`` streamed exactly (each one ``data: <chunk JSON>``), whatever was asked::
+
+        recorded(chunks=[{"object": "chat.completion.chunk", ...}, ...])
+        recorded(status=429, body={"error": {"message": "slow down", ...}})
+    """
+    frozen = None if chunks is None else tuple(chunks)
+    return Recorded(status, body, text, frozen, done, tuple((headers or {}).items()))
+
+
 def resolve(entry: ScriptEntry | None, request: dict[str, Any]) -> Item:
     """Evaluate a script entry for ``request``: call callables; problems become a 500 item."""
     try:
@@ -225,6 +263,6 @@ def resolve(entry: ScriptEntry | None, request: dict[str, Any]) -> Item:
             entry = entry(request)
     except Exception as exc:  # the test sees a 500 naming the error, not a dead connection
         return fail(500, f"scripted model: script callable raised {exc!r}")
-    if not isinstance(entry, (Reply, ToolCalls, Fail, Hang, Drop, Raw)):
+    if not isinstance(entry, (Reply, ToolCalls, Fail, Hang, Drop, Raw, Recorded)):
         return fail(500, f"scripted model: not a script item: {entry!r}")
     return entry

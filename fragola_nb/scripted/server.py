@@ -25,7 +25,19 @@ from typing import TYPE_CHECKING, Any
 
 from ..redact import hidden, is_secret_name, redact_text
 from . import wire
-from .items import Drop, Fail, Hang, Item, Raw, Reply, ScriptEntry, ToolCalls, fail, resolve
+from .items import (
+    Drop,
+    Fail,
+    Hang,
+    Item,
+    Raw,
+    Recorded,
+    Reply,
+    ScriptEntry,
+    ToolCalls,
+    fail,
+    resolve,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -231,6 +243,8 @@ class ScriptedModel:
             handler.send(item.status, item.body, item.headers)
         elif isinstance(item, Drop):
             handler.close_connection = True
+        elif isinstance(item, Recorded):
+            self._replay(handler, item)
         else:
             outcome = self._hang(handler, item, gen)
             if outcome in ("stopped", "gone"):
@@ -240,6 +254,28 @@ class ScriptedModel:
             with self._cond:  # a hang inside `then` waits for the next release()
                 gen = self._release_gen
             self._answer(handler, request, resolve(then, request), gen)
+
+    def _replay(self, handler: wire.Handler, item: Recorded) -> None:
+        """Send a recorded response as it came: its body, or its chunks in order."""
+        if item.chunks is None:
+            headers = item.headers
+            if item.text is not None:
+                body = item.text.encode()
+                if not any(name.lower() == "content-type" for name, _ in headers):
+                    headers = (("Content-Type", "text/plain; charset=utf-8"), *headers)
+            else:
+                body = wire.dumps(item.body)
+                if item.status == 200 and isinstance(item.body, dict):
+                    with self._cond:
+                        self.responses.append(item.body)
+            handler.send(item.status, body, headers)
+            return
+        with self._cond:
+            self.chunks.extend(item.chunks)
+        if not item.done:
+            handler.close_connection = True  # what the client saw: the stream cut off
+        handler.stream(wire.sse_frames(item.chunks, done=item.done), self.chunk_delay,
+                       self._stopping)
 
     def _hang(self, handler: wire.Handler, item: Hang, gen: int) -> str:
         """Wait for release/stop, the deadline or the client hanging up; say which."""

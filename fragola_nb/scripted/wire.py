@@ -28,6 +28,7 @@ __all__ = [
     "dumps",
     "error_body",
     "http_head",
+    "sse_frames",
     "stream_chunks",
     "usage",
 ]
@@ -187,6 +188,17 @@ def http_head(status: int, headers: Iterable[tuple[str, str]]) -> bytes:
 def chunk_frame(data: bytes) -> bytes:
     """One ``Transfer-Encoding: chunked`` frame."""
     return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def sse_frames(chunks: Iterable[Any], *, done: bool = True) -> list[bytes]:
+    """The ``Transfer-Encoding: chunked`` frames of an event stream of ``chunks``, one
+    ``data: <JSON>`` event each; ``done`` ends it (``data: [DONE]``, then the last chunk),
+    else it just stops, as a stream cut off does."""
+    frames = [chunk_frame(b"data: %s\n\n" % dumps(chunk)) for chunk in chunks]
+    if done:  # with the last event: one write less when the frames are sent apart
+        end = chunk_frame(DONE) + LAST_CHUNK
+        frames[-1:] = [frames[-1] + end] if frames else [end]
+    return frames
 
 
 class Handler(BaseHTTPRequestHandler):

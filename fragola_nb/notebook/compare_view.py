@@ -1,0 +1,220 @@
+"""``CompareView``: a comparison as a side-by-side grid, one column per variant, live.
+
+The grid is one anywidget (``CompareGrid``, ``compare.js``/``compare.css``) drawing the synced
+``columns`` with ``textContent`` only. Each column has the variant's status, its answer (as it
+streams, then, for every column but the first, as word-level differences from the first
+column's answer, computed here with ``difflib``), its tool calls, tokens and seconds, and its
+error. A click on a column's header sets ``selected``; the Python side then shows that fork's
+``AgentPanel`` below the grid (a second click closes it).
+
+The view follows the comparison (``Comparison.subscribe``) and each fork's events; it decides
+nothing. ``compare_cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
+and for a ``Comparison`` displayed later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anywidget
+import ipywidgets as widgets  # type: ignore[import-untyped]
+import traitlets
+
+from ..events import transient
+from ..experiments.compare import Comparison, VariantRun
+from ..render import text_of, visible
+from . import shown
+from .panel import AgentPanel
+from .stream import Stream
+
+if TYPE_CHECKING:
+    from ..events import Subscription
+
+__all__ = ["CompareGrid", "CompareView", "column", "diff_segments"]
+
+_log = logging.getLogger("fragola_nb")
+_HERE = Path(__file__).parent
+_WORDS = re.compile(r"\s+|[^\s]+")
+ENDED = ("finished", "waiting", "step_limit", "stopped", "not_started", "failed", "cancelled")
+
+
+def diff_segments(reference: str, text: str) -> list[list[str]]:
+    """``text`` against ``reference``, word by word: ``[kind, text]`` pieces in reading order,
+    kind ``same``, ``new`` (not in the reference) or ``gone`` (in the reference only)."""
+    old, new = _WORDS.findall(reference), _WORDS.findall(text)
+    segments: list[list[str]] = []
+
+    def add(kind: str, words: list[str]) -> None:
+        piece = "".join(words)
+        if not piece:
+            return
+        if segments and segments[-1][0] == kind:
+            segments[-1][1] += piece
+        else:
+            segments.append([kind, piece])
+
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            add("same", new[j1:j2])
+            continue
+        if op in ("delete", "replace"):
+            add("gone", old[i1:i2])
+        if op in ("insert", "replace"):
+            add("new", new[j1:j2])
+    return [[kind, visible(piece)] for kind, piece in segments]
+
+
+def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, Any]:
+    """What one column shows. ``streamed``: the reply streaming now; ``reference``: the first
+    column's final answer (None for the first column, or while it is not final)."""
+    row = run.row()
+    status = row["status"]
+    answer = row["answer"] or ""
+    final = status in ENDED
+    diff = diff_segments(reference, answer) if final and reference is not None and answer \
+        else None
+    note = ""
+    if status == "waiting":
+        note = "waiting for your decision: open its panel (click the name) to approve"
+    return {
+        "name": visible(run.name), "status": status,
+        "answer": visible(streamed if streamed and not final else answer),
+        "streaming": bool(streamed) and not final, "diff": diff,
+        "calls": [visible(call) for call in row["tool_calls"]],
+        "tokens": row["tokens"], "seconds": row["seconds"] if final else None,
+        "error": visible(row["error"] or ""), "note": note,
+    }
+
+
+class CompareGrid(anywidget.AnyWidget):
+    """The drawn grid: ``columns`` (see ``column``), ``title`` (agent, message, done) and the
+    ``selected`` variant (set by the view on a header click; "" for none)."""
+
+    _esm = _HERE / "compare.js"
+    _css = _HERE / "compare.css"
+    columns = traitlets.List(traitlets.Dict()).tag(sync=True)
+    title = traitlets.Dict().tag(sync=True)
+    selected = traitlets.Unicode("").tag(sync=True)
+    detached = traitlets.Unicode("").tag(sync=True)
+
+
+class CompareView(widgets.VBox):  # type: ignore[misc]
+    """The grid of ``comparison`` and, below it, the panel of the variant clicked."""
+
+    def __init__(self, comparison: Comparison, *, namespace: Any = None) -> None:
+        super().__init__()
+        self.comparison = comparison
+        self.namespace = namespace
+        self.add_class("fragola-compare-view")
+        self.grid = CompareGrid()
+        self.grid.add_class("fragola-compare")
+        self.branch = widgets.VBox()
+        self.panel: AgentPanel | None = None
+        self.children = (self.grid, self.branch)
+        self._lock = threading.RLock()
+        self._detached = False
+        self._streams = {name: Stream(self._streamed, shown.streamed_text)
+                         for name in comparison}
+        self._subscriptions: list[Subscription] = []
+        for run in comparison.runs.values():
+            fork = run.fork
+            self._subscriptions += [fork.on_model_chunk(self._on_chunk),
+                                    fork.on_after_state_update(self._on_change),
+                                    fork.on_status_change(self._on_change)]
+        comparison.subscribe(self._on_run)
+        self.grid.observe(self._on_selected, names="selected")
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Send every column as it is now."""
+        with self._lock:
+            if self._detached:
+                return
+            comparison = self.comparison
+            runs = list(comparison.runs.values())
+            first = runs[0]
+            reference = (first.row()["answer"] or "") if first.now in ENDED else None
+            self.grid.columns = [
+                column(run, self._streams[run.name].text, None if i == 0 else reference)
+                for i, run in enumerate(runs)]
+            self.grid.title = {"agent": visible(comparison.agent.name),
+                               "message": visible(text_of(comparison.message)),
+                               "done": comparison.done}
+
+    def detach(self, why: str = "this grid no longer follows the comparison") -> None:
+        with self._lock:
+            if self._detached:
+                return
+            self._detached = True
+            for subscription in self._subscriptions:
+                subscription.unsubscribe()
+            self.grid.detached = visible(why)
+            if self.panel is not None:
+                self.panel.detach()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # Widget.__del__ calls close, at exit too
+            self.detach()
+            self.grid.close()
+            self.branch.close()
+            if self.panel is not None:
+                self.panel.close()
+        super().close()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        # Beside the live grid, the static table (nbconvert, GitHub) and the plain text.
+        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
+        data["text/plain"] = repr(self.comparison)
+        data["text/html"] = self.comparison._repr_html_()
+        return data
+
+    # -- events (views never raise into the run they show) -----------------------------------------
+
+    def _guarded(self, what: str, action: Any) -> None:
+        try:
+            with self._lock:
+                if not self._detached:
+                    action()
+        except Exception:
+            _log.exception("fragola_nb: the compare grid failed to %s", what)
+
+    @transient
+    def _on_chunk(self, event: Any) -> None:
+        stream = self._streams.get(event.context.agent.name)
+        if stream is not None and self.comparison.get(event.context.agent.name) is \
+                event.context.agent:
+            self._guarded("stream", lambda: stream.feed(event.message))
+
+    @transient
+    def _on_change(self, event: Any) -> None:
+        name = event.context.agent.name
+        if getattr(event, "reason", None) == "ai_message" and name in self._streams:
+            self._streams[name].clear()  # the stored message replaces the streamed text
+        self._guarded("update", self.refresh)
+
+    def _streamed(self, message: dict[str, Any]) -> None:
+        self._guarded("update", self.refresh)
+
+    def _on_run(self, run: VariantRun | None) -> None:
+        if run is not None and run.status in ENDED:
+            self._streams[run.name].clear()
+        self._guarded("update", self.refresh)
+
+    def _on_selected(self, change: dict[str, Any]) -> None:
+        with self._lock:
+            if self._detached:
+                return
+            if self.panel is not None:
+                self.panel.close()
+                self.panel = None
+            fork = self.comparison.get(change["new"]) if change["new"] else None
+            if fork is not None:
+                self.panel = AgentPanel(fork, namespace=self.namespace)
+            self.branch.children = (self.panel,) if self.panel is not None else ()

@@ -1,0 +1,176 @@
+"""The recording file: JSON Lines, a header line, then one exchange per line.
+
+::
+
+    {"fragola_nb_recording": 1, "fragola_nb": "0.1.0", "about": "..."}
+    {"agent": "tutor", "status": 200, "request": {...}, "body": {...}}
+    {"agent": "tutor", "status": 200, "request": {...}, "chunks": [{...}, {...}]}
+    {"agent": "tutor", "status": 429, "request": {...}, "body": {"error": {...}}}
+
+``request`` is the JSON body sent; the answer is ``body`` (a JSON body, any status), ``text``
+(a body that was not JSON), or ``chunks`` (a streamed answer: each ``data:`` event's JSON, in
+order; ``"cut": true`` when the stream ended before it was done). Headers are not kept, and
+every value is scrubbed with fragola_nb's one rule (:func:`fragola_nb.redact.redacted`).
+
+Lines are appended under a lock, each in one ``write`` to a file opened for appending, so
+agents recording at once (threads, or processes sharing the file) never interleave halves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadUsage
+from ..redact import redacted
+
+__all__ = ["FORMAT", "Appender", "Exchange", "read_recording"]
+
+FORMAT = 1
+"""The version of the file format this fragola_nb writes and reads."""
+HEADER_KEY = "fragola_nb_recording"
+ABOUT = ("Recorded by fragola_nb's Fragola.record: one model exchange per line (request, then "
+         "body or stream chunks); replay with Fragola.replay(path).")
+
+_locks: dict[str, threading.Lock] = {}
+_locks_lock = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    """One lock per file for the whole process, however many recorders write to it."""
+    with _locks_lock:
+        return _locks.setdefault(os.path.realpath(path), threading.Lock())
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return (text + "\n").encode()
+    except UnicodeEncodeError:  # a lone surrogate a server sent as "\ud800": keep it escaped
+        return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+
+
+def _header() -> dict[str, Any]:
+    from .. import __version__
+
+    return {HEADER_KEY: FORMAT, "fragola_nb": __version__, "about": ABOUT}
+
+
+class Appender:
+    """Appends exchanges to one recording file, starting it with a header when it is new.
+
+    An existing file is appended to only when it is a recording already (a ``BadUsage``
+    otherwise: nothing of it is overwritten).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = _lock_for(self.path)
+        with self._lock:
+            if self.path.exists() and self.path.stat().st_size > 0:
+                _read_header(self.path)
+            else:
+                self._write(b"")
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Scrub ``record`` of credentials and append it as one line."""
+        data = _line(redacted(record))
+        with self._lock:
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise BadUsage(f"cannot write the recording {self.path}: {exc.strerror}") from None
+        try:
+            if os.fstat(fd).st_size == 0:  # new, or emptied since: a reader needs the header
+                data = _line(_header()) + data
+            view = memoryview(data)
+            while view:  # a regular file takes it whole; the loop is for the rare short write
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One recorded request and its answer, read back from line ``line`` of the file."""
+
+    line: int
+    agent: str | None
+    request: dict[str, Any]
+    status: int
+    body: Any = None
+    text: str | None = None
+    chunks: tuple[Any, ...] | None = None
+    cut: bool = False
+
+
+def _fail(path: Path, number: int, problem: str) -> BadUsage:
+    return BadUsage(f"the recording {path}, line {number}: {problem}")
+
+
+def _parse(path: Path, number: int, raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode())
+    except UnicodeDecodeError:
+        raise _fail(path, number, "is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        problem = f"is not JSON ({exc.msg} at column {exc.colno})"
+        raise _fail(path, number, problem) from None
+    except ValueError as exc:  # a number too long to read, say
+        raise _fail(path, number, f"is not usable JSON ({exc})") from None
+
+
+def _read_header(path: Path) -> None:
+    with path.open("rb") as file:
+        first = file.readline()
+    _check_header(path, _parse(path, 1, first) if first.strip() else None)
+
+
+def _check_header(path: Path, header: Any) -> None:
+    if not isinstance(header, dict) or HEADER_KEY not in header:
+        raise _fail(path, 1, "is not the header of a Fragola.record recording")
+    version = header[HEADER_KEY]
+    if version != FORMAT:
+        raise _fail(path, 1, f"has format {version!r}; this fragola_nb reads format {FORMAT}")
+
+
+def _exchange(path: Path, number: int, entry: Any) -> Exchange:
+    if not isinstance(entry, dict):
+        raise _fail(path, number, "is not a JSON object")
+    request, status, agent = entry.get("request"), entry.get("status"), entry.get("agent")
+    if not isinstance(request, dict):
+        raise _fail(path, number, "has no 'request' object")
+    if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+        raise _fail(path, number, "has no HTTP 'status' (a whole number 100-599)")
+    if agent is not None and not isinstance(agent, str):
+        raise _fail(path, number, "has an 'agent' that is not a string")
+    chunks, text = entry.get("chunks"), entry.get("text")
+    if chunks is not None and not isinstance(chunks, list):
+        raise _fail(path, number, "has 'chunks' that are not a list")
+    if text is not None and not isinstance(text, str):
+        raise _fail(path, number, "has a 'text' that is not a string")
+    if chunks is None and text is None and "body" not in entry:
+        raise _fail(path, number, "has no answer ('body', 'text' or 'chunks')")
+    return Exchange(number, agent, request, status, entry.get("body"), text,
+                    None if chunks is None else tuple(chunks), entry.get("cut") is True)
+
+
+def read_recording(path: str | os.PathLike[str]) -> list[Exchange]:
+    """The exchanges of a recording, in file order; a ``BadUsage`` naming the file (and the
+    line) when it is missing, unreadable or not a recording."""
+    where = Path(path)
+    try:
+        lines = where.read_bytes().split(b"\n")
+    except OSError as exc:
+        hint = " (make one with Fragola.record)" if isinstance(exc, FileNotFoundError) else ""
+        raise BadUsage(f"cannot read the recording {where}: {exc.strerror}{hint}") from None
+    _check_header(where, _parse(where, 1, lines[0]) if lines[0].strip() else None)
+    return [_exchange(where, number, _parse(where, number, raw))
+            for number, raw in enumerate(lines[1:], 2) if raw.strip()]

@@ -1,0 +1,208 @@
+"""The compare grid in-process (its data, live; the click that opens a branch's panel), and
+``%%fragola --compare`` in a terminal IPython. The grid in a real kernel is in
+``test_compare_kernel.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers import make_agent
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from test_compare import by_instructions
+
+from fragola_nb import Comparison, Fragola
+from fragola_nb.experiments.compare import WATCHERS
+from fragola_nb.notebook.compare_view import CompareView, column, diff_segments
+from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.scripted import ScriptedModel
+
+HOSTILE = "<script>alert(1)</script> file\u202egnp.exe"
+
+
+def test_diff_is_word_by_word_against_the_first_answer() -> None:
+    assert diff_segments("The cat sat on the mat.", "The dog sat on the red mat.") == [
+        ["same", "The "], ["gone", "cat"], ["new", "dog"], ["same", " sat on the "],
+        ["new", "red "], ["same", "mat."]]
+    assert diff_segments("same", "same") == [["same", "same"]]
+    assert diff_segments("", "all new") == [["new", "all new"]]
+    assert diff_segments("a \u202eb", "a \u202ec") == [["same", "a "], ["gone", "\\u202eb"],
+                                                      ["new", "\\u202ec"]]
+
+
+class Grids:
+    """A watcher making a CompareView for each comparison, as the notebook layer does."""
+
+    def __init__(self) -> None:
+        self.views: list[CompareView] = []
+        self.seen: list[list[dict[str, Any]]] = []  # every columns value sent
+
+    def started(self, comparison: Comparison) -> None:
+        view = CompareView(comparison)
+        view.grid.observe(lambda change: self.seen.append(change["new"]), names="columns")
+        self.views.append(view)
+
+    def mimebundle(self, comparison: Comparison) -> None:
+        return None
+
+
+@pytest.fixture
+def grids() -> Iterator[Grids]:
+    watcher = Grids()
+    WATCHERS.append(watcher)
+    try:
+        yield watcher
+    finally:
+        WATCHERS.remove(watcher)
+        for view in watcher.views:
+            view.close()
+
+
+async def test_the_grid_follows_each_variant_as_it_streams(model: ScriptedModel,
+                                                           grids: Grids) -> None:
+    model.brain = by_instructions
+    model.chunk_size, model.chunk_delay = 2, 0.02  # longer than the grid's 80 ms throttle
+    agent = make_agent(model, name="base", model_settings={"stream": True})
+    task = asyncio.ensure_future(agent.compare("go", {
+        "plain": {"instructions": "answer plainly"},
+        "slow": {"instructions": "HANG then answer plainly"},
+        "evil": {"instructions": HOSTILE},
+    }))
+    assert await asyncio.to_thread(model.wait_for_requests, 3)
+    [view] = grids.views
+    while [c["status"] for c in view.grid.columns] != ["finished", "running", "finished"]:
+        await asyncio.sleep(0.01)  # the loop runs the variants meanwhile
+    model.release()
+    comparison = await task
+
+    # live: the first answer streamed in pieces before it was final
+    plain = [cols[0] for cols in grids.seen]
+    streamed = [c["answer"] for c in plain if c["streaming"]]
+    assert streamed and all(len(s) < len("[gpt-4o-mini] following: answer plainly")
+                            for s in streamed[:1])
+    columns = view.grid.columns
+    assert [c["name"] for c in columns] == ["plain", "slow", "evil"]
+    first, slow, evil = columns
+    assert first["diff"] is None and first["answer"] == "[gpt-4o-mini] following: answer plainly"
+    assert slow["diff"] == [["gone", "[gpt-4o-mini]"], ["new", "late:"], ["same", " "],
+                            ["gone", "following:"], ["new", "HANG then"],
+                            ["same", " answer plainly"]]
+    assert slow["seconds"] > 0 and not slow["streaming"]
+    # hostile text is data the view draws as text, its invisible characters written out
+    assert "<script>" in evil["answer"] and "\u202e" not in str(columns)
+    assert view.grid.title == {"agent": "base", "message": "go", "done": True}
+    assert comparison["slow"] is agent.forks[1]
+
+
+async def test_a_click_on_a_header_opens_that_branchs_panel(model: ScriptedModel,
+                                                           grids: Grids) -> None:
+    model.brain = by_instructions
+    agent = make_agent(model)
+    comparison = await agent.compare("go", {"a": {}, "b": {"instructions": "bee"}})
+    [view] = grids.views
+
+    view.grid.selected = "b"  # what the view sets on a click
+    [panel] = view.branch.children
+    assert isinstance(panel, AgentPanel) and panel.agent is comparison["b"]
+    view.grid.selected = "a"
+    assert view.branch.children[0].agent is comparison["a"]
+    view.grid.selected = ""  # the same header clicked again
+    assert view.branch.children == ()
+    view.grid.selected = "no such variant"
+    assert view.branch.children == ()
+
+
+async def test_a_waiting_column_says_so_and_follows_the_fork_after_approval(
+        model: ScriptedModel, grids: Grids) -> None:
+    from test_compare import add
+
+    model.brain = by_instructions
+    agent = make_agent(model, add, instructions="TOOL")
+    comparison = await agent.compare("add", {"asks": {}})
+    [view] = grids.views
+    [col] = view.grid.columns
+    assert (col["status"], col["calls"]) == ("waiting", ['add({"a": 2, "b": 3})'])
+    assert col["note"].startswith("waiting for your decision")
+
+    fork = comparison["asks"]
+    fork.approve(fork.pending[0].id)
+    await fork.step()
+    [col] = view.grid.columns
+    assert (col["status"], col["answer"], col["note"]) == (
+        "finished", "[gpt-4o-mini] following: TOOL", "")
+
+
+async def test_a_failed_column_shows_its_error_line(model: ScriptedModel) -> None:
+    model.brain = by_instructions
+    agent = make_agent(model)
+    comparison = await agent.compare("go", {"bad": {"instructions": "FAIL"}})
+    col = column(comparison.runs["bad"], "", None)
+    assert col["status"] == "failed" and col["error"].startswith("ModelHTTPError: ")
+    assert col["answer"] == "" and col["diff"] is None
+
+
+# -- %%fragola --compare in a terminal IPython ----------------------------------------------------
+
+
+@pytest.fixture
+def shell(model: ScriptedModel) -> Iterator[InteractiveShell]:
+    ip = InteractiveShell.instance()
+    ip.extension_manager.load_extension("fragola_nb")
+    model.brain = by_instructions
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    ip.user_ns.update(agent=fragola.agent("base"), variants={
+        "short": {"instructions": "be short"}, "long": {"instructions": "be long"}})
+    try:
+        yield ip
+    finally:
+        ip.extension_manager.unload_extension("fragola_nb")
+        ip.reset(new_session=False)
+
+
+def test_the_magic_compares_and_binds_the_comparison(
+        shell: InteractiveShell, model: ScriptedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.user_ns["topic"] = "DNS"
+    result = shell.run_cell("%%fragola agent --compare variants --out cmp\nExplain {topic}.",
+                            store_history=False)
+    assert result.success, result.error_in_exec
+    comparison = shell.user_ns["cmp"]
+    assert isinstance(comparison, Comparison) and list(comparison) == ["short", "long"]
+    assert [r["answer"] for r in comparison.table()] == [
+        "[gpt-4o-mini] following: be short", "[gpt-4o-mini] following: be long"]
+    assert [r["messages"][-1]["content"] for r in model.requests] == ["Explain DNS."] * 2
+    assert all(r.get("stream") is True for r in model.requests)  # the magic streams
+    out = capsys.readouterr().out
+    assert "Comparison of 2 variant(s) on 'base'" in out and "- long (finished" in out
+
+
+def test_no_stream_and_a_variants_own_setting_are_kept(
+        shell: InteractiveShell, model: ScriptedModel) -> None:
+    shell.user_ns["variants"]["long"]["model_settings"] = {"stream": True}
+    result = shell.run_cell("%%fragola agent --compare variants --no-stream\nhi",
+                            store_history=False)
+    assert result.success
+    sent = sorted((r["messages"][0]["content"], r.get("stream")) for r in model.requests)
+    assert sent == [("be long", True), ("be short", False)]
+
+
+@pytest.mark.parametrize(("line", "error"), [
+    ("--compare variants --by 2", "UsageError: --by does not apply with --compare"),
+    ("--compare variants --model m", "UsageError: --model does not apply with --compare"),
+    ("--compare nowhere", "UsageError: --compare: 'nowhere' is not defined in the notebook"),
+    ("--compare topic", "UsageError: --compare takes a dict of variants"),
+    ("--compare bad", "UsageError: --compare bad: variant 'x': unknown key(s) 'temp'"),
+    ("--compare 'a b'", "UsageError: --compare must be a variable name"),
+])
+def test_compare_mistakes_are_one_line_usage_errors_and_make_no_fork(
+        shell: InteractiveShell, model: ScriptedModel, capsys: pytest.CaptureFixture[str],
+        line: str, error: str) -> None:
+    shell.user_ns.update(topic="DNS", bad={"ok": {}, "x": {"temp": 1}})
+    result = shell.run_cell(f"%%fragola agent {line}\nhi", store_history=False)
+    assert isinstance(result.error_in_exec, UsageError)
+    [printed] = capsys.readouterr().err.strip().splitlines()
+    assert printed.startswith(error), printed
+    assert shell.user_ns["agent"].forks == () and model.requests == []
