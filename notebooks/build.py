@@ -1269,15 +1269,21 @@ TEACHING_EXAMPLE: list[Cell] = [
     calls of one turn. To show it, the model's replies are **scripted**: it asks for four
     conversions, one at a time, before answering. With `max_step=3` the turn ends after the
     third call, with outcome `step_limit`.
+
+    `scripted.script(chatty, [...])` gives the agent `chatty` its own five answers, in order
+    (any other agent of `scripted` would still get the demo model's answers). Re-running the
+    cell builds the script again from its start; `chatty_script.rewind()` starts it over
+    without rebuilding.
     """),
     code("""
     from fragola_nb.scripted import call, reply, tool_calls
 
-    chatty_model = Fragola.scripted([
+    scripted = Fragola.scripted()  # a model of our own: offline even when a key is set
+    chatty = scripted.agent(name="chatty", tools=[km_to_miles], max_step=3)
+    chatty_script = scripted.script(chatty, [
         *[tool_calls(call("km_to_miles", {"km": km})) for km in (1, 2, 3, 4)],
         reply("1, 2, 3 and 4 km are 0.62, 1.24, 1.86 and 2.49 miles."),
     ])
-    chatty = chatty_model.agent(name="chatty", tools=[km_to_miles], max_step=3)
     """),
     code("""
     %%fragola chatty
@@ -1338,7 +1344,7 @@ TEACHING_EXAMPLE: list[Cell] = [
     await tutor.user_message("Hello! I have some conversions for you.")
 
     variants = {
-        "terse": "Answer with the number and the unit only.",
+        "terse": "Be brief: the number and the unit only.",
         "teacher": "Explain each conversion step by step, for a 12-year-old.",
         "pirate": "Answer like a pirate.",
     }
@@ -1353,15 +1359,23 @@ TEACHING_EXAMPLE: list[Cell] = [
     from IPython.display import Markdown
 
     table = "| fork | instructions | answer |\\n|---|---|---|\\n" + "\\n".join(
-        f"| {label} | {variants[label]} | {answer} |" for label, answer in answers.items()
+        f"| {label} | {variants[label]} | {' '.join(answer.splitlines())} |"
+        for label, answer in answers.items()
     )
     Markdown(table)
     """),
     md("""
-    Offline, the three answers are the same: the scripted demo model ignores instructions
-    (it only looks at your words and the tools). With `OPENAI_API_KEY` set, rerun the
-    notebook and compare. What does differ offline is what each fork **sent**: its own
-    instructions, as the first (system) message of its requests.
+    Three instructions, three different answers, from the same question and the same tool
+    result. Offline, the demo model follows a few **keywords** (the README's "The offline
+    demo model" lists them): *brief* gives the bare result, *step by step* numbered steps,
+    *pirate* a pirate's greeting, and every answer ends with a note of the instructions it
+    followed. It does not understand them: "for a 12-year-old" changes nothing.
+
+    *Ask the class: which words did the demo model react to? What would a real model do
+    with "for a 12-year-old"?* With `OPENAI_API_KEY` set, rerun the notebook and compare.
+
+    Whatever the model, each fork **sent** its own instructions, as the first (system)
+    message of its requests, and nothing else differed:
     """),
     code("""
     if fragola.offline:
@@ -1369,6 +1383,8 @@ TEACHING_EXAMPLE: list[Cell] = [
             first = request["messages"][0]
             if first["role"] == "system":
                 print(f"system: {first['content']!r:70} | last: {request['messages'][-1]['role']}")
+        assert len(set(answers.values())) == len(variants)  # one answer per instructions
+        assert answers["terse"] == "212.0. (instructions followed: be brief)"
     assert {fork.name for fork in tutor.forks} == set(variants)
     assert all(fork.instructions == variants[fork.name] for fork in tutor.forks)
     """),
@@ -1397,13 +1413,19 @@ TEACHING_EXAMPLE: list[Cell] = [
     md("""
     ## Reset for the next class
 
-    `%fragola_reset converter` clears an agent's history and step count.
+    `%fragola_reset converter` clears an agent's history and step count; a scripted agent
+    also needs its script started over, with `rewind()`, to give the same answers again.
     """),
     code("""
     %fragola_reset converter
     """),
     code("""
+    %fragola_reset chatty
+    """),
+    code("""
+    chatty_script.rewind()
     assert converter.state.messages == [] and converter.state.status == "idle"
+    assert chatty.state.messages == [] and chatty_script.remaining == 5
     """),
 ]
 

@@ -74,9 +74,12 @@ async def test_markdown_of_a_conversation(model: ScriptedModel) -> None:
 
     text = export_markdown(agent)
 
+    # the tokens the server reported for the two calls, and their cost ("$" escaped)
+    assert agent.usage.total_tokens == sum(r["usage"]["total_tokens"] for r in model.responses)
+    usage = agent.usage.summary().replace("$", "\\$")
     assert text == f"""# tutor
 
-*agent tutor · id {agent.id} · model gpt-4o-mini · step 2 of 5 · 4 messages*
+*agent tutor · id {agent.id} · model gpt-4o-mini · step 2 of 5 · {usage} · 4 messages*
 
 ## Instructions
 

@@ -324,12 +324,19 @@ async def test_a_raising_callable_becomes_a_500(model, client):
 
 
 @pytest.mark.asyncio
-async def test_exhausted_script_fails_clearly(model, client):
+async def test_exhausted_script_fails_clearly(model):
+    # One line with the fix, a 409 the client is told not to retry (not a 500 it retries).
     model.push(reply("only one"))
-    await ask(client)
-    with pytest.raises(openai.InternalServerError) as caught:
+    async with model.client(max_retries=2) as client:
         await ask(client)
-    assert "scripted model: the script is exhausted after 1 requests" in str(caught.value)
+        with pytest.raises(openai.ConflictError) as caught:
+            await ask(client)
+    assert caught.value.body["message"] == (
+        "the scripted model used all 1 scripted answer: re-run the cell that builds the "
+        "script, or pass brain=demo_brain to Fragola.scripted(...) to answer after it"
+    )
+    assert caught.value.code == "script_exhausted"
+    assert len(model.requests) == 2  # not retried
 
 
 @pytest.mark.asyncio

@@ -327,3 +327,99 @@ async def test_a_turn_panel_shows_the_tokens_of_its_turn_only(model: ScriptedMod
     whole = AgentPanel(agent).head["usage"]  # the agent's panel counts both turns
     assert (whole["requests"], whole["total_tokens"]) == (2, agent.usage.total_tokens)
     assert agent.usage.total_tokens > turn[2]
+
+
+# -- sessions and exports -----------------------------------------------------------------------
+
+
+async def test_a_session_keeps_each_agents_usage(model: ScriptedModel, tmp_path: Any) -> None:
+    from fragola_nb import load_session, save_session
+
+    prices = {"house": {"input": 2.0, "output": 4.0}}
+    model.push(reply("root reply"), reply("fork reply, longer"),
+               raw(completion("unreported reply", None)))
+    root = make_fragola(model, model="house", prices=prices).agent("root")
+    await root.user_message("first")
+    fork = root.fork("child")
+    await fork.user_message("second")
+    quiet = root.fork("quiet")
+    await quiet.user_message("third")
+    idle = root.fork("idle")
+    path = tmp_path / "s.json"
+
+    save_session(path, root)
+    saved = json.loads(path.read_text())
+    session = load_session(path, make_fragola(model, model="house", prices=prices))
+
+    for agent in (root, fork, quiet, idle):
+        loaded = session.by_id[agent.id]
+        assert loaded.usage == agent.usage
+        assert loaded.usage.cost == agent.usage.cost
+    assert session["quiet"].usage.cost is None and session["child"].usage.cost is not None
+    records = {record["options"]["name"]: record for record in saved["agents"]}
+    assert records["quiet"]["usage"] == [{"model": "house", "reported": False}]
+    assert "usage" not in records["idle"]  # no call, nothing written
+    # the fork loaded counts its own calls still, and goes on counting
+    model.push(reply("more"))
+    await session["child"].user_message("more")
+    assert session["child"].usage.requests == 2 and tree_usage(session["root"]).requests == 4
+
+
+async def test_a_session_without_usage_still_loads(model: ScriptedModel, tmp_path: Any) -> None:
+    from fragola_nb import load_session, save_session
+
+    model.push(reply("hello"))
+    agent = make_fragola(model).agent("old")
+    await agent.user_message("hi")
+    path = tmp_path / "old.json"
+    save_session(path, agent)
+    document = json.loads(path.read_text())
+    del document["agents"][0]["usage"]  # as a file written before usage was kept
+    path.write_text(json.dumps(document))
+
+    loaded = load_session(path, make_fragola(model))["old"]
+
+    assert loaded.usage == Usage() and loaded.usage.cost == 0.0
+    assert loaded.state.messages == agent.state.messages
+
+
+async def test_a_session_with_broken_usage_is_refused(model: ScriptedModel, tmp_path: Any) -> None:
+    from fragola_nb import SessionError, load_session, save_session
+
+    model.push(reply("hello"))
+    agent = make_fragola(model).agent("bot")
+    await agent.user_message("hi")
+    path = tmp_path / "s.json"
+    save_session(path, agent)
+    document = json.loads(path.read_text())
+    document["agents"][0]["usage"] = [{"model": "m", "reported": False, "total_tokens": 3}]
+    path.write_text(json.dumps(document))
+
+    with pytest.raises(SessionError, match="agents/0/usage/0"):
+        load_session(path, make_fragola(model))
+
+
+async def test_exports_show_tokens_and_cost(model: ScriptedModel) -> None:
+    from fragola_nb import export_html, export_markdown, export_tree_markdown
+
+    model.push(reply("Priced answer."), reply("Fork answer."))
+    fragola = make_fragola(model, model="house", prices={"house": {"input": 10, "output": 20}})
+    agent = fragola.agent("bot")
+    await agent.user_message("hi")
+    fork = agent.fork("branch")
+    await fork.user_message("and you?")
+
+    line = agent.usage.summary()
+    assert line.startswith(f"{agent.usage.total_tokens:,} tokens · $")
+    assert line.replace("$", "\\$") in export_markdown(agent)
+    assert line in export_html(agent)
+    tree = export_tree_markdown(agent)
+    assert fork.usage.summary().replace("$", "\\$") in tree
+    assert fork.usage.summary() != line  # each branch its own calls
+
+    unpriced = make_fragola(model, model="unpriced").agent("free")
+    model.push(reply("Free?"))
+    await unpriced.user_message("hi")
+    assert f"step 1 of 5 · {unpriced.usage.total_tokens:,} tokens · 2 messages*" in (
+        export_markdown(unpriced))
+    assert "$" not in export_markdown(unpriced)

@@ -9,7 +9,9 @@ HTTP, JSON and SSE. Each request consumes the next script item::
         client = model.client()  # openai.AsyncOpenAI, max_retries=0
         ...
 
-``ScriptedModel(brain=demo_brain)`` answers deterministically once the script runs out.
+``ScriptedModel(brain=demo_brain)`` answers deterministically once the script runs out (its
+rules: ``fragola_nb.scripted.brain``). ``Fragola.scripted().script(agent, [...])`` gives one
+agent its own rewindable script (an :class:`AgentScript`) while the others keep the brain.
 """
 
 from __future__ import annotations
@@ -33,9 +35,12 @@ from .items import (
     reply,
     tool_calls,
 )
+from .scripts import SCRIPT_HEADER, AgentScript
 from .server import ScriptedModel
 
 __all__ = [
+    "SCRIPT_HEADER",
+    "AgentScript",
     "Drop",
     "Fail",
     "Hang",

@@ -38,6 +38,7 @@ from .items import (
     fail,
     resolve,
 )
+from .scripts import SCRIPT_HEADER, AgentScript, run_out
 
 if TYPE_CHECKING:
     import openai
@@ -83,7 +84,10 @@ class ScriptedModel:
     Each ``POST /v1/chat/completions`` consumes the next script entry (an item from
     :mod:`fragola_nb.scripted.items`, or a callable ``(request) -> item``). When the script is
     empty, ``brain(request)`` answers if a brain was given; otherwise the request fails with
-    HTTP 500 ``"scripted model: the script is exhausted after N requests"``.
+    HTTP 409 and one line: ``"the scripted model used all N scripted answers: re-run the cell
+    that builds the script, or pass brain=demo_brain ..."``. A request whose
+    ``x-fragola-script`` header names a script added with :meth:`add_script` is answered from
+    that script instead (see :mod:`fragola_nb.scripted.scripts`).
 
     Everything exchanged is recorded: :attr:`requests` (parsed bodies, in arrival order),
     :attr:`targets` (each request's path and query string, in the same order),
@@ -113,6 +117,8 @@ class ScriptedModel:
         self.responses: list[dict[str, Any]] = []
         self.chunks: list[dict[str, Any]] = []
         self._script: deque[ScriptEntry] = deque(script)
+        self._taken = 0  # entries of the shared script answered so far (for the run-out line)
+        self._agent_scripts: dict[str, AgentScript] = {}  # by SCRIPT_HEADER value
         # One lock for the script, the records and the hang bookkeeping: all cheap sections.
         self._cond = threading.Condition()
         self._call_ids = itertools.count(1)
@@ -218,16 +224,32 @@ class ScriptedModel:
             self.targets.append(redact_text(handler.path))
             self.headers.append({name.lower(): _recorded(name, value)
                                  for name, value in handler.headers.items()})
-            served = len(self.requests) - 1
             gen = self._release_gen
-            entry = self._script.popleft() if self._script else None
+            own = self._agent_scripts.get(handler.headers.get(SCRIPT_HEADER) or "")
+            entry = None
+            if own is None and self._script:
+                entry = self._script.popleft()
+                self._taken += 1
+            taken = self._taken
             self._cond.notify_all()
-        if entry is None and self.brain is not None:
+        if own is not None:
+            entry = own.next_entry()
+        elif entry is None and self.brain is not None:
             entry = self.brain
         elif entry is None:
-            msg = f"scripted model: the script is exhausted after {served} requests"
-            entry = fail(500, msg, code="script_exhausted")
+            entry = run_out("the scripted model", taken, "Fragola.scripted(...)")
         return entry, gen
+
+    def add_script(
+        self, key: str, agent_name: str, entries: Iterable[ScriptEntry], *,
+        brain: Brain | None = None,
+    ) -> AgentScript:
+        """Answer the requests whose ``x-fragola-script`` header is ``key`` from ``entries``
+        (then ``brain``, if given); a script already under ``key`` is replaced."""
+        script = AgentScript(agent_name, entries, brain=brain)
+        with self._cond:
+            self._agent_scripts[key] = script
+        return script
 
     def _chat(self, handler: wire.Handler, request: dict[str, Any]) -> None:
         entry, gen = self._next(handler, request)

@@ -24,6 +24,7 @@ from ..redact import scrub
 from ..state import PendingCall
 from ..stores import Store
 from ..tools import serialize_result
+from ..usage import CallUsage
 from .restore import label
 from .schema import FORMAT, VERSION
 
@@ -133,6 +134,8 @@ class _Dump:
             "pending": [_pending(call) for call in agent._pending.values()],
             "listeners": self.listeners(agent) if self.with_listeners else {},
             **({"credentials_not_saved": removed} if removed else {}),
+            **({"usage": [_call_usage(call) for call in agent.usage.calls]}
+               if agent.usage.calls else {}),
         }
 
     def listeners(self, agent: Agent) -> dict[str, list[str]]:
@@ -163,6 +166,14 @@ def _walk(root: Agent) -> Iterator[Agent]:
 
 def _stores(stores: Iterable[Store[Any]]) -> list[dict[str, Any]]:
     return [{"namespace": store.namespace, "value": store.get()} for store in stores]
+
+
+def _call_usage(call: CallUsage) -> dict[str, Any]:
+    if not call.reported:
+        return {"model": call.model, "reported": False}
+    record = {"model": call.model, "prompt_tokens": call.prompt_tokens,
+              "completion_tokens": call.completion_tokens, "total_tokens": call.total_tokens}
+    return {**record, "cached_tokens": call.cached_tokens} if call.cached_tokens else record
 
 
 def _pending(call: PendingCall) -> dict[str, Any]:

@@ -132,8 +132,11 @@ def _changed_instructions(agent: Agent) -> str | None:
 
 def _subtitle(agent: Agent) -> str:
     fork = f" · fork of {agent.fork_of} at message {agent.fork_point}" if agent.fork_of else ""
+    # The model calls this agent made (a fork's own, not its parent's), with the cost known.
+    summary = agent.usage.summary()
+    usage = f" · {summary}" if summary else ""
     return (f"agent {agent.name} · id {agent.id} · model {agent.model} · "
-            f"step {agent.step_count} of {agent.options.max_step}{fork}")
+            f"step {agent.step_count} of {agent.options.max_step}{fork}{usage}")
 
 
 def _about(agent: Agent, count: int) -> str:

@@ -28,8 +28,9 @@ __all__ = ["fence", "inline", "messages_markdown"]
 
 Messages = list[dict[str, Any]]
 # Inline text (names, titles) escapes what Markdown gives meaning to mid-line; "-", "/" and
-# "." only matter at the start of a line, which inline text never is.
-_PUNCTUATION = re.compile(r"([\\`*_\[\]<>!|~#&])")
+# "." only matter at the start of a line, which inline text never is; "$" starts math on
+# GitHub (a cost: "$0.0012").
+_PUNCTUATION = re.compile(r"([\\`*_\[\]<>!|~#&$])")
 # Outside code, text that a renderer might turn into markup: "<" (raw HTML, autolinks), "!["
 # (images), a script scheme. Links are also judged on markdown-it's parse (entities decoded).
 _RISKY = re.compile(r"<|!\[|(?i:\b(java|vb|live)script\s*:|\bdata\s*:\s*\w+/)")

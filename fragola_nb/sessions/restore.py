@@ -25,6 +25,7 @@ from ..runloop import parse_arguments
 from ..schemas import ArgumentsRejected
 from ..state import Decision, PendingCall
 from ..stores import Store
+from ..usage import CallUsage, Usage
 
 if TYPE_CHECKING:
     from ..fragola import Fragola
@@ -235,6 +236,13 @@ def _pending(call: dict[str, Any], tool: Tool, who: str) -> PendingCall:
     return PendingCall(call["id"], call["name"], params, call["arguments"], call["reason"], made)
 
 
+def _call_usage(record: dict[str, Any]) -> CallUsage:
+    if record.get("reported") is False:
+        return CallUsage(record["model"], reported=False)
+    return CallUsage(record["model"], record["prompt_tokens"], record["completion_tokens"],
+                     record["total_tokens"], record.get("cached_tokens", 0))
+
+
 def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str, Tool],
                  listeners: Mapping[str, Listener | None]) -> list[Agent]:
     """The agents of a checked ``document``, linked into their trees."""
@@ -255,6 +263,8 @@ def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str,
         agent._history = nodes[record["history"]]
         agent._step_count, agent._status = record["step_count"], record["status"]
         agent._outcome = record["outcome"]
+        agent._usage = Usage(tuple(_call_usage(call) for call in record.get("usage", ())),
+                             fragola.prices)  # priced as the Fragola loaded into prices
         agent._pending = {call["id"]: _pending(call, tools[call["name"]], label(record))
                           for call in record["pending"]}
         for event, names in record["listeners"].items():

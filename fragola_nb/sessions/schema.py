@@ -98,6 +98,15 @@ _OPTIONS = _strict({
     "tools": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
               "uniqueItems": True},
 })
+# One model call's usage (``fragola_nb.usage.CallUsage``): the counts the server reported, or
+# ``"reported": false`` when it reported none.
+_CALL_USAGE = {
+    "oneOf": [
+        _strict({"model": _text, "prompt_tokens": _count, "completion_tokens": _count,
+                 "total_tokens": _count, "cached_tokens": _count}, "cached_tokens"),
+        _strict({"model": _text, "reported": {"const": False}}),
+    ]
+}
 _AGENT = _strict({
     "id": _id,
     "fork_of": {"oneOf": [{"type": "null"}, _id]},
@@ -117,7 +126,10 @@ _AGENT = _strict({
     # Written only when something was left out: the paths (never the values) of the model
     # settings that ``fragola_nb.redact`` took for credentials. Older files have none.
     "credentials_not_saved": {"type": "array", "items": {"type": "string", "maxLength": 1000}},
-}, "credentials_not_saved")
+    # The model calls this agent made, oldest first (``agent.usage``); written when there are
+    # any. Older files have none: their agents load with no usage.
+    "usage": {"type": "array", "items": _CALL_USAGE},
+}, "credentials_not_saved", "usage")
 _HISTORY = _strict({
     "base": {"oneOf": [{"type": "null"}, _count]},
     "base_length": _count,

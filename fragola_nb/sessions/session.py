@@ -6,7 +6,8 @@
 
 What is saved: every tree the given agents belong to (from its root, all forks), each agent's
 id, ``fork_of``, ``fork_point``, messages, step count, status and outcome, options (tools by
-name), own stores, pending calls with their decisions, and listeners by ``__qualname__``; plus
+name), own stores, pending calls with their decisions, listeners by ``__qualname__`` and usage
+(each model call's reported tokens, so ``agent.usage`` and its cost come back); plus
 the ``Fragola`` instance's stores. What is not: the API key and client (they stay with the
 ``Fragola`` you load into), credentials in model settings (any header, query or body value
 whose name or text ``fragola_nb.redact`` takes for one: dropped, each logged as a warning and
