@@ -239,7 +239,20 @@ class Agent(Listening):
         resume: str | PathLike[str] | None = None,
         progress: bool = True,
     ) -> BatchResult:
-        """Send each input on a fresh fork of this agent; one row per input, in order.
+        """Send each input (a string, or a list of content parts) with ``user_message`` on
+        a fresh fork of this agent, at most ``concurrency`` at once; this agent's history is
+        the shared prefix, and the agent itself is left as it was.
+
+        Returns a ``BatchResult``: one row per input, in input order (``input``, ``answer``,
+        ``error``, ``status``, ``tokens``, ``seconds``, ``fork``; the forks are kept by the rows,
+        not in the fork tree). A failed input is a row with its error. ``stop()`` starts
+        nothing more, ``stop_sync()`` also stops the running inputs: the rows come back, the
+        finished ones kept. ``resume=PATH`` appends each finished row to a JSON Lines file and
+        skips the inputs it already answered when run again. ``progress`` shows a tqdm bar.
+
+        >>> result = await agent.batch(["2 + 2?", "3 + 3?"], resume="rows.jsonl")  # doctest: +SKIP
+        >>> result.answers, result.failed                                # doctest: +SKIP
+        (['4', '6'], 0)
 
         See ``fragola_nb.experiments.batch``.
         """

@@ -1,19 +1,57 @@
-"""``agent.batch``: many inputs, each on a fresh fork of the agent."""
+"""``agent.batch``: many inputs, each on a fresh fork of the agent.
+
+>>> result = await agent.batch(["2 + 2?", "3 + 3?"], concurrency=8)   # doctest: +SKIP
+>>> result[0].answer, result.done, result.failed                         # doctest: +SKIP
+('4', 2, 0)
+
+Each input is sent with ``user_message`` on its own fork of a snapshot of the agent taken when
+the batch starts, so the agent's history (instructions, few-shot examples) is the shared
+prefix of every request, and the agent itself is left as it was. At most ``concurrency``
+inputs run at once. The forks are dropped from the fork tree as they are made (a thousand
+branches would swamp the tree and its views); each row keeps its fork (``row.fork``), whose
+``fork_of`` names the agent.
+
+An input that fails (an API error or timeout, the step limit, a listener error, a tool that
+waits for a person) is a row with its ``error`` and the other inputs go on; a tool waiting for
+approval leaves ``row.fork`` waiting, to approve and ``step()`` by hand.
+
+Stopping: ``agent.stop()`` starts nothing more and lets the running inputs finish;
+``agent.stop_sync()`` cancels them too. Either way the call returns the rows, finished ones
+kept, the others ``"stopped"`` or ``"not run"``. Cancelling the task (a kernel interrupt, the
+panel's Stop button goes through ``stop()``) cancels what has not finished and raises, as
+cancellation does; the rows finished by then are in the resume file when there is one.
+
+``resume=PATH`` appends each finished row to ``PATH`` (see ``batchfile``); run again with the
+same path and inputs, the inputs already answered are not sent again and their rows come back
+from the file (``fork`` None, ``resumed`` True); failed ones run again.
+
+Progress is a ``tqdm.auto`` bar (a widget in a notebook, a line on stderr in a terminal) with
+the counts done and failed and the tokens; ``progress=False`` turns it off.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
+from ..checks import check_content
+from ..driver import StopNow
+from ..errors import BadUsage
+from .batchfile import ResumeFile
+from .batchrows import BatchResult, BatchRow, row_tokens
+from .comparison import answer_text, error_line
+
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..state import AgentState
 
-__all__ = ["BatchResult", "run_batch"]
+__all__ = ["BatchResult", "BatchRow", "run_batch"]
 
-
-class BatchResult:
-    """The rows of one ``agent.batch`` call, in input order. (Being built.)"""
+NOT_RUN = "not run: the batch was stopped before this input started"
+STOPPED = "stopped: the batch was stopped (stop_sync) while this input ran"
 
 
 async def run_batch(
@@ -24,4 +62,159 @@ async def run_batch(
     resume: str | PathLike[str] | None,
     progress: bool,
 ) -> BatchResult:
-    raise NotImplementedError("agent.batch is being built")
+    """``agent.batch``: see the module's docstring."""
+    items = _checked_inputs(inputs)
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+    if agent.status != "idle":
+        raise BadUsage(f"agent {agent.name!r} is {agent.status}: a batch starts from an idle "
+                       "agent (await or stop() what runs, decide what waits)")
+    file = None if resume is None else ResumeFile(resume, items, agent.fragola.prices)
+    batch = _Batch(agent, items, file, progress)
+    agent._experiments.add(batch.stop)
+    try:
+        await batch.run(concurrency)
+    finally:
+        agent._experiments.discard(batch.stop)
+        batch.close()
+    return batch.result()
+
+
+def _checked_inputs(inputs: Iterable[Any]) -> list[Any]:
+    if isinstance(inputs, (str, bytes, dict)) or not isinstance(inputs, Iterable):
+        raise BadUsage("inputs must be a list of user messages (each a string or a list of "
+                       f"content parts), got a {type(inputs).__name__}")
+    items = list(inputs)
+    for index, item in enumerate(items):
+        try:
+            check_content(item)
+        except BadUsage as exc:
+            raise BadUsage(f"input {index}: {exc}") from None
+    return items
+
+
+class _Batch:
+    """One ``agent.batch`` call in flight: the rows so far, the forks running, the bar."""
+
+    def __init__(self, agent: Agent, items: list[Any], file: ResumeFile | None,
+                 progress: bool) -> None:
+        # A notebook widget under a kernel, else a line on stderr.
+        from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+
+        self.agent, self.items, self.file = agent, items, file
+        self.rows: dict[int, BatchRow] = dict(file.rows) if file is not None else {}
+        self.todo = iter([i for i in range(len(items)) if i not in self.rows])
+        self.running: dict[int, Agent] = {}
+        self.stopping = False
+        self.started = time.perf_counter()
+        self.done, self.failed = len(self.rows), 0
+        self.tokens = sum(row.tokens or 0 for row in self.rows.values())
+        self.bar = tqdm(total=len(items), initial=len(self.rows), disable=not progress,
+                        desc=f"batch {agent.name}", unit="input", dynamic_ncols=True)
+        self._show()
+        # One snapshot to fork every input from: the prefix stays what it was when the batch
+        # began, and the agent's tree gets one fork event and one drop, not one per input.
+        self.base = agent.fork(f"{agent.name}-batch")
+        self.base.drop()
+
+    async def run(self, concurrency: int) -> None:
+        workers = [asyncio.ensure_future(self._work()) for _ in range(concurrency)]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            # Cancelled (an interrupt) or broken (the resume file cannot be written): nothing
+            # more starts, the running forks are cancelled and settle, then the error goes on.
+            self.stopping = True
+            for worker in workers:
+                worker.cancel()
+            await asyncio.wait(workers)
+            raise
+
+    async def _work(self) -> None:
+        name = self.agent.name
+        for index in self.todo:  # one iterator shared by the workers
+            if self.stopping:
+                return
+            fork = self.base.fork(f"{name}-batch{index}")
+            fork.drop()
+            fork.fork_of = self.agent.id
+            self.running[index] = fork
+            started = time.perf_counter()
+            try:
+                if self.stopping:  # stop() from another thread since the check above
+                    return
+                state = await fork.user_message(self.items[index])
+            except Exception as exc:
+                row = self._row(index, fork, started, "failed", error_line(exc))
+            else:
+                row = self._row(index, fork, started, *_verdict(fork, state))
+            finally:
+                self.running.pop(index, None)
+            self._finish(row)
+
+    def _row(self, index: int, fork: Agent, started: float, status: Any,
+             error: str | None) -> BatchRow:
+        usage = fork.usage
+        return BatchRow(index=index, input=self.items[index],
+                        answer=answer_text(fork, fork.fork_point), error=error, status=status,
+                        tokens=row_tokens(usage),
+                        seconds=time.perf_counter() - started, fork=fork, usage=usage)
+
+    def _finish(self, row: BatchRow) -> None:
+        self.rows[row.index] = row
+        if row.status == "stopped":
+            return  # not finished: not written, runs again on resume
+        if self.file is not None:
+            self.file.write(row)
+        if row.status == "done":
+            self.done += 1
+        else:
+            self.failed += 1
+        self.tokens += row.tokens or 0
+        self._show()
+        self.bar.update()  # tqdm redraws at most every mininterval (0.1 s)
+
+    def _show(self) -> None:
+        self.bar.set_postfix_str(f"done={self.done}, failed={self.failed}, "
+                                 f"tokens={self.tokens:,}", refresh=False)
+
+    def stop(self, at_once: bool) -> None:
+        """The stopper ``agent.stop()`` (``at_once=False``) and ``agent.stop_sync()``
+        (``True``) call: nothing more starts; at once, the running inputs are stopped too."""
+        self.stopping = True
+        if not at_once:
+            return
+        here: StopNow | None = None
+        for fork in list(self.running.values()):
+            try:
+                fork.stop_sync()
+            except StopNow as exc:  # called from a listener of that very fork's run
+                here = exc
+        if here is not None:
+            raise here
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.file is not None:
+            self.file.close()
+
+    def result(self) -> BatchResult:
+        rows = [self.rows.get(index) or BatchRow(index=index, input=item, answer=None,
+                                                 error=NOT_RUN, status="not run")
+                for index, item in enumerate(self.items)]
+        return BatchResult(rows, seconds=time.perf_counter() - self.started,
+                           stopped=self.stopping)
+
+
+def _verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:
+    """The status and error of an input whose ``user_message`` returned ``state``."""
+    if state.outcome == "finished":
+        return "done", None
+    if state.outcome == "stopped":
+        return "stopped", STOPPED
+    if state.outcome == "paused":
+        names = ", ".join(sorted({call.name for call in state.pending})) or "a tool"
+        return "failed", (f"waiting: {names} waits for a person's decision; row.fork is "
+                          "waiting: approve/reject/inject it, then await row.fork.step()")
+    return "failed", (f"step limit: no final answer within max_step="
+                      f"{fork.options.max_step} model calls")

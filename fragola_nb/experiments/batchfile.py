@@ -1,0 +1,144 @@
+"""The resume file of ``agent.batch(..., resume=PATH)``: finished rows as JSON Lines.
+
+One line per finished input (``done`` or ``failed``), appended as it finishes, written with a
+single ``write`` and ``fsync``'d, so a crash loses at most the line being written::
+
+    {"index": 3, "input": "3 + 3?", "status": "done", "answer": "6", "error": null,
+     "usage": [{"model": "gpt-4o-mini", "prompt_tokens": 20, ...}], "seconds": 0.41}
+
+(``usage`` lists the fork's model calls, as ``agent.usage.calls`` holds them.)
+
+Read back, a line is keyed by its index *and* its input: a file written for other inputs is
+refused, never mixed in. A later line for the same index wins (an input that failed, run
+again). A last line cut short by a crash (no newline at its end) is ignored and cut off before
+anything is appended. The rows hold the input, the answer, the error (already redacted, see
+``batch.error_line``), the usage and the time: no settings, no headers, no key. The file is
+created readable by its owner only, and a symbolic link at ``PATH`` is refused rather than
+followed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadUsage
+from ..usage import CallUsage, ModelPrice, Usage
+from .batchrows import BatchRow, row_tokens
+
+__all__ = ["ResumeFile"]
+
+_CALL_FIELDS = tuple(f.name for f in dataclasses.fields(CallUsage))
+
+
+def _same(value: Any) -> Any:
+    """``value`` as it reads back from JSON (a list of parts compares with its copy)."""
+    return value if isinstance(value, str) else json.loads(json.dumps(value))
+
+
+class ResumeFile:
+    """An open resume file: ``rows`` holds what it already had (done rows, by index);
+    ``write`` appends a finished row."""
+
+    def __init__(self, path: str | os.PathLike[str], inputs: Sequence[Any],
+                 prices: Mapping[str, ModelPrice]) -> None:
+        self.prices = prices
+        """To price the calls of the rows read back, as ``agent.usage`` would."""
+        self.path = Path(os.path.abspath(path))
+        try:
+            keys = [_same(item) for item in inputs]
+        except (TypeError, ValueError) as exc:
+            raise BadUsage(f"resume= needs inputs that are JSON text or parts: {exc}") from None
+        try:
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+            self._fd = os.open(self.path, flags, 0o600)
+        except OSError as exc:
+            why = "it is a symbolic link" if os.path.islink(self.path) else exc.strerror
+            raise BadUsage(f"cannot use {self.path} as a batch resume file: {why}") from None
+        try:
+            self.rows = self._read(keys)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _read(self, keys: list[Any]) -> dict[int, BatchRow]:
+        with os.fdopen(os.dup(self._fd), "rb") as file:
+            data = file.read()
+        complete = data.rfind(b"\n") + 1
+        if complete < len(data):
+            # A line cut short by a crash: dropped, so the next row starts on a line of its own.
+            os.ftruncate(self._fd, complete)
+        os.lseek(self._fd, 0, os.SEEK_END)
+        rows: dict[int, BatchRow] = {}
+        for number, line in enumerate(data[:complete].splitlines(), 1):
+            if not line.strip():
+                continue
+            row = self._row(line, number)
+            if row.index >= len(keys) or keys[row.index] != row.input:
+                given = (f"input {row.index} here is {_shown(keys[row.index])}"
+                         if row.index < len(keys) else f"only {len(keys)} inputs are given")
+                raise BadUsage(
+                    f"{self.path} holds the rows of other inputs (line {number}: input "
+                    f"{row.index} there is {_shown(row.input)}, {given}): pass another "
+                    "resume path for these inputs, or delete the file to start over")
+            if row.status == "done":
+                rows[row.index] = row
+            else:
+                rows.pop(row.index, None)  # failed later: it runs again
+        return rows
+
+    def _row(self, line: bytes, number: int) -> BatchRow:
+        try:
+            obj = json.loads(line)
+            index, item, status = obj["index"], obj["input"], obj["status"]
+            answer, error, seconds = obj["answer"], obj["error"], obj["seconds"]
+            usage = obj["usage"]
+            ok = (type(index) is int and index >= 0 and status in ("done", "failed")
+                  and (isinstance(item, str) or isinstance(item, list))
+                  and isinstance(answer, (str, type(None)))
+                  and isinstance(error, (str, type(None)))
+                  and isinstance(seconds, (int, float, type(None))))
+            counts = None if usage is None else Usage(tuple(_call(call) for call in usage),
+                                                      self.prices)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            ok = False
+        if not ok:
+            raise BadUsage(f"{self.path}, line {number}, is not a row of a batch resume file: "
+                           "pass another resume path, or delete the file to start over")
+        return BatchRow(index=index, input=item, answer=answer, error=error, status=status,
+                        tokens=None if counts is None else row_tokens(counts),
+                        seconds=seconds, usage=counts, resumed=True)
+
+    def write(self, row: BatchRow) -> None:
+        """Append ``row`` as one line, on disk before this returns."""
+        usage = None if row.usage is None else [dataclasses.asdict(c) for c in row.usage.calls]
+        line = json.dumps({"index": row.index, "input": row.input, "status": row.status,
+                           "answer": row.answer, "error": row.error, "usage": usage,
+                           "seconds": row.seconds}, ensure_ascii=False) + "\n"
+        data = line.encode("utf-8")
+        while data:  # one write on a local file; the loop covers a short write
+            data = data[os.write(self._fd, data):]
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _call(fields: Any) -> CallUsage:
+    """One call of a row's usage, its fields checked (``TypeError`` when one is not right)."""
+    if set(fields) != set(_CALL_FIELDS):
+        raise TypeError("not the fields of a call")
+    call = CallUsage(**fields)
+    if not isinstance(call.model, str) or not isinstance(call.reported, bool) or any(
+            type(getattr(call, name)) is not int for name in _CALL_FIELDS[1:-1]):
+        raise TypeError("a field of the wrong type")
+    return call
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return repr(text if len(text) <= 60 else text[:59] + "…")

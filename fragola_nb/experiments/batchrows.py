@@ -1,0 +1,169 @@
+"""The rows of ``agent.batch``: ``BatchRow`` (one input) and ``BatchResult`` (all of them, in
+input order), with counts, total usage, ``to_pandas()`` and plain and escaped-HTML forms."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from ..render import escape, text_of
+from ..usage import Usage
+from .comparison import import_pandas
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["BatchResult", "BatchRow", "RowStatus", "row_tokens"]
+
+RowStatus = Literal["done", "failed", "stopped", "not run"]
+"""``done``: a final answer; ``failed``: an error (``error`` says which); ``stopped``:
+``stop_sync()`` or a cancellation ended it while it ran; ``not run``: the batch was stopped
+before it started."""
+
+SHOWN_ROWS = 20
+"""Rows in the HTML table; the rest are counted."""
+SHOWN_CHARS = 160
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One input of a batch and what became of it.
+
+    ``answer`` is the fork's last assistant text (None without one); ``error`` is one line, or
+    None when the input was answered; ``usage`` is the fork's ``agent.usage``, ``tokens`` its
+    ``total_tokens`` (None when a call's server sent no usage); ``fork`` is the agent the
+    input ran on (dropped from the fork tree; None for a row read back from a resume file,
+    ``resumed=True``). ``row["answer"]`` reads a
+    field too, as the row dicts of ``Comparison.table()`` do.
+    """
+
+    index: int
+    input: str | list[dict[str, Any]]
+    answer: str | None
+    error: str | None
+    status: RowStatus
+    tokens: int | None = None
+    seconds: float | None = None
+    fork: Agent | None = field(default=None, repr=False, compare=False)
+    usage: Usage | None = field(default=None, repr=False)
+    resumed: bool = False
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in _FIELDS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row's fields as a dict (``fork`` is the agent itself, not a copy)."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(BatchRow))
+
+
+def row_tokens(usage: Usage) -> int | None:
+    """``usage.total_tokens``, or None when a call's server sent no usage (never a guess)."""
+    return None if usage.unreported else usage.total_tokens
+
+
+class BatchResult(Sequence[BatchRow]):
+    """What ``agent.batch`` returns: one ``BatchRow`` per input, in input order.
+
+    >>> result = await agent.batch(["2 + 2?", "3 + 3?"])      # doctest: +SKIP
+    >>> [row.answer for row in result]                         # doctest: +SKIP
+    ['4', '6']
+    >>> result.done, result.failed, result.usage.total_tokens  # doctest: +SKIP
+    (2, 0, 52)
+    """
+
+    def __init__(self, rows: Sequence[BatchRow], *, seconds: float, stopped: bool) -> None:
+        self._rows = tuple(rows)
+        self.seconds = seconds
+        """Wall time of the call."""
+        self.stopped = stopped
+        """The batch was stopped (``stop()``, ``stop_sync()``) before every input ran."""
+
+    @overload
+    def __getitem__(self, index: int) -> BatchRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[BatchRow]: ...
+
+    def __getitem__(self, index: int | slice) -> BatchRow | Sequence[BatchRow]:
+        return self._rows[index]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _count(self, status: RowStatus) -> int:
+        return sum(1 for row in self._rows if row.status == status)
+
+    @property
+    def done(self) -> int:
+        """Inputs answered (those read back from a resume file included)."""
+        return self._count("done")
+
+    @property
+    def failed(self) -> int:
+        """Inputs that ended with an error."""
+        return self._count("failed")
+
+    @property
+    def unfinished(self) -> int:
+        """Inputs stopped while they ran, or never started."""
+        return len(self._rows) - self.done - self.failed
+
+    @property
+    def answers(self) -> list[str | None]:
+        return [row.answer for row in self._rows]
+
+    @property
+    def errors(self) -> dict[int, str]:
+        """The error of each row that has one, by input index."""
+        return {row.index: row.error for row in self._rows if row.error is not None}
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens, requests and cost of every row (a resumed row's as its file says)."""
+        return sum((row.usage for row in self._rows if row.usage is not None), Usage())
+
+    def to_pandas(self) -> Any:
+        """The rows as a ``pandas.DataFrame``, one per input, indexed by input position:
+        columns input, answer, error, status, tokens, seconds, fork."""
+        pandas = import_pandas("BatchResult.to_pandas()")
+        columns = ["input", "answer", "error", "status", "tokens", "seconds", "fork"]
+        data = [[getattr(row, name) for name in columns] for row in self._rows]
+        return pandas.DataFrame(data, columns=columns)
+
+    def summary(self) -> str:
+        """``"3 inputs: 2 done, 1 failed; 120 tokens; 1.4 s"``."""
+        parts = [f"{self.done} done", f"{self.failed} failed"]
+        parts += [f"{count} {status}" for status in ("stopped", "not run")
+                  if (count := self._count(status))]
+        usage = self.usage.summary() or "no model calls"
+        return f"{len(self._rows)} inputs: {', '.join(parts)}; {usage}; {self.seconds:.1f} s"
+
+    def __repr__(self) -> str:
+        return f"BatchResult({self.summary()})"
+
+    def _repr_html_(self) -> str:
+        """A summary and the first rows as an escaped table (model text is never HTML)."""
+        head = "".join(f"<th>{name}</th>" for name in ("#", "input", "answer", "error",
+                                                         "tokens", "s"))
+        body = []
+        for row in self._rows[:SHOWN_ROWS]:
+            cells = [str(row.index), _short(text_of(row.input)), _short(row.answer or ""),
+                     _short(row.error or ""), "" if row.tokens is None else f"{row.tokens:,}",
+                     "" if row.seconds is None else f"{row.seconds:.2f}"]
+            body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+        more = len(self._rows) - SHOWN_ROWS
+        tail = f"<p>… {more:,} more rows (to_pandas() has them all)</p>" if more > 0 else ""
+        return (f'<div class="fragola-batch"><p><b>BatchResult</b> · {escape(self.summary())}'
+                f"</p><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+                f"</table>{tail}</div>")
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
