@@ -90,9 +90,9 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
             sent = json.loads(await request.aread())
         except ValueError:
             return await self._http.send(request, stream=True)
-        record: dict[str, Any] = {"agent": CURRENT_AGENT.get(None), "request": sent}
+        agent = CURRENT_AGENT.get(None)
         response = await self._http.send(request, stream=True)
-        record["status"] = response.status_code
+        record = {"agent": agent, "status": response.status_code, "request": sent}
         # What the client gets is the decoded body: the encoding headers no longer apply.
         headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _UNSENT]
         extensions = {k: v for k, v in response.extensions.items() if k != "network_stream"}

@@ -9,17 +9,20 @@ variant's instructions would. Run it again after changing the lesson's agent or 
     .venv/bin/python notebooks/recordings/make_lesson.py
 
 ``prompt_experiment`` is the notebook's Part 5 as a function: the notebook's cells (or a
-test) run the same code on ``Fragola.replay`` and get the recorded answers.
+test) send the same requests from ``Fragola.replay`` and get the recorded answers. A request
+is matched by its body, whatever the order, so the forks may run at once when replayed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
 from fragola_nb import Fragola, tool
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.scripted import ScriptedModel, wire
+from fragola_nb.scripted.items import recorded
 
 HERE = Path(__file__).resolve().parent
 RECORDING = HERE / "lesson.jsonl"
@@ -54,17 +57,15 @@ def celsius_to_fahrenheit(celsius: float) -> float:
     return round(celsius * 9 / 5 + 32, 1)
 
 
-async def prompt_experiment(fragola: Fragola) -> dict[str, str]:
-    """One tutor, a fork per variant of the instructions, the same question to each."""
+async def prompt_experiment(fragola: Fragola, concurrency: int = 4) -> dict[str, str]:
+    """The notebook's Part 5: one tutor, compared across variants of its instructions (a fork
+    per variant, named after it, each asked the same question); the answers by variant."""
     tutor = fragola.agent(name="tutor", tools=[km_to_miles, celsius_to_fahrenheit])
     await tutor.user_message(GREETING)
-    answers = {}
-    for label, instructions in VARIANTS.items():
-        branch = tutor.fork(label)
-        branch.set_instructions(instructions)
-        state = await branch.user_message(QUESTION)
-        answers[label] = state.messages[-1]["content"]
-    return answers
+    comparison = await tutor.compare(
+        QUESTION, {label: {"instructions": text} for label, text in VARIANTS.items()},
+        concurrency=concurrency)
+    return {row["variant"]: row["answer"] or row["error"] for row in comparison.table()}
 
 
 ANSWERS = {  # what a model following each variant's instructions says
@@ -76,26 +77,42 @@ ANSWERS = {  # what a model following each variant's instructions says
 }
 
 
-def stand_in(request: dict[str, Any]) -> Any:
-    """The real API's part: greet, call the tool for the question, answer per instructions."""
-    messages = request["messages"]
-    last = messages[-1]
-    if last["role"] == "user" and last["content"] == GREETING:
-        return reply("Hello! Send me a distance or a temperature and I will convert it.")
-    if last["role"] == "user":
-        return tool_calls(call("celsius_to_fahrenheit", {"celsius": 100}))
-    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
-    label = next(label for label, text in VARIANTS.items() if text == system)
-    return reply(ANSWERS[label])
+CREATED = 1764547200  # 2025-12-01: fixed, so that making the file again changes nothing
+
+
+def stand_in() -> Any:
+    """The real API's part: greet, call the tool for the question, answer per instructions;
+    ids numbered in order, so the file comes out the same every time."""
+    numbers = itertools.count(1)
+
+    def answer(request: dict[str, Any], content: str | None, *calls: tuple[str, str]) -> Any:
+        number = next(numbers)
+        said = wire.Answer(content, tuple((f"call_{number}", name, args) for name, args in calls))
+        body = wire.completion(said, id=f"chatcmpl-lesson-{number}", created=CREATED,
+                               model=request["model"], usage=wire.usage(request, said))
+        return recorded(body=body)
+
+    def brain(request: dict[str, Any]) -> Any:
+        messages = request["messages"]
+        last = messages[-1]
+        if last["role"] == "user" and last["content"] == GREETING:
+            return answer(request, "Hello! Send me a distance or a temperature to convert.")
+        if last["role"] == "user":
+            return answer(request, None, ("celsius_to_fahrenheit", '{"celsius": 100}'))
+        system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+        label = next(label for label, text in VARIANTS.items() if text == system)
+        return answer(request, ANSWERS[label])
+
+    return brain
 
 
 async def record() -> dict[str, str]:
     RECORDING.unlink(missing_ok=True)  # a recording is appended to: start afresh
-    with ScriptedModel(brain=stand_in) as api:
+    with ScriptedModel(brain=stand_in()) as api:
         fragola = Fragola.record(RECORDING, model=MODEL, base_url=api.base_url,
                                  api_key="sk-teacher-key-0000000000000000", max_retries=0)
         try:
-            return await prompt_experiment(fragola)
+            return await prompt_experiment(fragola, concurrency=1)  # lines in order
         finally:
             await fragola.aclose()
 
