@@ -1337,7 +1337,9 @@ TEACHING_EXAMPLE: list[Cell] = [
 
     Does the wording of the instructions change the answers? Keep everything else equal:
     start from **one** agent, fork it once per variant, change only the instructions of
-    each fork, ask each the same question.
+    each fork, ask each the same question. `agent.compare(question, variants)` does exactly
+    that: one fork per variant, named after it, all asked at once, shown side by side (a
+    grid, one column per variant; words that differ from the first column are marked).
     """),
     code("""
     tutor = fragola.agent(name="tutor", tools=[km_to_miles, celsius_to_fahrenheit])
@@ -1348,16 +1350,19 @@ TEACHING_EXAMPLE: list[Cell] = [
         "teacher": "Explain each conversion step by step, for a 12-year-old.",
         "pirate": "Answer like a pirate.",
     }
-    answers = {}
-    for label, instructions in variants.items():
-        branch = tutor.fork(label)
-        branch.set_instructions(instructions)
-        state = await branch.user_message("What is 100 degrees celsius in fahrenheit?")
-        answers[label] = state.messages[-1]["content"]
+    comparison = await tutor.compare(
+        "What is 100 degrees celsius in fahrenheit?",
+        {label: {"instructions": text} for label, text in variants.items()},
+    )
+    """),
+    md("""
+    For the hand-out, the same as a table: `comparison.table()` gives one row per variant
+    (its answer, tool calls, tokens, seconds, error).
     """),
     code("""
     from IPython.display import Markdown
 
+    answers = {row["variant"]: row["answer"] or row["error"] for row in comparison.table()}
     table = "| fork | instructions | answer |\\n|---|---|---|\\n" + "\\n".join(
         f"| {label} | {variants[label]} | {' '.join(answer.splitlines())} |"
         for label, answer in answers.items()
@@ -1378,11 +1383,11 @@ TEACHING_EXAMPLE: list[Cell] = [
     message of its requests, and nothing else differed:
     """),
     code("""
-    if fragola.offline:
-        for request in fragola.scripted_model.requests[-6:]:
-            first = request["messages"][0]
-            if first["role"] == "system":
-                print(f"system: {first['content']!r:70} | last: {request['messages'][-1]['role']}")
+    if fragola.offline:  # the forks ran at once: their requests are sorted for reading
+        sent = sorted((r["messages"][0]["content"], r["messages"][-1]["role"] == "tool")
+                      for r in fragola.scripted_model.requests[-6:])
+        for system, after_tool in sent:
+            print(f"system: {system!r:70} | last: {'tool' if after_tool else 'user'}")
         assert len(set(answers.values())) == len(variants)  # one answer per instructions
         assert answers["terse"] == "212.0. (instructions followed: be brief)"
     assert {fork.name for fork in tutor.forks} == set(variants)
