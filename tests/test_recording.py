@@ -239,12 +239,13 @@ async def test_the_demo_model_answers_what_was_not_recorded_when_asked(
 
 async def test_credentials_never_reach_the_file(model: ScriptedModel, tmp_path: Path) -> None:
     path = tmp_path / "secret.jsonl"
-    model.push(reply(f"Your key {KEY} is safe with me."))
+    model.push(reply(f"Your key {KEY} is safe with me."), reply("Noted."), reply("Hi."))
     fragola = recorder(path, model, default_headers={"X-Api-Key": HEADER_KEY})
     agent = fragola.agent(name="careless", model_settings={
         "extra_headers": {"Authorization": f"Bearer {EXTRA_KEY}"},
         "extra_body": {"api_key": EXTRA_KEY}})
     await agent.user_message(f"My key is {KEY}, keep it.")
+    await agent.user_message(f"And my header key is {HEADER_KEY}.")
     await fragola.aclose()
     assert model.headers[0]["x-api-key"] == "[redacted]"  # it was sent, under its name
     data = path.read_bytes()
@@ -252,6 +253,11 @@ async def test_credentials_never_reach_the_file(model: ScriptedModel, tmp_path: 
         assert secret.encode() not in data
     exchange = lines(path)[1]
     assert exchange["request"]["messages"][0]["content"] == "My key is [redacted], keep it."
+
+    plain = Fragola.record(path, base_url=model.base_url, api_key="plain-key-7f3a9c2e11")
+    await plain.agent(name="plain").user_message("Is plain-key-7f3a9c2e11 a key?")
+    await plain.aclose()  # a key of no known shape: known to be one, it is scrubbed as well
+    assert b"7f3a9c2e11" not in path.read_bytes()
 
     replay = Fragola.replay(path)  # scrubbed alike, the request still matches
     try:
@@ -313,6 +319,9 @@ def test_a_missing_recording_or_a_file_that_is_not_one_is_bad_usage(tmp_path: Pa
     assert notes.read_text() == "my notes\n"  # nothing appended to it
     with pytest.raises(BadUsage, match="cannot write the recording"):
         Fragola.record(tmp_path / "no" / "dir.jsonl", api_key=KEY)
+    for start in (Fragola.replay, lambda path: Fragola.record(path, api_key=KEY)):
+        with pytest.raises(BadUsage, match=f"cannot read the recording {tmp_path}: Is a dir"):
+            start(tmp_path)
 
 
 def test_record_refuses_a_client_it_cannot_see_through(tmp_path: Path) -> None:

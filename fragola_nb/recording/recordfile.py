@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import BadUsage
-from ..redact import redacted
+from ..redact import REDACTED, redacted
 
 __all__ = ["FORMAT", "Appender", "Exchange", "read_recording"]
 
@@ -67,11 +68,22 @@ class Appender:
     otherwise: nothing of it is overwritten).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], secrets: Iterable[str] = ()) -> None:
         self.path = Path(path)
+        # Keys of no well-known shape, known to be secret (the client's API key): replaced
+        # wherever they appear. Only header-safe text is ever sent as one, so no JSON escape
+        # can hide it in a line; a short one ("ollama") would replace ordinary words.
+        self._secrets = sorted({s for s in secrets if len(s) >= 12 and '"' not in s
+                                and "\\" not in s}, key=len, reverse=True)
         self._lock = _lock_for(self.path)
         with self._lock:
-            if self.path.exists() and self.path.stat().st_size > 0:
+            try:
+                started = self.path.stat().st_size > 0
+            except FileNotFoundError:
+                started = False
+            except OSError as exc:
+                raise BadUsage(f"cannot use the recording {self.path}: {exc.strerror}") from None
+            if started:
                 _read_header(self.path)
             else:
                 self._write(b"")
@@ -79,6 +91,8 @@ class Appender:
     def append(self, record: dict[str, Any]) -> None:
         """Scrub ``record`` of credentials and append it as one line."""
         data = _line(redacted(record))
+        for secret in self._secrets:
+            data = data.replace(secret.encode(), REDACTED.encode())
         with self._lock:
             self._write(data)
 
@@ -128,8 +142,11 @@ def _parse(path: Path, number: int, raw: bytes) -> Any:
 
 
 def _read_header(path: Path) -> None:
-    with path.open("rb") as file:
-        first = file.readline()
+    try:
+        with path.open("rb") as file:
+            first = file.readline()
+    except OSError as exc:
+        raise BadUsage(f"cannot read the recording {path}: {exc.strerror}") from None
     _check_header(path, _parse(path, 1, first) if first.strip() else None)
 
 
