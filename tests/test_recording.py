@@ -242,14 +242,14 @@ async def test_credentials_never_reach_the_file(model: ScriptedModel, tmp_path: 
     model.push(reply(f"Your key {KEY} is safe with me."), reply("Noted."), reply("Hi."))
     fragola = recorder(path, model, default_headers={"X-Api-Key": HEADER_KEY})
     agent = fragola.agent(name="careless", model_settings={
-        "extra_headers": {"Authorization": f"Bearer {EXTRA_KEY}"},
-        "extra_body": {"api_key": EXTRA_KEY}})
+        "extra_headers": {"X-Custom-Token": EXTRA_KEY},
+        "extra_body": {"api_key": "in-the-body-0123456789"}})
     await agent.user_message(f"My key is {KEY}, keep it.")
-    await agent.user_message(f"And my header key is {HEADER_KEY}.")
+    await agent.user_message(f"And my header key is {HEADER_KEY}, my token {EXTRA_KEY}.")
     await fragola.aclose()
     assert model.headers[0]["x-api-key"] == "[redacted]"  # it was sent, under its name
     data = path.read_bytes()
-    for secret in (KEY, HEADER_KEY, EXTRA_KEY, "abcdefghijklmnop"):
+    for secret in (KEY, HEADER_KEY, EXTRA_KEY, "abcdefghijklmnop", "in-the-body"):
         assert secret.encode() not in data
     exchange = lines(path)[1]
     assert exchange["request"]["messages"][0]["content"] == "My key is [redacted], keep it."

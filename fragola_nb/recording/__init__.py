@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from ..errors import BadUsage
-from ..model_client.client import NO_KEY
-from ..redact import is_secret_name
 from .recordfile import Appender, read_recording
 from .replayer import DEFAULT_IGNORED, Replayer
 from .transport import naming_agents, recording_through
@@ -55,18 +53,8 @@ def start_recording(
                 "not pass through fragola_nb's transport): pass its settings instead "
                 "(api_key=, base_url=, timeout=, default_headers=...)")
     fragola = cls(**options)  # bad options fail before the file is touched
-    fragola._model.wrap_http = recording_through(Appender(path, _secrets(fragola, options)))
+    fragola._model.wrap_http = recording_through(Appender(path))
     return fragola
-
-
-def _secrets(fragola: Fragola, options: dict[str, Any]) -> list[str]:
-    """The API key and the values of credential headers this instance sends: never written,
-    whatever their shape (the redaction rule knows only the well-known ones)."""
-    found = [fragola._model._api_key]
-    headers = options.get("default_headers")
-    if isinstance(headers, dict):
-        found.extend(value for name, value in headers.items() if is_secret_name(name))
-    return [value for value in found if isinstance(value, str) and value != NO_KEY]
 
 
 def start_replay(

@@ -9,8 +9,9 @@
 
 ``request`` is the JSON body sent; the answer is ``body`` (a JSON body, any status), ``text``
 (a body that was not JSON), or ``chunks`` (a streamed answer: each ``data:`` event's JSON, in
-order; ``"cut": true`` when the stream ended before it was done). Headers are not kept, and
-every value is scrubbed with fragola_nb's one rule (:func:`fragola_nb.redact.redacted`).
+order; ``"cut": true`` when the stream ended before it was done). Headers are not kept;
+every value is scrubbed with fragola_nb's one rule (:func:`fragola_nb.redact.redacted`), and
+the credentials the request was sent with (its key...) are scrubbed wherever they appear.
 
 Lines are appended under a lock, each in one ``write`` to a file opened for appending, so
 agents recording at once (threads, or processes sharing the file) never interleave halves.
@@ -68,13 +69,8 @@ class Appender:
     otherwise: nothing of it is overwritten).
     """
 
-    def __init__(self, path: str | os.PathLike[str], secrets: Iterable[str] = ()) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        # Keys of no well-known shape, known to be secret (the client's API key): replaced
-        # wherever they appear. Only header-safe text is ever sent as one, so no JSON escape
-        # can hide it in a line; a short one ("ollama") would replace ordinary words.
-        self._secrets = sorted({s for s in secrets if len(s) >= 12 and '"' not in s
-                                and "\\" not in s}, key=len, reverse=True)
         self._lock = _lock_for(self.path)
         with self._lock:
             try:
@@ -88,10 +84,14 @@ class Appender:
             else:
                 self._write(b"")
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Scrub ``record`` of credentials and append it as one line."""
+    def append(self, record: dict[str, Any], secrets: Iterable[str] = ()) -> None:
+        """Scrub ``record`` of credentials and append it as one line. ``secrets`` (the
+        credentials the request was sent with) are replaced wherever they appear, whatever
+        their shape: the rule knows only well-known shapes."""
         data = _line(redacted(record))
-        for secret in self._secrets:
+        # Header values are printable ASCII: no JSON escape can hide one in the line. A short
+        # one ("ollama") would replace ordinary words.
+        for secret in sorted({s for s in secrets if len(s) >= 12}, key=len, reverse=True):
             data = data.replace(secret.encode(), REDACTED.encode())
         with self._lock:
             self._write(data)

@@ -9,7 +9,7 @@ each get its own transport here, wrapped around the HTTP client fragola_nb would
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -17,6 +17,7 @@ import httpx2
 import openai
 
 from ..driver import CURRENT_AGENT
+from ..redact import is_secret_name
 from .recordfile import Appender
 
 __all__ = ["AGENT_HEADER", "naming_agents", "recording_through", "sse_chunks"]
@@ -91,20 +92,21 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
         except ValueError:
             return await self._http.send(request, stream=True)
         agent = CURRENT_AGENT.get(None)
+        secrets = _credentials(request.headers)
         response = await self._http.send(request, stream=True)
         record = {"agent": agent, "status": response.status_code, "request": sent}
         # What the client gets is the decoded body: the encoding headers no longer apply.
         headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _UNSENT]
         extensions = {k: v for k, v in response.extensions.items() if k != "network_stream"}
         if "text/event-stream" in response.headers.get("content-type", ""):
-            stream = _Tee(response, record, self._appender)
+            stream = _Tee(response, record, lambda done: self._appender.append(done, secrets))
             return httpx2.Response(response.status_code, headers=headers, stream=stream,
                                    extensions=extensions)
         try:
             content = await response.aread()
         finally:
             await response.aclose()
-        self._appender.append({**record, **_json_or_text(content)})
+        self._appender.append({**record, **_json_or_text(content)}, secrets)
         return httpx2.Response(response.status_code, headers=headers, content=content,
                                extensions=extensions)
 
@@ -112,15 +114,22 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
         await self._http.aclose()
 
 
+def _credentials(headers: httpx2.Headers) -> list[str]:
+    """The credentials a request is sent with (its key, in ``Authorization`` or a header of
+    the user's), without their scheme."""
+    values = (value for name, value in headers.items() if is_secret_name(name))
+    return [value.partition(" ")[2] if " " in value else value for value in values]
+
+
 class _Tee(httpx2.AsyncByteStream):
     """Passes a stream's bytes on as they come, and records its chunks once it ends (or is
     closed before its end: then what came, marked ``cut``)."""
 
     def __init__(self, response: httpx2.Response, record: dict[str, Any],
-                 appender: Appender) -> None:
+                 write: Callable[[dict[str, Any]], None]) -> None:
         self._response = response
         self._record = record
-        self._appender = appender
+        self._write = write
         self._seen: list[bytes] = []
         self._written = False
 
@@ -144,4 +153,4 @@ class _Tee(httpx2.AsyncByteStream):
         record = {**self._record, "chunks": chunks}
         if cut and not done:
             record["cut"] = True
-        self._appender.append(record)
+        self._write(record)
