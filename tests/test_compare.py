@@ -77,6 +77,11 @@ async def test_each_variant_runs_on_a_fork_named_after_it(brainy: ScriptedModel)
         user(QUESTION), {"role": "assistant", "content": "[gpt-4o-mini] following: Answer in "
                          "one sentence."}]
     assert comparison["pirate"].model == "big-model"
+    # tokens: each fork counts its own call; the agent made none
+    for row in comparison.table():
+        fork = comparison[row["variant"]]
+        assert row["tokens"] == fork.usage.total_tokens > 0 and fork.usage.requests == 1
+    assert agent.usage.requests == 0
     temperatures = {system_text(r): r.get("temperature") for r in brainy.requests}
     assert temperatures == {"Answer in one sentence.": None, "Talk like a pirate.": None,
                             "Be helpful.": 0}

@@ -1,6 +1,6 @@
-"""The compare grid in-process (its data, live; the click that opens a branch's panel), and
-``%%fragola --compare`` in a terminal IPython. The grid in a real kernel is in
-``test_compare_kernel.py``."""
+"""The compare grid in-process (its data, live; the click that opens a branch's panel),
+``%%fragola --compare`` in a terminal IPython, and both in a real kernel (what the browser
+gets, read from iopub; a click is the state update the view sends)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,7 @@ async def test_the_grid_follows_each_variant_as_it_streams(model: ScriptedModel,
                             ["gone", "following:"], ["new", "HANG then"],
                             ["same", " answer plainly"]]
     assert slow["seconds"] > 0 and not slow["streaming"]
+    assert slow["tokens"] == comparison["slow"].usage.total_tokens > 0
     # hostile text is data the view draws as text, its invisible characters written out
     assert "<script>" in evil["answer"] and "\u202e" not in str(columns)
     assert view.grid.title == {"agent": "base", "message": "go", "done": True}
@@ -206,3 +207,92 @@ def test_compare_mistakes_are_one_line_usage_errors_and_make_no_fork(
     [printed] = capsys.readouterr().err.strip().splitlines()
     assert printed.startswith(error), printed
     assert shell.user_ns["agent"].forks == () and model.requests == []
+
+
+# -- in a real kernel ------------------------------------------------------------------------------
+
+KERNEL_SETUP = f"""
+%load_ext fragola_nb
+from fragola_nb import Fragola
+from fragola_nb.scripted import reply
+
+def brain(request):
+    first = request["messages"][0]
+    told = first["content"] if first["role"] == "system" else "nothing"
+    return reply("I was told: " + told)
+
+fragola = Fragola.scripted(brain=brain)
+agent = fragola.agent("base", model_settings={{"stream": True}})
+variants = {{"evil": {{"instructions": {HOSTILE!r}}}, "plain": {{}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[Any]:
+    from kernel_harness import Kernel
+
+    with Kernel() as running:
+        running.execute(KERNEL_SETUP)
+        yield running
+
+
+def grid_ids(kernel: Any) -> list[str]:
+    kernel.drain(0.05)
+    return [cid for cid, state in kernel.widgets.items()
+            if str(state.get("_anywidget_id", "")).endswith(".CompareGrid")]
+
+
+def widget_views(result: Any) -> list[str]:
+    return [d["application/vnd.jupyter.widget-view+json"]["model_id"] for d in result.data
+            if "application/vnd.jupyter.widget-view+json" in d]
+
+
+def test_await_compare_in_a_kernel_shows_the_grid_once_and_opens_a_panel(kernel: Any) -> None:
+    from test_render import assert_inert
+
+    before = set(grid_ids(kernel))
+    result = kernel.execute('await agent.compare("hi", variants)')
+    [grid] = [g for g in grid_ids(kernel) if g not in before]
+    # the live grid, then the cell's value as one line rather than a second grid
+    assert len(set(widget_views(result))) == 1  # shown, then updated in place
+    line = "Comparison of 2 variant(s): the grid above"
+    assert result.data[-1] == {"text/plain": line, "text/html": f"<small>{line}</small>"}
+    # the live display's static table, updated when the comparison ended (nbconvert's copy)
+    static = next(o["data"]["text/html"] for o in reversed(result.outputs)
+                  if "application/vnd.jupyter.widget-view+json" in o["data"])
+    assert "finished" in static
+    assert "&lt;script&gt;" in static and "<script" not in static
+    assert_inert(static.replace("<table", "<div").replace("</table>", "</div>")
+                 .replace("<caption", "<div").replace("</caption>", "</div>")
+                 .replace("thead", "div").replace("tbody", "div")
+                 .replace("<tr", "<div").replace("</tr>", "</div>")
+                 .replace("<th", "<div").replace("</th>", "</div>")
+                 .replace("<td", "<div").replace("</td>", "</div>"))
+    columns = kernel.widgets[grid]["columns"]
+    assert [(c["name"], c["status"], c["answer"]) for c in columns] == [
+        ("evil", "finished", "I was told: <script>alert(1)</script> file\\u202egnp.exe"),
+        ("plain", "finished", "I was told: nothing")]
+    assert columns[1]["diff"][0] == ["same", "I was told: "]
+    assert columns[0]["tokens"] > 0
+
+    kernel.send_state(grid, {"selected": "plain"})  # a click on the column's name
+    kernel.wait_for("[k for k in agent.forks if k.name == 'plain'] and "
+                    "any(type(w).__name__ == 'AgentPanel' and w.agent.name == 'plain' "
+                    "for w in __import__('ipywidgets').Widget.widgets.values())")
+
+
+def test_a_comparison_displayed_later_is_a_grid_and_the_magic_binds_it(kernel: Any) -> None:
+    kernel.execute('c = await agent.compare("again", variants)')
+    before = set(grid_ids(kernel))
+    shown = kernel.execute("c")
+    assert len(set(widget_views(shown))) == 1 and set(grid_ids(kernel)) - before
+
+    before = set(grid_ids(kernel))
+    result = kernel.execute("%%fragola agent --compare variants --out cmp\nWhat is {c.message}?")
+    assert len(set(widget_views(result))) == 1
+    [grid] = [g for g in grid_ids(kernel) if g not in before]
+    assert kernel.eval("[r['answer'] for r in cmp.table()]") == [
+        "I was told: <script>alert(1)</script> file\u202egnp.exe", "I was told: nothing"]
+    assert kernel.eval("[k.state.messages[0]['content'] for k in cmp.values()]") == [
+        "What is again?"] * 2
+    assert kernel.widgets[grid]["title"]["done"] is True

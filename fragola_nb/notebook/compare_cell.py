@@ -26,6 +26,7 @@ from IPython.core.error import UsageError
 
 from ..errors import BadUsage
 from ..experiments.compare import WATCHERS, Comparison, check_variants
+from ..render import escape
 from .cellargs import CellOptions, interpolate, lookup, parse_options
 from .textviews import say, show
 from .turn import Turn, TurnInterrupted
@@ -52,14 +53,23 @@ class CompareWatcher:
         view = CompareView(comparison, namespace=self.ext.shell.user_ns)
         self._live = {k: v for k, v in self._live.items() if v[0]() is not None}
         self._live[id(comparison)] = (weakref.ref(comparison), view, self._cell())
-        self.ext.show_view(view)
+        handle = self.ext.show_view(view, display_id=True)
+
+        def ended(run: Any) -> None:
+            # The display's static table (nbconvert, GitHub) becomes the final one.
+            if run is None and handle is not None:
+                handle.update(view)
+
+        comparison.subscribe(ended)
 
     def mimebundle(self, comparison: Comparison) -> dict[str, Any] | None:
         if not self.ext.widgets:
             return None
         live = self._live.get(id(comparison))
         if live is not None and live[0]() is comparison and live[2] == self._cell():
-            return {"text/plain": f"Comparison of {len(comparison)} variant(s): the grid above"}
+            # Every form, so IPython adds no second table below the live grid.
+            line = f"Comparison of {len(comparison)} variant(s): the grid above"
+            return {"text/plain": line, "text/html": f"<small>{escape(line)}</small>"}
         from .compare_view import CompareView
 
         view = CompareView(comparison, namespace=self.ext.shell.user_ns)
