@@ -74,9 +74,10 @@ class Usage:
     """Tokens, requests and cost of a sequence of model calls (``calls``, oldest first).
 
     ``prompt_tokens``, ``completion_tokens``, ``total_tokens``, ``cached_tokens``: sums over
-    the calls whose usage was reported; ``requests``: every call; ``unreported``: the calls
-    without usage; ``cost``: USD, or None when a call is unreported or a model's price is
-    unknown; ``by_model``: the same per model. ``a + b`` adds two.
+    the calls whose usage was reported; ``requests``: every call the model answered (a call
+    that failed is not known to have cost anything); ``unreported``: the calls without usage;
+    ``cost``: USD, or None when a call is unreported or a model's price is unknown;
+    ``by_model``: the same per model. ``a + b`` adds two, ``sum(usages)`` many.
     """
 
     calls: tuple[CallUsage, ...] = ()
@@ -137,6 +138,11 @@ class Usage:
         if not isinstance(other, Usage):
             return NotImplemented
         return Usage(self.calls + other.calls, {**other.prices, **self.prices})
+
+    def __radd__(self, other: object) -> Usage:
+        if other == 0:  # sum() starts from 0
+            return self
+        return NotImplemented
 
     def as_dict(self) -> dict[str, Any]:
         """The counts and the cost, as plain data (a table row, a widget)."""

@@ -423,3 +423,47 @@ async def test_exports_show_tokens_and_cost(model: ScriptedModel) -> None:
     assert f"step 1 of 5 · {unpriced.usage.total_tokens:,} tokens · 2 messages*" in (
         export_markdown(unpriced))
     assert "$" not in export_markdown(unpriced)
+
+
+def test_usages_add_up_with_sum() -> None:
+    one = Usage((CallUsage("a", 1, 2, 3),))
+    two = Usage((CallUsage("b", 10, 20, 30), CallUsage("b", reported=False)))
+    total = sum([one, two])
+    assert isinstance(total, Usage)
+    assert (counts(total), total.requests, total.unreported) == ((11, 22, 33), 3, 1)
+    assert list(total.by_model) == ["a", "b"] and total.by_model["b"].requests == 2
+
+
+LAZY = """
+import asyncio, sys
+{block}
+from fragola_nb import Fragola
+from helpers import make_fragola
+from fragola_nb.scripted import ScriptedModel, reply
+
+async def main():
+    model = ScriptedModel([reply("one two three")]).start()
+    agent = make_fragola(model, model="gpt-4o-mini").agent("bot")
+    await agent.user_message("hi")
+    model.stop()
+    print(agent.usage.total_tokens > 0, sys.modules.get("genai_prices") is not None)
+    print(agent.usage.cost is None, sys.modules.get("genai_prices") is not None)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(("block", "expected"), [
+    ("", ["True False", "False True"]),  # imported when the cost is asked, not before
+    ("sys.modules['genai_prices'] = None", ["True False", "True False"]),  # not installed
+])
+def test_genai_prices_is_imported_only_for_a_cost(block: str, expected: list[str]) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    done = subprocess.run([sys.executable, "-c", LAZY.format(block=block)], cwd=here,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == expected
