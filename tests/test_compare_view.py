@@ -25,8 +25,10 @@ HOSTILE = "<script>alert(1)</script> file\u202egnp.exe"
 
 def test_diff_is_word_by_word_against_the_first_answer() -> None:
     assert diff_segments("The cat sat on the mat.", "The dog sat on the red mat.") == [
-        ["same", "The "], ["gone", "cat"], ["new", "dog"], ["same", " sat on the "],
+        ["same", "The "], ["gone", "cat "], ["new", "dog "], ["same", "sat on the "],
         ["new", "red "], ["same", "mat."]]
+    # words match whatever spaces follow them; the new text's spaces are shown
+    assert diff_segments("one\ntwo  three", "one two three") == [["same", "one two three"]]
     assert diff_segments("same", "same") == [["same", "same"]]
     assert diff_segments("", "all new") == [["new", "all new"]]
     assert diff_segments("a \u202eb", "a \u202ec") == [["same", "a "], ["gone", "\\u202eb"],
@@ -87,9 +89,8 @@ async def test_the_grid_follows_each_variant_as_it_streams(model: ScriptedModel,
     assert [c["name"] for c in columns] == ["plain", "slow", "evil"]
     first, slow, evil = columns
     assert first["diff"] is None and first["answer"] == "[gpt-4o-mini] following: answer plainly"
-    assert slow["diff"] == [["gone", "[gpt-4o-mini]"], ["new", "late:"], ["same", " "],
-                            ["gone", "following:"], ["new", "HANG then"],
-                            ["same", " answer plainly"]]
+    assert slow["diff"] == [["gone", "[gpt-4o-mini] following: "], ["new", "late: HANG then "],
+                            ["same", "answer plainly"]]
     assert slow["seconds"] > 0 and not slow["streaming"]
     assert slow["tokens"] == comparison["slow"].usage.total_tokens > 0
     # hostile text is data the view draws as text, its invisible characters written out

@@ -40,7 +40,7 @@ __all__ = ["CompareGrid", "CompareView", "column", "diff_segments"]
 
 _log = logging.getLogger("fragola_nb")
 _HERE = Path(__file__).parent
-_WORDS = re.compile(r"\s+|[^\s]+")
+_WORDS = re.compile(r"^\s+|\S+\s*")  # a word with the spaces after it
 ENDED = ("finished", "waiting", "step_limit", "stopped", "not_started", "failed", "cancelled")
 
 
@@ -49,6 +49,9 @@ def diff_segments(reference: str, text: str) -> list[list[str]]:
     kind ``same``, ``new`` (not in the reference) or ``gone`` (in the reference only)."""
     old, new = _WORDS.findall(reference), _WORDS.findall(text)
     segments: list[list[str]] = []
+    # Words are matched without their spaces (a line break where the other had a space is
+    # no difference), and shown with them.
+    old_words, new_words = [w.strip() for w in old], [w.strip() for w in new]
 
     def add(kind: str, words: list[str]) -> None:
         piece = "".join(words)
@@ -59,7 +62,7 @@ def diff_segments(reference: str, text: str) -> list[list[str]]:
         else:
             segments.append([kind, piece])
 
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    matcher = difflib.SequenceMatcher(None, old_words, new_words, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             add("same", new[j1:j2])
