@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import assert_valid_history, make_agent, user
+from helpers import assert_valid_history, make_agent, make_fragola, user
 
 from fragola_nb import Agent, BadUsage, BatchResult, tool
 from fragola_nb.events import StatusChangeEvent
@@ -367,3 +367,27 @@ async def test_repr_and_html_are_a_summary_with_the_text_escaped(model: Scripted
     page = result._repr_html_()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "1 done, 1 failed" in page and KEY not in page
+
+
+async def test_a_timeout_is_a_row_with_its_error(model: ScriptedModel) -> None:
+    model.brain = answers
+    agent = make_fragola(model, timeout=0.5).agent("calc")
+
+    result = await agent.batch(["hang here", "quick"], progress=False)
+
+    assert result[0].status == "failed" and result[0].error is not None
+    assert result[0].error.startswith("ModelTimeout")
+    assert result[1].answer == "answer to quick"
+
+
+async def test_stop_sync_from_another_thread_reaches_the_batch(model: ScriptedModel) -> None:
+    agent = batch_agent(model)
+    task = asyncio.ensure_future(
+        agent.batch(["hang 0", "hang 1", "never"], concurrency=2, progress=False))
+    await wait_for_requests(model, 2)
+
+    await asyncio.to_thread(agent.stop_sync)
+    result = await task
+
+    assert [row.status for row in result] == ["stopped", "stopped", "not run"]
+    assert len(model.requests) == 2 and agent.status == "idle"

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import check_content
 from ..driver import StopNow
 from ..errors import BadUsage
+from ..usage import Usage
 from .batchfile import ResumeFile
 from .batchrows import BatchResult, BatchRow, row_tokens
 from .comparison import answer_text, error_line
@@ -70,7 +71,12 @@ async def run_batch(
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: a batch starts from an idle "
                        "agent (await or stop() what runs, decide what waits)")
     file = None if resume is None else ResumeFile(resume, items, agent.fragola.prices)
-    batch = _Batch(agent, items, file, progress)
+    try:
+        batch = _Batch(agent, items, file, progress)
+    except BaseException:
+        if file is not None:
+            file.close()
+        raise
     agent._experiments.add(batch.stop)
     try:
         await batch.run(concurrency)
@@ -135,12 +141,14 @@ class _Batch:
         for index in self.todo:  # one iterator shared by the workers
             if self.stopping:
                 return
-            fork = self.base.fork(f"{name}-batch{index}")
-            fork.drop()
-            fork.fork_of = self.agent.id
-            self.running[index] = fork
             started = time.perf_counter()
+            fork: Agent | None = None
             try:
+                # A listener of the agent's after_state_update (forks inherit it) may raise here.
+                fork = self.base.fork(f"{name}-batch{index}")
+                fork.drop()
+                fork.fork_of = self.agent.id
+                self.running[index] = fork
                 if self.stopping:  # stop() from another thread since the check above
                     return
                 state = await fork.user_message(self.items[index])
@@ -152,12 +160,12 @@ class _Batch:
                 self.running.pop(index, None)
             self._finish(row)
 
-    def _row(self, index: int, fork: Agent, started: float, status: Any,
+    def _row(self, index: int, fork: Agent | None, started: float, status: Any,
              error: str | None) -> BatchRow:
-        usage = fork.usage
-        return BatchRow(index=index, input=self.items[index],
-                        answer=answer_text(fork, fork.fork_point), error=error, status=status,
-                        tokens=row_tokens(usage),
+        usage = fork.usage if fork is not None else Usage()
+        answer = answer_text(fork, fork.fork_point) if fork is not None else None
+        return BatchRow(index=index, input=self.items[index], answer=answer, error=error,
+                        status=status, tokens=row_tokens(usage),
                         seconds=time.perf_counter() - started, fork=fork, usage=usage)
 
     def _finish(self, row: BatchRow) -> None:
