@@ -152,7 +152,8 @@ class Agent(Listening):
     @property
     def usage(self) -> Usage:
         """Tokens, requests and cost of the model calls this agent made (not its parent's
-        before a fork, nor its forks': ``fragola_nb.tree_usage`` sums a tree).
+        before a fork, nor its forks': ``fragola_nb.tree_usage`` sums a tree). ``reset()``
+        keeps it: the tokens were spent.
 
         >>> agent.usage.total_tokens, agent.usage.cost              # doctest: +SKIP
         (1234, 0.000415)

@@ -467,3 +467,15 @@ def test_genai_prices_is_imported_only_for_a_cost(block: str, expected: list[str
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == expected
+
+
+async def test_reset_keeps_the_usage(model: ScriptedModel) -> None:
+    model.push(reply("spent"))
+    agent = make_fragola(model).agent("bot")
+    await agent.user_message("hi")
+    spent = agent.usage
+
+    agent.reset()
+
+    assert agent.message_count == 0
+    assert agent.usage == spent and agent.usage.requests == 1  # the tokens were spent
