@@ -26,14 +26,16 @@ Usage: ``ModelClient.reply`` returns the reported usage beside the message (``Mo
 a streaming request asks for it (``stream_options={"include_usage": True}``) unless the caller
 set ``stream_options``.
 
-Three modules: ``request`` (what is sent, and what cannot be), ``client`` (``ModelClient``:
-the clients per event loop, one request, its errors), ``reply`` (reading the answer).
+Four modules: ``request`` (what is sent, and what cannot be), ``client`` (``ModelClient``:
+the clients per event loop, one request, its errors), ``reply`` (reading the answer),
+``reported`` (the usage reported beside it).
 """
 
 from __future__ import annotations
 
 from .client import NO_KEY, ModelClient
-from .reply import ModelReply, assistant_message
+from .reply import assistant_message
+from .reported import ModelReply
 from .request import json_schema_response_format, settings_problem
 
 __all__ = [

@@ -22,7 +22,8 @@ from ..errors import (
     ModelTimeout,
 )
 from ..redact import REDACTED, redact_text
-from .reply import ChunkCallback, ModelReply, read_stream, reply_from_response
+from .reply import ChunkCallback, read_stream, reply_from_response
+from .reported import ModelReply
 from .request import (
     UNSENDABLE,
     asking_usage,

@@ -7,8 +7,7 @@ streamed it in one chunk; a chunk is built as a ``ChatCompletionChunk`` (for ``m
 listeners only) whatever keys it holds.
 
 The usage the server reports (the body's ``usage``, or a stream's usage chunk) comes back
-beside the message, in a ``ModelReply``; a server that sends none, or sends counts that are
-not counts, gives ``usage`` None: unknown, never a made-up zero.
+beside the message, in a ``ModelReply`` (``reported``).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -24,9 +22,10 @@ import openai
 from openai.types.chat import ChatCompletionChunk
 
 from ..errors import ModelConnectionError, ModelResponseError
+from .reported import ModelReply, usage_of
 
-__all__ = ["ChunkCallback", "ModelReply", "assistant_message", "message_from_response",
-           "read_stream", "reply_from_response", "usage_of"]
+__all__ = ["ChunkCallback", "assistant_message", "message_from_response", "read_stream",
+           "reply_from_response"]
 
 ChunkCallback = Callable[[Any, str, dict[str, Any]], Awaitable[None]]
 
@@ -35,47 +34,12 @@ def _kind(value: Any) -> str:
     return "text" if isinstance(value, str) else type(value).__name__
 
 
-@dataclass(frozen=True)
-class ModelReply:
-    """One answer of the model: the assistant message that is stored, and the usage the
-    server reported for the request (``usage_of``), None when it reported none."""
-
-    message: dict[str, Any]
-    usage: dict[str, int] | None
-
-
 def message_from_response(data: Any) -> dict[str, Any]:
     return _message_of(_first_choice(data))
 
 
 def reply_from_response(data: Any) -> ModelReply:
     return ModelReply(message_from_response(data), usage_of(data.get("usage")))
-
-
-def usage_of(usage: Any) -> dict[str, int] | None:
-    """``prompt_tokens``, ``completion_tokens``, ``total_tokens`` and ``cached_tokens`` (of
-    the prompt, 0 when not said) of a reported ``usage`` object; None when it is missing or
-    its counts are not whole numbers >= 0 (a broken server: unknown rather than wrong)."""
-    if not isinstance(usage, dict):
-        return None
-    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    if prompt is None or completion is None:
-        return None
-    total = usage.get("total_tokens")
-    total_count = prompt + completion if total is None else _count(total)
-    if total_count is None:
-        return None
-    details = usage.get("prompt_tokens_details")
-    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": total_count, "cached_tokens": cached or 0}
-
-
-def _count(value: Any) -> int | None:
-    """``value`` when it is a whole number >= 0 (not a bool), else None."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
 
 
 def _first_choice(data: Any) -> Any:

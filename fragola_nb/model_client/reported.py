@@ -1,0 +1,45 @@
+"""What the server reported beside the answer: its token usage, read so that it is never
+wrong. A server that sends none, or sends counts that are not counts, gives ``usage`` None
+(unknown), never a made-up zero."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ModelReply", "usage_of"]
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One answer of the model: the assistant message that is stored, and the usage the
+    server reported for the request (``usage_of``), None when it reported none."""
+
+    message: dict[str, Any]
+    usage: dict[str, int] | None
+
+
+def usage_of(usage: Any) -> dict[str, int] | None:
+    """``prompt_tokens``, ``completion_tokens``, ``total_tokens`` and ``cached_tokens`` (of
+    the prompt, 0 when not said) of a reported ``usage`` object; None when it is missing or
+    its counts are not whole numbers >= 0 (a broken server: unknown rather than wrong)."""
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    total = usage.get("total_tokens")
+    total_count = prompt + completion if total is None else _count(total)
+    if total_count is None:
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": total_count, "cached_tokens": cached or 0}
+
+
+def _count(value: Any) -> int | None:
+    """``value`` when it is a whole number >= 0 (not a bool), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
