@@ -174,6 +174,17 @@ async def test_a_failing_variant_is_a_row_with_its_error(brainy: ScriptedModel) 
         assert_valid_history(fork.state.messages)
 
 
+async def test_a_credential_in_an_error_is_redacted_in_its_row(model: ScriptedModel) -> None:
+    key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX0123456789"
+    model.brain = lambda request: fail(401, f"Incorrect API key provided: {key}")
+    agent = make_agent(model)
+    comparison = await agent.compare("go", {"a": {}})
+    [row] = comparison.table()
+    assert row["status"] == "failed" and "[redacted]" in row["error"]
+    assert key not in row["error"] and key not in repr(comparison)
+    assert key not in comparison._repr_html_()
+
+
 async def test_the_step_limit_is_a_row_with_its_error(brainy: ScriptedModel) -> None:
     plain = tool(name="add", description="", handler=lambda a, b: a + b,
                  schema='{"type": "object", "properties": {"a": {}, "b": {}}}')
