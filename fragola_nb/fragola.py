@@ -93,21 +93,24 @@ class Fragola:
         *,
         model: str = "scripted",
         stores: Sequence[Store[Any]] = (),
+        prices: Mapping[str, Any] | None = None,
         **scripted_options: Any,
     ) -> Fragola:
         """A Fragola on the scripted model shipped with the package (offline, no API key).
 
         With no ``script``, the demo brain answers: it calls a tool the user names, reports
         tool results, fills JSON schemas, and echoes anything else. ``scripted_options`` go
-        to ``ScriptedModel`` (``chunk_size``, ``chunk_delay``, ``brain``).
+        to ``ScriptedModel`` (``chunk_size``, ``chunk_delay``, ``brain``); ``prices`` as for
+        ``Fragola`` (the scripted model reports usage, so a lesson's cost can be shown offline).
         """
         from .scripted import ScriptedModel, demo_brain
 
+        check_prices(prices)  # before the server starts: a mistake leaves nothing running
         if not script:
             scripted_options.setdefault("brain", demo_brain)
         scripted = ScriptedModel(list(script), **scripted_options).start()
         fragola = cls(model=model, api_key="scripted-offline", base_url=scripted.base_url,
-                      stores=stores, max_retries=0)
+                      stores=stores, max_retries=0, prices=prices)
         fragola.scripted_model = scripted
         return fragola
 

@@ -479,3 +479,18 @@ async def test_reset_keeps_the_usage(model: ScriptedModel) -> None:
 
     assert agent.message_count == 0
     assert agent.usage == spent and agent.usage.requests == 1  # the tokens were spent
+
+
+async def test_a_scripted_fragola_takes_prices() -> None:
+    from fragola_nb import Fragola
+
+    with pytest.raises(BadUsage, match="prices must be a dict"):
+        Fragola.scripted(prices=[1])
+    fragola = Fragola.scripted(model="lesson-model",
+                               prices={"lesson-model": {"input": 1.0, "output": 1.0}})
+    try:
+        agent = fragola.agent("bot")
+        await agent.user_message("What does this cost?")
+        assert agent.usage.cost == pytest.approx(agent.usage.total_tokens / 1e6)
+    finally:
+        await fragola.aclose()
