@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import make_agent
+from helpers import make_agent, until
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from test_compare import by_instructions
@@ -297,3 +297,33 @@ def test_a_comparison_displayed_later_is_a_grid_and_the_magic_binds_it(kernel: A
     assert kernel.eval("[k.state.messages[0]['content'] for k in cmp.values()]") == [
         "What is again?"] * 2
     assert kernel.widgets[grid]["title"]["done"] is True
+
+
+def test_an_interrupt_fails_the_cell_and_keeps_the_finished_forks(
+        kernel: Any, model: ScriptedModel) -> None:
+    model.brain = by_instructions
+    kernel.execute(f"from fragola_nb import Fragola\n"
+                   f"sleepy = Fragola(api_key='k', base_url={model.base_url!r}, max_retries=0)"
+                   f".agent('sleepy')\n"
+                   "slow = {'quick': {'instructions': 'fast'}, 'stuck': {'instructions': 'HANG'}}")
+    before = set(grid_ids(kernel))
+    msg_id = kernel.start("%%fragola sleepy --compare slow --out never\nWait for me")
+    assert model.wait_for_requests(2, timeout=20)
+
+    def quick_done() -> bool:
+        grids = [g for g in grid_ids(kernel) if g not in before]
+        return bool(grids) and kernel.widgets[grids[0]]["columns"][0]["status"] == "finished"
+
+    until(quick_done)  # what the browser sees while the cell still runs
+    kernel.km.interrupt_kernel()
+    result = kernel.collect(msg_id, timeout=30, allow_error=True)
+    assert kernel.reply(msg_id)["status"] == "error"  # Run All stops here
+    assert result.error is not None and result.error["traceback"] == [
+        "TurnInterrupted: compare on 'sleepy' stopped by the interrupt; the variants that "
+        "finished are kept in sleepy.forks", "(%tb shows the full traceback)"]
+    assert kernel.eval("[(f.name, f.status, f.state.outcome, len(f.state.messages)) "
+                       "for f in sleepy.forks]") == [["quick", "idle", "finished", 2],
+                                                     ["stuck", "idle", "stopped", 1]]
+    assert kernel.eval("'never' in globals()") is False
+    [grid] = [g for g in grid_ids(kernel) if g not in before]
+    assert [c["status"] for c in kernel.widgets[grid]["columns"]] == ["finished", "cancelled"]
