@@ -36,6 +36,10 @@ from .request import (
 
 __all__ = ["NO_KEY", "ModelClient"]
 
+OFFLINE_CODES = frozenset({"script_exhausted", "replay_mismatch"})
+"""Error codes of the package's own offline servers (a script that ran out, a request not in
+a recording): their message is the whole line the user needs, said without the HTTP status
+that would make it read like a failure of a real API."""
 STREAM_CLASS: Any = openai.AsyncStream[object]  # streamed chunks come back as plain dicts
 NO_KEY = "no-key"
 """The API key sent to a base URL given without one: local servers (Ollama, vLLM, LM Studio,
@@ -200,10 +204,10 @@ class ModelClient:
                 raise ModelConnectionError(f"connection to the model API failed: {exc}") from exc
             # A header the request could not be sent with: raised below, unchained.
         except openai.APIStatusError as exc:
-            raise ModelHTTPError(
-                f"the model API answered HTTP {exc.status_code}: {self._unquoted(exc)}",
-                status_code=exc.status_code,
-            ) from exc
+            said = self._unquoted(exc)
+            if _error_code(exc) not in OFFLINE_CODES:
+                said = f"the model API answered HTTP {exc.status_code}: {said}"
+            raise ModelHTTPError(said, status_code=exc.status_code) from exc
         except openai.APIResponseValidationError as exc:
             raise ModelResponseError(f"the model API's answer was not valid: {exc}") from exc
         except UnicodeEncodeError as exc:
@@ -230,6 +234,14 @@ class ModelClient:
         if isinstance(key, str) and key != NO_KEY:
             text = text.replace(key, REDACTED)
         return text
+
+
+def _error_code(exc: openai.APIStatusError) -> object:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        return body.get("code") or (error.get("code") if isinstance(error, dict) else None)
+    return None
 
 
 def _error_text(exc: openai.APIStatusError) -> str:
