@@ -145,15 +145,33 @@ class Fragola:
     @classmethod
     def record(cls, path: str | os.PathLike[str], **options: Any) -> Fragola:
         """Like ``Fragola(**options)``, and every exchange with the model API is appended to
-        ``path`` (JSON Lines, credentials scrubbed) for ``Fragola.replay``."""
+        ``path`` (JSON Lines: the request, then the answer's body, its stream chunks as they
+        came, or its HTTP error), credentials scrubbed, for ``Fragola.replay``.
+
+        >>> fragola = Fragola.record("lesson.jsonl", model="gpt-4o-mini")   # doctest: +SKIP
+
+        A ``client=`` or ``http_client=`` of your own is refused: its requests would not
+        pass through the recording.
+        """
         from .recording import start_recording
 
         return start_recording(cls, path, options)
 
     @classmethod
     def replay(cls, path: str | os.PathLike[str], **options: Any) -> Fragola:
-        """A Fragola that answers from a recording made by ``Fragola.record``, offline,
-        over real HTTP, streamed exactly as recorded."""
+        """A Fragola that answers from a recording made by ``Fragola.record``, offline and
+        without a key, over real HTTP, streamed exactly as recorded.
+
+        >>> fragola = Fragola.replay("lesson.jsonl")                          # doctest: +SKIP
+
+        A request matches a recorded one when its body is equal (``stream_options`` aside);
+        one that matches none is a ``ModelHTTPError`` naming the agent and the first message
+        that differs. Options: ``fallback`` (``"demo"``, or a brain ``(request) -> item``,
+        answers what the recording lacks), ``ignore`` (request fields left out of the
+        comparison), ``chunk_delay`` (seconds between streamed chunks), ``model`` (default:
+        the recorded one), ``stores``, ``timeout``, ``max_retries``; the options of the
+        ``Fragola.record`` call are accepted as they are.
+        """
         from .recording import start_replay
 
         return start_replay(cls, path, options)
