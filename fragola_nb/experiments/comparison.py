@@ -106,7 +106,7 @@ class VariantRun:
         return round((self.ended or time.monotonic()) - self.started, 3)
 
     @property
-    def now(self) -> str:
+    def status_now(self) -> str:
         """``status``, except that a variant which waited and was resumed since (its calls
         decided in its panel) reads as its fork is now."""
         if self.status != "waiting" or self.fork.status == "waiting":
@@ -117,7 +117,7 @@ class VariantRun:
 
     def row(self) -> dict[str, Any]:
         fork, since = self.fork, self.fork.fork_point
-        return {"variant": self.name, "status": self.now,
+        return {"variant": self.name, "status": self.status_now,
                 "answer": answer_text(fork, since), "tool_calls": tool_call_texts(fork, since),
                 "tokens": tokens_of(fork), "seconds": self.seconds, "error": self.error}
 

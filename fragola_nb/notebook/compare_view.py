@@ -143,7 +143,7 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
             comparison = self.comparison
             runs = list(comparison.runs.values())
             first = runs[0]
-            reference = (first.row()["answer"] or "") if first.now in ENDED else None
+            reference = (first.row()["answer"] or "") if first.status_now in ENDED else None
             self.grid.columns = [
                 column(run, self._streams[run.name].text, None if i == 0 else reference)
                 for i, run in enumerate(runs)]
