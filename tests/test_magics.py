@@ -575,8 +575,12 @@ def test_a_terminal_shows_the_turn_as_a_transcript(
     capsys.readouterr()
     run(shell, "%%fragola\nadd 2 and 3")
     out = capsys.readouterr().out
+    # The turn's two calls, as the server counted them (the warm-up's call is not the turn's).
+    sent = [c["usage"]["total_tokens"] for c in model.chunks if c.get("usage")]
+    assert len(sent) == 3
     assert out == (
-        f"── calc (idle, id {agent.id} · step 2/5 · outcome finished) ──\n"
+        f"── calc (idle, id {agent.id} · step 2/5 · outcome finished · "
+        f"this turn: {sent[1] + sent[2]:,} tokens) ──\n"
         "[user] add 2 and 3\n"
         '[assistant calls add] {"a": 2, "b": 3}\n'
         "[tool add] 5\n"

@@ -14,6 +14,7 @@ from IPython.display import display
 
 from ..agent import Agent
 from ..render import conversation_html, escape, transcript_text, visible
+from ..usage import Usage
 
 __all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "say", "show", "walk"]
 
@@ -48,13 +49,14 @@ def say(text: str, *, file: Any = None) -> None:
 class TurnTranscript:
     """The messages one ``%%fragola`` turn added to an agent."""
 
-    def __init__(self, agent: Agent, since: int) -> None:
+    def __init__(self, agent: Agent, since: int, usage: Usage | None = None) -> None:
         self.messages = agent.messages_since(since)
         self.title = agent.name
         self.status = agent.status
+        spent = usage.summary() if usage is not None else ""
         self.subtitle = (
             f"id {agent.id} · step {agent.step_count}/{agent.options.max_step}"
-            f" · outcome {agent.outcome}"
+            f" · outcome {agent.outcome}" + (f" · this turn: {spent}" if spent else "")
         )
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:

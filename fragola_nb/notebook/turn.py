@@ -134,6 +134,7 @@ class Turn:
         self.agent = agent
         self.var = options.fork or options.agent or "agent"  # how the notebook names it
         self.since = agent.message_count
+        self.usage_before = agent.usage
         self.panel: TurnView | None = self.ext.show_turn(agent, self.since, options.model)
         self.settings = TurnSettings(agent, *_request_settings(options)).install()
 
@@ -162,7 +163,7 @@ class Turn:
                 self.panel.show_error(self.error)
             self.panel.refresh()
         else:
-            show(TurnTranscript(agent, self.since))
+            show(TurnTranscript(agent, self.since, agent.usage.since(self.usage_before)))
         if isinstance(self.result, JsonResult):
             if self.result.success:
                 show(self.result.data)
