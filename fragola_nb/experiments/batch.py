@@ -107,9 +107,16 @@ class _Batch:
         # A notebook widget under a kernel, else a line on stderr.
         from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
 
+        # One snapshot to fork every input from: the prefix stays what it was when the batch
+        # began, and the agent's tree gets one fork event and one drop, not one per input.
+        self.base = agent.fork(f"{agent.name}-batch")
+        self.base.drop()
         self.agent, self.items, self.file = agent, items, file
         self.rows: dict[int, BatchRow] = dict(file.rows) if file is not None else {}
-        self.todo = iter([i for i in range(len(items)) if i not in self.rows])
+        todo = [i for i in range(len(items)) if i not in self.rows]
+        self.workers = len(todo)
+        """At most this many workers: one per input left, however high ``concurrency``."""
+        self.todo = iter(todo)
         self.running: dict[int, Agent] = {}
         self.stopping = False
         self.started = time.perf_counter()
@@ -118,13 +125,10 @@ class _Batch:
         self.bar = tqdm(total=len(items), initial=len(self.rows), disable=not progress,
                         desc=f"batch {agent.name}", unit="input", dynamic_ncols=True)
         self._show()
-        # One snapshot to fork every input from: the prefix stays what it was when the batch
-        # began, and the agent's tree gets one fork event and one drop, not one per input.
-        self.base = agent.fork(f"{agent.name}-batch")
-        self.base.drop()
 
     async def run(self, concurrency: int) -> None:
-        workers = [asyncio.ensure_future(self._work()) for _ in range(concurrency)]
+        workers = [asyncio.ensure_future(self._work())
+                   for _ in range(min(concurrency, self.workers))]
         try:
             await asyncio.gather(*workers)
         except BaseException:
