@@ -391,3 +391,32 @@ async def test_stop_sync_from_another_thread_reaches_the_batch(model: ScriptedMo
 
     assert [row.status for row in result] == ["stopped", "stopped", "not run"]
     assert len(model.requests) == 2 and agent.status == "idle"
+
+
+def test_a_kernel_interrupt_fails_the_cell_and_keeps_the_finished_rows_in_the_file(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    from kernel_harness import Kernel
+
+    model.brain = answers
+    path = tmp_path / "rows.jsonl"
+    with Kernel() as kernel:
+        kernel.execute(f"from fragola_nb import Fragola\n"
+                       f"calc = Fragola(api_key='k', base_url={model.base_url!r}, "
+                       f"max_retries=0).agent('calc')")
+        msg_id = kernel.start(f"result = await calc.batch(['quick', 'hang 1', 'hang 2'], "
+                              f"concurrency=2, resume={str(path)!r})")
+        assert model.wait_for_requests(3, timeout=20)  # "quick" answered, "hang 2" sent
+
+        kernel.km.interrupt_kernel()
+        result = kernel.collect(msg_id, timeout=30, allow_error=True)
+
+        assert kernel.reply(msg_id)["status"] == "error"  # Run All stops here
+        assert result.error is not None
+        assert [(row["index"], row["answer"]) for row in lines(path)] == [
+            (0, "answer to quick")]
+        assert kernel.eval("(calc.status, len(calc.forks), len(calc._experiments), "
+                           "'result' in globals())") == ["idle", 0, 0, False]
+        model.brain = lambda request: reply("second run")
+        again = kernel.execute(f"again = await calc.batch(['quick', 'hang 1', 'hang 2'], "
+                               f"resume={str(path)!r}, progress=False)\nprint(again.answers)")
+        assert again.stdout.strip() == "['answer to quick', 'second run', 'second run']"
