@@ -420,3 +420,16 @@ def test_a_kernel_interrupt_fails_the_cell_and_keeps_the_finished_rows_in_the_fi
         again = kernel.execute(f"again = await calc.batch(['quick', 'hang 1', 'hang 2'], "
                                f"resume={str(path)!r}, progress=False)\nprint(again.answers)")
         assert again.stdout.strip() == "['answer to quick', 'second run', 'second run']"
+
+
+async def test_a_generating_agent_cannot_start_a_batch(model: ScriptedModel) -> None:
+    agent = batch_agent(model)
+    turn = asyncio.ensure_future(agent.user_message("hang on"))
+    await wait_for_requests(model, 1)
+
+    with pytest.raises(BadUsage, match="'calc' is generating"):
+        await agent.batch(["fine"], progress=False)
+
+    model.release()
+    assert (await turn).outcome == "finished"
+    assert len(model.requests) == 1 and agent.forks == ()

@@ -17,9 +17,9 @@ approval leaves ``row.fork`` waiting, to approve and ``step()`` by hand.
 
 Stopping: ``agent.stop()`` starts nothing more and lets the running inputs finish;
 ``agent.stop_sync()`` cancels them too. Either way the call returns the rows, finished ones
-kept, the others ``"stopped"`` or ``"not run"``. Cancelling the task (a kernel interrupt, the
-panel's Stop button goes through ``stop()``) cancels what has not finished and raises, as
-cancellation does; the rows finished by then are in the resume file when there is one.
+kept, the others ``"stopped"`` or ``"not run"``. Cancelling the task (a kernel interrupt)
+cancels what has not finished and raises, as cancellation does; the rows finished by then are
+in the resume file when there is one.
 
 ``resume=PATH`` appends each finished row to ``PATH`` (see ``batchfile``); run again with the
 same path and inputs, the inputs already answered are not sent again and their rows come back
