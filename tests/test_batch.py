@@ -292,10 +292,10 @@ async def test_a_resume_file_of_other_inputs_is_refused(model: ScriptedModel,
     await agent.batch(["a", "b"], resume=path, progress=False)
     before, sent = path.read_bytes(), len(model.requests)
 
-    with pytest.raises(BadUsage, match=r"other inputs \(line \d: input 1 there is 'b'"):
+    with pytest.raises(BadUsage, match=r"other inputs \(line \d: input 1 there is 'b', here 'B'"):
         await agent.batch(["a", "B"], resume=path, progress=False)
-    with pytest.raises(BadUsage, match="only 1 inputs are given"):
-        await agent.batch(["a"], resume=path, progress=False)
+    with pytest.raises(BadUsage, match="input 0 there is 'a', here 'b'"):
+        await agent.batch(["b"], resume=path, progress=False)
     other = tmp_path / "notes.jsonl"
     other.write_text('{"note": "mine"}\n')
     with pytest.raises(BadUsage, match="line 1, is not a row of a batch resume file"):
@@ -307,6 +307,9 @@ async def test_a_resume_file_of_other_inputs_is_refused(model: ScriptedModel,
 
     assert path.read_bytes() == before and len(model.requests) == sent
     assert other.read_text() == '{"note": "mine"}\n'
+    shorter = await agent.batch(["a"], resume=path, progress=False)  # the first of the same
+    assert shorter.answers == ["answer to a"] and shorter[0].resumed
+    assert len(model.requests) == sent and path.read_bytes() == before
 
 
 async def test_bad_calls_are_refused_before_anything_runs(model: ScriptedModel) -> None:

@@ -9,12 +9,12 @@ single ``write`` and ``fsync``'d, so a crash loses at most the line being writte
 (``usage`` lists the fork's model calls, as ``agent.usage.calls`` holds them.)
 
 Read back, a line is keyed by its index *and* its input: a file written for other inputs is
-refused, never mixed in. A later line for the same index wins (an input that failed, run
-again). A last line cut short by a crash (no newline at its end) is ignored and cut off before
-anything is appended. The rows hold the input, the answer, the error (already redacted, see
-``batch.error_line``), the usage and the time: no settings, no headers, no key. The file is
-created readable by its owner only, and a symbolic link at ``PATH`` is refused rather than
-followed.
+refused, never mixed in (rows past the end of a shorter list are left alone). A later line
+for the same index wins (an input that failed, run again). A last line cut short by a crash
+(no newline at its end) is ignored and cut off before anything is appended. The rows hold the
+input, the answer, the error (already redacted, see ``comparison.error_line``), the usage and
+the time: no settings, no headers, no key. The file is created readable by its owner only,
+and a symbolic link at ``PATH`` is refused rather than followed.
 """
 
 from __future__ import annotations
@@ -78,13 +78,14 @@ class ResumeFile:
             if not line.strip():
                 continue
             row = self._row(line, number)
-            if row.index >= len(keys) or keys[row.index] != row.input:
-                given = (f"input {row.index} here is {_shown(keys[row.index])}"
-                         if row.index < len(keys) else f"only {len(keys)} inputs are given")
+            if row.index >= len(keys):
+                continue  # a longer list ran here before: its first inputs are checked
+            if keys[row.index] != row.input:
                 raise BadUsage(
                     f"{self.path} holds the rows of other inputs (line {number}: input "
-                    f"{row.index} there is {_shown(row.input)}, {given}): pass another "
-                    "resume path for these inputs, or delete the file to start over")
+                    f"{row.index} there is {_shown(row.input)}, here "
+                    f"{_shown(keys[row.index])}): pass another resume path for these inputs, "
+                    "or delete the file to start over")
             if row.status == "done":
                 rows[row.index] = row
             else:
