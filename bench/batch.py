@@ -54,8 +54,9 @@ NOTE = (
     "models (section 1, \"Why\"); per input that saves more than a batch costs. The "
     "by-hand row is the same forks without `agent.batch`: the difference is the batch's own "
     "work (rows, the stopper, the bar): a cProfile of 1,000 inputs puts it at about 0.1 s "
-    "of 8 s profiled (1%), below this machine's noise between rounds. openai-agents "
-    "installs beside openai 3.x (`bench/run.sh`'s venv).")
+    "of 8 s profiled (1%), below this machine's noise between rounds (the bar on and off, "
+    "measured in 8 paired rounds apart, took the same CPU). openai-agents installs beside "
+    "openai 3.x (`bench/run.sh`'s venv).")
 
 
 def versions() -> str:
