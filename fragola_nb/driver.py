@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import runloop
+from .awake import kept_awake
 from .errors import ListenerError
 from .events import claim, release
 from .state import AgentState, Outcome
@@ -114,7 +115,8 @@ async def drive(
     task = loop.create_task(turn(agent, run, start))
     run.task = task
     try:
-        return await task
+        with kept_awake():  # a Jupyter interrupt reaches a cell waiting on a silent server
+            return await task
     except asyncio.CancelledError:
         if not run.began:
             # Cancelled before its first step, the turn did nothing, not even settle: the

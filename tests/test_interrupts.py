@@ -567,3 +567,52 @@ def test_ctrl_c_in_a_plain_script_leaves_the_agent_idle_with_a_valid_history(
         assert report["messages"] == USER_ONLY
     assert report["next"] == {"role": "assistant", "content": "next"}
     assert "Traceback" not in errors[runner], errors[runner]
+
+
+# -- Jupyter: a plain `await` cell, without the extension ------------------------------------
+
+
+@pytest.mark.parametrize("call", ["user_message('hi')", "compare('hi', {'a': {}, 'b': {}})",
+                                  "batch(['hi', 'ho'], progress=False)"])
+def test_the_kernels_interrupt_reaches_a_cell_awaiting_a_silent_server(call: str) -> None:
+    # ipykernel answers an interrupt by scheduling the cell's cancellation without waking its
+    # loop (ipython/ipykernel#881): a cell awaiting a server that never answers stayed busy for
+    # good. The run keeps its loop awake, so the cell ends as an error, and the agent is usable.
+    from kernel_harness import Kernel
+
+    with ScriptedModel(brain=lambda request: hang()) as model, Kernel() as kernel:
+        kernel.execute("from fragola_nb import Fragola\n"
+                       f"a = Fragola(api_key='k', base_url={model.base_url!r}, "
+                       "max_retries=0).agent('a')")
+        msg_id = kernel.start(f"result = await a.{call}")
+        assert model.wait_for_requests(1, timeout=20)
+        kernel.km.interrupt_kernel()
+        kernel.collect(msg_id, timeout=15, allow_error=True)
+        assert kernel.reply(msg_id)["status"] == "error"  # Run All stops here
+        model.release()
+        model.brain = lambda request: reply("back")
+        assert kernel.eval("(a.status, 'result' in globals())") == ["idle", False]
+        again = kernel.execute("print((await a.user_message('again')).messages[-1]['content'])")
+        assert again.stdout.strip() == "back"
+
+
+async def test_one_ticker_keeps_a_loop_awake_for_every_call_in_flight() -> None:
+    from fragola_nb.awake import _tickers, kept_awake
+
+    loop = asyncio.get_running_loop()
+    with kept_awake():
+        holders, ticker = _tickers[loop]
+        assert holders == 1
+        with kept_awake():
+            assert _tickers[loop] == (2, ticker)  # shared, not one per call
+        assert _tickers[loop] == (1, ticker) and not ticker.done()
+    await asyncio.sleep(0)
+    assert loop not in _tickers and ticker.cancelled()
+
+    def off_the_main_thread() -> bool:
+        async def inside() -> bool:
+            with kept_awake():  # no signal is handled there: nothing to keep awake for
+                return asyncio.get_running_loop() in _tickers
+        return asyncio.run(inside())
+
+    assert await asyncio.to_thread(off_the_main_thread) is False

@@ -32,7 +32,6 @@ the counts done and failed and the tokens; ``progress=False`` turns it off.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterable
 from os import PathLike
@@ -130,7 +129,6 @@ class _Batch:
     async def run(self, concurrency: int) -> None:
         workers = [asyncio.ensure_future(self._work())
                    for _ in range(min(concurrency, self.workers))]
-        ticker = asyncio.ensure_future(_tick()) if _on_main_thread() else None
         try:
             await asyncio.gather(*workers)
         except BaseException:
@@ -141,9 +139,6 @@ class _Batch:
                 worker.cancel()
             await asyncio.wait(workers)
             raise
-        finally:
-            if ticker is not None:
-                ticker.cancel()
 
     async def _work(self) -> None:
         name = self.agent.name
@@ -221,24 +216,6 @@ class _Batch:
                 for index, item in enumerate(self.items)]
         return BatchResult(rows, seconds=time.perf_counter() - self.started,
                            stopped=self.stopping)
-
-
-TICK = 0.25
-"""Seconds between wake-ups of the loop while a batch runs on the main thread."""
-
-
-def _on_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-async def _tick() -> None:
-    """Wake the event loop now and then. A Jupyter interrupt of a cell that awaits reaches it
-    through ipykernel's SIGINT handler, which only schedules the cell's cancellation (Tornado's
-    ``add_callback`` from the loop's own thread: no wake-up), so while every input waits on the
-    network the interrupt would wait too (ipython/ipykernel#881). A wake-up every 0.25 s lets
-    it through."""
-    while True:
-        await asyncio.sleep(TICK)
 
 
 def _verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:

@@ -51,11 +51,7 @@ class Extension:
         """The transformer's target: the turn runs on the loop running this cell."""
         turn = cell_for(self, line, body)
         turn.prepare()
-        ticker = asyncio.ensure_future(_tick())
-        try:
-            await turn.run()
-        finally:
-            ticker.cancel()
+        await turn.run()  # its calls keep the loop awake for an interrupt (fragola_nb.awake)
         turn.finish()
 
     def run_cell_sync(self, line: str, body: str) -> None:
@@ -156,16 +152,6 @@ class Extension:
             view.detach()
         self.views.clear()
         self.turn_panels.clear()
-
-
-async def _tick() -> None:
-    """Wake the loop now and then while a turn runs. On an interrupt during an async cell,
-    ipykernel's SIGINT handler schedules the cancellation with tornado's ``add_callback``,
-    which, called on the loop's own thread, uses ``call_soon``: that does not wake a loop
-    asleep in ``select``. With nothing else to wake it (a request that hangs), the
-    interrupt would wait for the request to end."""
-    while True:
-        await asyncio.sleep(0.1)
 
 
 # check_complete (the console's "is this cell done?") skips transformers marked so: it must
