@@ -78,10 +78,10 @@ class Agent(Listening):
         """The loop of the last call: where a ``step()`` would resume a waiting agent."""
         self._lock = threading.RLock()
         """Held while the status changes hands (a call starts; a waiting agent is stopped)."""
-        self._experiments: set[Callable[[bool], None]] = set()
-        """Stoppers of the ``compare``/``batch`` calls running on this agent's forks:
-        ``stop()`` calls each with ``False`` (let what runs finish), ``stop_sync()`` with
-        ``True`` (cancel at once). An experiment adds its own and removes it when it ends."""
+        self._experiments: dict[Callable[[bool], None], str] = {}
+        """The ``compare``/``batch`` calls running on this agent's forks: each one's stopper
+        and what it is ("batch of 40 inputs"). ``stop()`` calls each stopper with ``False``
+        (let what runs finish), ``stop_sync()`` with ``True`` (cancel at once)."""
         self._usage = Usage()
         """The model calls this agent made (the run loop adds each); a fork starts at zero."""
         self.context = AgentContext(self)
@@ -260,6 +260,16 @@ class Agent(Listening):
         from .experiments.batch import run_batch
 
         return await run_batch(self, inputs, concurrency, resume=resume, progress=progress)
+
+    def _experiment_began(self, stopper: Callable[[bool], None], what: str) -> None:
+        """A ``compare``/``batch`` started on this agent's forks: ``stop()`` reaches it, and
+        views (the panel's Stop button) learn of it from ``after_state_update``."""
+        self._experiments[stopper] = what
+        self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
+
+    def _experiment_ended(self, stopper: Callable[[bool], None]) -> None:
+        if self._experiments.pop(stopper, None) is not None:
+            self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
 
     def _user_message_start(
         self, message: dict[str, Any], *, events: bool = True

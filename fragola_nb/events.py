@@ -138,7 +138,8 @@ class StateUpdateEvent(Event):
     reason: str
     """One of ``user_message``, ``ai_message``, ``tool_result``, ``cancelled``, ``reset``,
     ``pending`` (a call paused or decided), ``fork`` (a fork was made of this agent: it is
-    ``agent.forks[-1]``)."""
+    ``agent.forks[-1]``), ``drop`` (a fork was dropped), ``experiment`` (an
+    ``agent.compare``/``agent.batch`` on its forks began or ended)."""
     message: dict[str, Any] | None = None
 
 

@@ -362,6 +362,30 @@ async def test_stop_cancels_a_hanging_request(model: ScriptedModel) -> None:
     assert agent.state.messages == [{"role": "user", "content": "wait"}]
 
 
+@pytest.mark.parametrize("experiment", ["batch", "compare"])
+async def test_stop_reaches_a_batch_or_compare_running_on_the_agents_forks(
+    model: ScriptedModel, experiment: str
+) -> None:
+    # The agent itself stays idle while its forks run: the strip says what runs, and Stop
+    # (enabled by head["experiment"]) ends it, keeping what finished.
+    agent = make_agent(model)
+    panel = AgentPanel(agent)
+    model.brain = lambda request: hang()
+    running = asyncio.ensure_future(
+        agent.batch(["one", "two"], progress=False) if experiment == "batch"
+        else agent.compare("hi", {"a": {}, "b": {}}))
+    await until(lambda: len(model.requests) == 2)
+    assert agent.status == "idle"
+    what = "batch of 2 inputs" if experiment == "batch" else "compare of 2 variants"
+    assert panel.head["experiment"] == what
+    assert panel.strip == {"kind": "experiment", "text": f"{what} running on forks — Stop ends it"}
+    panel.do("stop")
+    result = await asyncio.wait_for(running, 10)
+    assert len(result) == 2 and panel.notice == {}
+    assert panel.head["experiment"] == "" and panel.strip["kind"] != "experiment"
+    model.release()
+
+
 async def test_the_header_says_how_the_last_run_ended(model: ScriptedModel) -> None:
     agent = make_agent(model, add_tool(require_approval=False), max_step=1)
     panel = AgentPanel(agent)

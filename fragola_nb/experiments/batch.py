@@ -77,11 +77,11 @@ async def run_batch(
         if file is not None:
             file.close()
         raise
-    agent._experiments.add(batch.stop)
+    agent._experiment_began(batch.stop, f"batch of {len(items):,} inputs")
     try:
         await batch.run(concurrency)
     finally:
-        agent._experiments.discard(batch.stop)
+        agent._experiment_ended(batch.stop)
         batch.close()
     return batch.result()
 

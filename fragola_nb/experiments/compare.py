@@ -118,7 +118,7 @@ async def run_compare(
                 comparison.update(run, *_ending(run, state))
 
     tasks = [asyncio.ensure_future(one(run)) for run in runs]
-    agent._experiments.add(stopper)
+    agent._experiment_began(stopper, f"compare of {len(runs)} variants")
     try:
         await asyncio.gather(*tasks)
     except BaseException:
@@ -132,7 +132,7 @@ async def run_compare(
                 comparison.update(run, "cancelled", "cancelled by an interrupt before it started")
         raise
     finally:
-        agent._experiments.discard(stopper)
+        agent._experiment_ended(stopper)
         comparison.done = True
         comparison.notify(None)
     return comparison

@@ -152,8 +152,10 @@ class Actions:
         launch(agent.step, on_error=self.panel.show_error)
 
     def _stop(self) -> None:
-        if self.agent.status != "idle":
-            self.agent.stop_sync()  # returns at once; the run settles and the events say so
+        # Returns at once; the run settles and the events say so. A compare or batch on the
+        # agent's forks is stopped the same way, keeping what finished.
+        if self.agent.status != "idle" or self.agent._experiments:
+            self.agent.stop_sync()
 
     def _reset(self) -> None:
         status = self.agent.status

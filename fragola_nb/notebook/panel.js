@@ -495,9 +495,10 @@ function renderView(store, model, el) {
   }
 
   function drawControls() {
-    const status = (model.get("head") || {}).status;
+    const head = model.get("head") || {};
+    const status = head.status;
     const on = live();
-    stop.disabled = !on || status === "idle";
+    stop.disabled = !on || (status === "idle" && !head.experiment);
     step.disabled = !on || status === "generating";
     reset.disabled = !on || status !== "idle";
     fork.disabled = forkName.disabled = !on || status === "generating";
