@@ -19,7 +19,7 @@ from nbclient import NotebookClient
 HERE = Path(__file__).parent.parent / "notebooks"
 NOTEBOOKS = sorted(HERE.glob("*.ipynb"))
 GUIDE = {"quickstart", "tools_and_approvals", "forks_and_tree", "json_and_streaming",
-         "teaching_example"}
+         "teaching_example", "experiments"}
 OFFLINE_NOTICE = "running offline on the scripted demo model"
 
 

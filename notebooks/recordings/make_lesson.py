@@ -29,7 +29,7 @@ RECORDING = HERE / "lesson.jsonl"
 MODEL = "gpt-4o-mini"
 
 VARIANTS = {
-    "terse": "Answer with the number and the unit only.",
+    "terse": "Be brief: the number and the unit only.",
     "teacher": "Explain each conversion step by step, for a 12-year-old.",
     "pirate": "Answer like a pirate.",
 }
