@@ -37,7 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from common import HERE, LeanServer, median, report
+from common import LeanServer, median, report, write_section
 from workloads import MODEL, client
 
 SECTION = "## Batch (issue 12)"
@@ -229,19 +229,6 @@ def target_line(rows: list[dict[str, Any]]) -> str:
             f"against the same forks written by hand: {ours['cpu_s'] / hand['cpu_s']:.2f}x.")
 
 
-def write_section(text: str, path: Path = HERE / "results.md") -> None:
-    """Put ``text`` under SECTION in results.md, replacing the section a run left there."""
-    old = path.read_text() if path.exists() else "# fragola_nb benchmark results\n"
-    body = f"{SECTION}\n\n{text}\n"
-    start = old.find(f"\n{SECTION}\n")
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + body
-    else:
-        end = old.find("\n## ", start + len(SECTION) + 2)
-        new = old[:start + 1] + body + (old[end:] if end >= 0 else "")
-    path.write_text(new)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--inputs", type=int, default=1000)
@@ -270,7 +257,7 @@ def main() -> None:
         "(other work on the 2 cores inflates wall times more than CPU times).", "",
         table(rows), "", target_line(rows), "", NOTE])
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
     report({"rows": rows, "load": load, "load_after": load_after, "when": when}, text,
            args.json)
 

@@ -87,3 +87,17 @@ def spread(values: list[float]) -> float:
     q = statistics.quantiles(values, n=4)
     mid = statistics.median(values)
     return (q[2] - q[0]) / 2 / mid if mid else 0.0
+
+
+def write_section(section: str, text: str, path: Path = HERE / "results.md") -> None:
+    """Put ``text`` under the heading ``section`` of results.md, replacing what a run left
+    there (run.py writes the file; panel_browser.py and batch.py add their sections)."""
+    old = path.read_text() if path.exists() else "# fragola_nb benchmark results\n"
+    body = f"{section}\n\n{text}\n"
+    start = old.find(f"\n{section}\n")
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + body
+    else:
+        end = old.find("\n## ", start + len(section) + 2)
+        new = old[:start + 1] + body + (old[end:] if end >= 0 else "")
+    path.write_text(new)

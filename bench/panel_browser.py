@@ -57,6 +57,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+from common import write_section  # noqa: E402  (bench/, the script's own directory)
+
 from tests.browser import jlab_harness as h  # noqa: E402
 
 SIZES = (50, 5_000, 20_000)
@@ -607,19 +609,6 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_section(text: str, path: Path = HERE / "results.md") -> None:
-    """Put ``text`` under SECTION in results.md, replacing the section a run left there."""
-    old = path.read_text() if path.exists() else "# fragola_nb benchmark results\n"
-    body = f"{SECTION}\n\n{text}\n"
-    start = old.find(f"\n{SECTION}\n")
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + body
-    else:
-        end = old.find("\n## ", start + len(SECTION) + 2)
-        new = old[:start + 1] + body + (old[end:] if end >= 0 else "")
-    path.write_text(new)
-
-
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
@@ -634,7 +623,7 @@ def main() -> None:
     if args.from_json:
         text = table(json.loads(Path(args.from_json).read_text()))
         if not args.no_write:
-            write_section(text)
+            write_section(SECTION, text)
         print(text)
         return
     reps = 1 if args.quick else args.reps
@@ -665,7 +654,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
     print(text)
 
 

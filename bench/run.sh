@@ -17,6 +17,12 @@ if ! "$venv/bin/pip" install -q -e "$root" openai-agents "pydantic-ai-slim[opena
     exit 1
 fi
 "$venv/bin/python" "$here/run.py" "$@"
+# agent.batch against a bare gather and openai-agents (bench/batch.py): its own section.
+if [ "${1:-}" = "--quick" ]; then
+    "$venv/bin/python" "$here/batch.py" --inputs 200 --rounds 1
+else
+    "$venv/bin/python" "$here/batch.py"
+fi
 # Panel in the browser (bench/panel_browser.py): JupyterLab and Playwright come from the
 # project's own venv (the `test` extra), the browser is Debian's chromium; it adds its
 # section to the results.md that run.py has just written.
