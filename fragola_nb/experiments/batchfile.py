@@ -14,7 +14,12 @@ for the same index wins (an input that failed, run again). A last line cut short
 (no newline at its end) is ignored and cut off before anything is appended. The rows hold the
 input, the answer, the error (already redacted, see ``comparison.error_line``), the usage and
 the time: no settings, no headers, no key. The file is created readable by its owner only,
-and a symbolic link at ``PATH`` is refused rather than followed.
+and a symbolic link at ``PATH`` is refused rather than followed. While a batch runs, it holds
+an advisory lock on the file: a second batch given the same path is refused (``BadUsage``).
+``~`` in ``PATH`` is the home folder.
+
+To read the rows yourself: ``[json.loads(line) for line in open(PATH)]`` (later lines for an
+index replace earlier ones), or ``pandas.read_json(PATH, lines=True)``.
 """
 
 from __future__ import annotations
@@ -48,7 +53,12 @@ class ResumeFile:
                  prices: Mapping[str, ModelPrice]) -> None:
         self.prices = prices
         """To price the calls of the rows read back, as ``agent.usage`` would."""
-        self.path = Path(os.path.abspath(path))
+        if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+            raise BadUsage(f"resume= takes a file path (a str or a pathlib.Path), got "
+                           f"{type(path).__name__}")
+        if not os.fspath(path).strip():
+            raise BadUsage("resume= takes a file path, got an empty string")
+        self.path = Path(os.path.abspath(os.path.expanduser(path)))
         try:
             keys = [_same(item) for item in inputs]
         except (TypeError, ValueError) as exc:
@@ -60,10 +70,26 @@ class ResumeFile:
             why = "it is a symbolic link" if os.path.islink(self.path) else exc.strerror
             raise BadUsage(f"cannot use {self.path} as a batch resume file: {why}") from None
         try:
+            self._lock()
             self.rows = self._read(keys)
         except BaseException:
             os.close(self._fd)
             raise
+
+    def _lock(self) -> None:
+        """One batch at a time per file (in this process or another): two writing the same
+        rows would send every input twice and interleave their lines."""
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory lock; the file still takes whole lines
+            return
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BadUsage(f"{self.path} is the resume file of a batch still running: wait "
+                           "for it, or pass another resume path") from None
+        except OSError:  # a file system without locks (some network mounts): go on
+            return
 
     def _read(self, keys: list[Any]) -> dict[int, BatchRow]:
         with os.fdopen(os.dup(self._fd), "rb") as file:

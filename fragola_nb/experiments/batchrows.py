@@ -142,7 +142,9 @@ class BatchResult(Sequence[BatchRow]):
         parts += [f"{count} {status}" for status in ("stopped", "not run")
                   if (count := self._count(status))]
         usage = self.usage.summary() or "no model calls"
-        return f"{len(self._rows)} inputs: {', '.join(parts)}; {usage}; {self.seconds:.1f} s"
+        count = len(self._rows)
+        inputs = f"{count} input" + ("" if count == 1 else "s")
+        return f"{inputs}: {', '.join(parts)}; {usage}; {self.seconds:.1f} s"
 
     def __repr__(self) -> str:
         return f"BatchResult({self.summary()})"

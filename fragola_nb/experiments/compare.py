@@ -149,7 +149,18 @@ def _ending(run: VariantRun, state: AgentState) -> tuple[str, str | None]:
         return "step_limit", (
             f"StepLimit: no final answer within {run.fork.options.max_step} model calls "
             f"(`await comparison[{run.name!r}].step()` goes on)")
+    if _ends_in_answer(run.fork):
+        # ``stop()`` let the reply in flight finish, and it was the final answer.
+        return "finished", None
     return "stopped", "stopped before a final answer"
+
+
+def _ends_in_answer(fork: Agent) -> bool:
+    """The fork's own messages end with an assistant reply that calls no tool."""
+    mine = fork.messages_since(fork.fork_point)
+    last = mine[-1] if mine else None
+    return (last is not None and last.get("role") == "assistant"
+            and not last.get("tool_calls") and answer_text(fork, fork.fork_point) is not None)
 
 
 def check_variants(

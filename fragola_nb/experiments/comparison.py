@@ -138,7 +138,11 @@ class Comparison(Mapping[str, "Agent"]):
         self._observers: list[Any] = []
 
     def __getitem__(self, name: str) -> Agent:
-        return self.runs[name].fork
+        run = self.runs.get(name) if isinstance(name, str) else None
+        if run is None:
+            raise KeyError(f"no variant {name!r} in this comparison; its variants are "
+                           f"{', '.join(map(repr, self.runs))}")
+        return run.fork
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.runs)
@@ -193,8 +197,9 @@ class Comparison(Mapping[str, "Agent"]):
         return None
 
     def __repr__(self) -> str:
+        # The message and the names on one line each, so no text can pass for a row.
         lines = [f"Comparison of {len(self)} variant(s) on {self.agent.name!r}: "
-                 f"{_short(text_of(self.message), 80)}"]
+                 f"{_short(_one_line(text_of(self.message)), 80)}"]
         for row in self.table():
             facts = [row["status"]]
             if row["tokens"] is not None:
@@ -203,7 +208,7 @@ class Comparison(Mapping[str, "Agent"]):
                 facts.append(f"{row['seconds']:.2f} s")
             if row["tool_calls"]:
                 facts.append("calls " + ", ".join(_short(c, 60) for c in row["tool_calls"]))
-            lines.append(f"- {row['variant']} ({'; '.join(facts)})")
+            lines.append(f"- {_short(_one_line(row['variant']), 80)} ({'; '.join(facts)})")
             text = _note(row)
             if text:
                 lines.append("    " + _short(text, 300).replace("\n", "\n    "))
@@ -237,6 +242,10 @@ def _note(row: dict[str, Any]) -> str:
         return ("waiting for a decision on its tool call(s): approve/reject them in its "
                 f"panel (or comparison[{row['variant']!r}].approve(id)), then step()")
     return row["answer"] or ""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _short(text: str, limit: int) -> str:

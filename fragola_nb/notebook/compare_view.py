@@ -217,7 +217,16 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
             if self.panel is not None:
                 self.panel.close()
                 self.panel = None
-            fork = self.comparison.get(change["new"]) if change["new"] else None
+            fork = self._fork_shown_as(change["new"]) if change["new"] else None
             if fork is not None:
                 self.panel = AgentPanel(fork, namespace=self.namespace)
             self.branch.children = (self.panel,) if self.panel is not None else ()
+
+    def _fork_shown_as(self, shown_name: str) -> Any:
+        """The fork of the column headed ``shown_name``: the grid sends the name as it shows
+        it (``visible``), which differs from the variant's name when it holds a control or
+        bidirectional character."""
+        for name, run in self.comparison.runs.items():
+            if visible(name) == shown_name:
+                return run.fork
+        return None

@@ -1,0 +1,201 @@
+"""Review of issue 12's experiments as a user meets them: ``agent.compare``, ``agent.batch`` and
+the compare grid's kernel side, at their edges (stops, odd names, the resume file shared by two
+batches, paths given in ways people write them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import assert_valid_history, make_agent, user
+
+from fragola_nb import BadUsage, Comparison
+from fragola_nb.experiments.compare import WATCHERS
+from fragola_nb.notebook.compare_view import CompareView
+from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.scripted import Item, ScriptedModel, hang, reply
+
+
+def echo(request: dict[str, Any]) -> Item:
+    """Answers with the last user text; ``slow`` waits for ``model.release()`` first."""
+    text = str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
+    if "slow" in text:
+        return hang(then=reply(f"late: {text}"))
+    return reply(f"answer to {text}")
+
+
+async def wait_for_requests(model: ScriptedModel, n: int) -> None:
+    assert await asyncio.to_thread(model.wait_for_requests, n), f"{n} request(s) never came"
+
+
+# -- compare -------------------------------------------------------------------------------------
+
+async def test_stop_lets_a_running_variant_finish_and_its_answer_is_a_finished_row(
+        model: ScriptedModel) -> None:
+    model.brain = echo
+    agent = make_agent(model, name="base")
+    task = asyncio.ensure_future(agent.compare("slow one", {"a": {}, "b": {}}, concurrency=1))
+    await wait_for_requests(model, 1)
+    agent.stop()
+    model.release()
+    comparison = await task
+
+    rows = comparison.table()
+    # The reply in flight was the final answer: not "stopped before a final answer".
+    assert (rows[0]["status"], rows[0]["answer"], rows[0]["error"]) == (
+        "finished", "late: slow one", None)
+    assert (rows[1]["status"], rows[1]["error"]) == ("not_started", "stopped before it started")
+    assert agent.status == "idle" and len(model.requests) == 1
+    assert "- a (finished" in repr(comparison)
+
+
+async def test_a_missing_variant_is_a_key_error_naming_the_variants(
+        model: ScriptedModel) -> None:
+    model.brain = echo
+    agent = make_agent(model)
+    comparison = await agent.compare("go", {"short": {}, "long": {}})
+
+    with pytest.raises(KeyError, match="no variant 'nope' in this comparison; its variants "
+                                       "are 'short', 'long'"):
+        comparison["nope"]
+    assert "short" in comparison and "nope" not in comparison and 3 not in comparison
+    assert ["x"] not in comparison  # unhashable: not a variant, no TypeError
+    assert comparison.get("nope") is None and len(comparison) == 2
+    assert list(comparison) == ["short", "long"]
+
+
+async def test_the_text_form_keeps_one_line_per_variant_whatever_the_names_hold(
+        model: ScriptedModel) -> None:
+    model.brain = echo
+    agent = make_agent(model, name="base")
+    comparison = await agent.compare("two\nlines \u202e", {"evil\n- fake (finished)": {}})
+
+    lines = repr(comparison).splitlines()
+    assert lines[0] == "Comparison of 1 variant(s) on 'base': two lines \\u202e"
+    assert lines[1].startswith("- evil - fake (finished) (finished; ")
+    assert all(line.startswith("    ") for line in lines[2:])  # the answer, indented
+    assert "\u202e" not in repr(comparison)
+
+
+async def test_a_listener_of_the_agent_hears_each_fork_once(model: ScriptedModel) -> None:
+    model.brain = echo
+    agent = make_agent(model, name="base")
+    heard: Counter[tuple[str, str]] = Counter()
+    agent.on_user_message(lambda event: heard.update([(event.context.agent.name, "user")]))
+    agent.on_ai_message(lambda event: heard.update([(event.context.agent.name, "ai")]))
+
+    await agent.compare("go", {"a": {}, "b": {}})
+
+    assert heard == {("a", "user"): 1, ("b", "user"): 1, ("a", "ai"): 1, ("b", "ai"): 1}
+    assert agent.state.messages == []
+
+
+async def test_a_click_on_a_column_whose_name_holds_a_bidi_character_opens_its_panel(
+        model: ScriptedModel) -> None:
+    model.brain = echo
+    agent = make_agent(model)
+    views: list[CompareView] = []
+
+    class Watch:
+        def started(self, comparison: Comparison) -> None:
+            views.append(CompareView(comparison))
+
+        def mimebundle(self, comparison: Comparison) -> None:
+            return None
+
+    watcher = Watch()
+    WATCHERS.append(watcher)
+    try:
+        comparison = await agent.compare("go", {"file\u202egnp.exe": {}, "plain": {}})
+    finally:
+        WATCHERS.remove(watcher)
+    [view] = views
+    try:
+        shown = view.grid.columns[0]["name"]
+        assert "\u202e" not in shown
+        view.grid.selected = shown  # what the grid sends on a click: the name as shown
+        [panel] = view.branch.children
+        assert isinstance(panel, AgentPanel) and panel.agent is comparison["file\u202egnp.exe"]
+    finally:
+        view.close()
+
+
+# -- batch ---------------------------------------------------------------------------------------
+
+async def test_a_resume_path_that_is_not_a_path_is_bad_usage(model: ScriptedModel,
+                                                             tmp_path: Path) -> None:
+    model.brain = echo
+    agent = make_agent(model)
+    for wrong in (5, b"rows.jsonl", ["rows.jsonl"], ""):
+        with pytest.raises(BadUsage, match="resume= takes a file path"):
+            await agent.batch(["a"], resume=wrong, progress=False)  # type: ignore[arg-type]
+    assert model.requests == [] and agent.status == "idle"
+
+
+async def test_a_resume_path_may_start_with_the_home_folder(
+        model: ScriptedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model.brain = echo
+    monkeypatch.setenv("HOME", str(tmp_path))
+    agent = make_agent(model)
+    result = await agent.batch(["a"], resume="~/rows.jsonl", progress=False)
+    assert result.answers == ["answer to a"]
+    [line] = (tmp_path / "rows.jsonl").read_text().splitlines()
+    assert json.loads(line)["answer"] == "answer to a"
+
+
+async def test_two_batches_on_one_resume_file_at_once_the_second_is_refused(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    model.brain = echo
+    path = tmp_path / "rows.jsonl"
+    first, second = make_agent(model, name="one"), make_agent(model, name="two")
+    running = asyncio.ensure_future(first.batch(["slow a", "b"], concurrency=1, resume=path,
+                                                progress=False))
+    await wait_for_requests(model, 1)
+
+    with pytest.raises(BadUsage, match="is the resume file of a batch still running"):
+        await second.batch(["slow a", "b"], resume=str(path), progress=False)
+    assert second.status == "idle" and len(model.requests) == 1
+
+    model.release()
+    result = await running
+    assert result.answers == ["late: slow a", "answer to b"]
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["index"], r["status"]) for r in rows] == [(0, "done"), (1, "done")]
+    # Once the first has ended, the file is free: the second reads its rows back.
+    again = await second.batch(["slow a", "b"], resume=path, progress=False)
+    assert [row.resumed for row in again] == [True, True] and len(model.requests) == 2
+
+
+async def test_rows_come_back_in_input_order_whatever_order_they_finish_in(
+        model: ScriptedModel) -> None:
+    delays = {f"q{i}": random.Random(i).random() * 0.02 for i in range(200)}
+
+    def brain(request: dict[str, Any]) -> Item:
+        text = str(request["messages"][-1]["content"])
+        return hang(delays[text], then=reply(f"answer to {text}"))
+
+    model.brain = brain
+    agent = make_agent(model, name="calc")
+    result = await agent.batch((f"q{i}" for i in range(200)), concurrency=50, progress=False)
+
+    assert [row.index for row in result] == list(range(200))
+    assert result.answers == [f"answer to q{i}" for i in range(200)]
+    assert result.done == 200 and agent.state.messages == [] and agent.forks == ()
+    for row in result[:3]:
+        assert row.fork is not None
+        assert_valid_history(row.fork.state.messages)
+        assert row.fork.state.messages[0] == user(row.input)  # type: ignore[arg-type]
+
+
+async def test_the_summary_counts_one_input_in_the_singular(model: ScriptedModel) -> None:
+    model.brain = echo
+    agent = make_agent(model)
+    one = await agent.batch(["a"], progress=False)
+    assert repr(one).startswith("BatchResult(1 input: 1 done, 0 failed; ")
+    none = await agent.batch([], progress=False)
+    assert repr(none).startswith("BatchResult(0 inputs: 0 done, 0 failed; no model calls")
