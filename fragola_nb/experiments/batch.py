@@ -32,6 +32,7 @@ the counts done and failed and the tokens; ``progress=False`` turns it off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable
 from os import PathLike
@@ -43,7 +44,7 @@ from ..errors import BadUsage
 from ..usage import Usage
 from .batchfile import ResumeFile
 from .batchrows import BatchResult, BatchRow, row_tokens
-from .comparison import answer_text, error_line
+from .comparison import answer_text, error_line, experiment_ended, undone_on_error
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -71,17 +72,25 @@ async def run_batch(
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: a batch starts from an idle "
                        "agent (await or stop() what runs, decide what waits)")
     file = None if resume is None else ResumeFile(resume, items, agent.fragola.prices)
+    batch: _Batch | None = None
     try:
-        batch = _Batch(agent, items, file, progress)
+        # A listener of the agent's after_state_update that raises on the snapshot's fork, or
+        # on the "experiment" event, ends the call here with nothing left behind.
+        with undone_on_error(agent):
+            batch = _Batch(agent, items, file, progress)
+            agent._experiment_began(batch.stop, f"batch of {len(items):,} inputs")
     except BaseException:
-        if file is not None:
+        if batch is not None:
+            with contextlib.suppress(Exception):
+                agent._experiment_ended(batch.stop)
+            batch.close()
+        elif file is not None:
             file.close()
         raise
-    agent._experiment_began(batch.stop, f"batch of {len(items):,} inputs")
     try:
         await batch.run(concurrency)
     finally:
-        agent._experiment_ended(batch.stop)
+        experiment_ended(agent, batch.stop)
         batch.close()
     return batch.result()
 

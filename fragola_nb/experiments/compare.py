@@ -44,9 +44,11 @@ from .comparison import (
     Watcher,
     answer_text,
     error_line,
+    experiment_ended,
     import_pandas,
     tokens_of,
     tool_call_texts,
+    undone_on_error,
 )
 
 if TYPE_CHECKING:
@@ -84,14 +86,7 @@ async def run_compare(
     overrides = check_variants(agent, variants)
     if agent.status != "idle":
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: compare it once it is idle")
-    runs = [VariantRun(name, _fork(agent, name, override)) for name, override in overrides]
-    comparison = Comparison(agent, content, runs)
-    for watcher in list(WATCHERS):
-        try:
-            watcher.started(comparison)
-        except Exception:  # a view must not stop the experiment it shows
-            _log.exception("fragola_nb: a compare view failed to start")
-    gate = asyncio.Semaphore(concurrency)
+    runs: list[VariantRun] = []
     stopping = False
 
     def stopper(at_once: bool) -> None:
@@ -117,8 +112,19 @@ async def run_compare(
             else:
                 comparison.update(run, *_ending(run, state))
 
+    # A listener of the agent's after_state_update that raises on the "fork" or "experiment"
+    # event ends the call here, with nothing left half made.
+    with undone_on_error(agent, stopper):
+        runs += [VariantRun(name, _fork(agent, name, override)) for name, override in overrides]
+        agent._experiment_began(stopper, f"compare of {len(runs)} variants")
+    comparison = Comparison(agent, content, runs)
+    for watcher in list(WATCHERS):
+        try:
+            watcher.started(comparison)
+        except Exception:  # a view must not stop the experiment it shows
+            _log.exception("fragola_nb: a compare view failed to start")
+    gate = asyncio.Semaphore(concurrency)
     tasks = [asyncio.ensure_future(one(run)) for run in runs]
-    agent._experiment_began(stopper, f"compare of {len(runs)} variants")
     try:
         await asyncio.gather(*tasks)
     except BaseException:
@@ -132,7 +138,7 @@ async def run_compare(
                 comparison.update(run, "cancelled", "cancelled by an interrupt before it started")
         raise
     finally:
-        agent._experiment_ended(stopper)
+        experiment_ended(agent, stopper)
         comparison.done = True
         comparison.notify(None)
     return comparison

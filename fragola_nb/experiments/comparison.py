@@ -7,9 +7,10 @@ The helpers below (``answer_text``, ``tool_call_texts``, ``tokens_of``, ``error_
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "error_line",
-           "import_pandas", "tokens_of", "tool_call_texts"]
+           "experiment_ended", "import_pandas", "tokens_of", "tool_call_texts",
+           "undone_on_error"]
 
 _log = logging.getLogger("fragola_nb")
 
@@ -82,6 +84,36 @@ def import_pandas(what: str) -> Any:
     except ImportError:
         raise ImportError(f"{what} needs pandas: pip install fragola_nb[pandas]") from None
     return pandas
+
+
+@contextlib.contextmanager
+def undone_on_error(agent: Agent, stopper: Callable[[bool], None] | None = None
+                    ) -> Iterator[None]:
+    """Forks made of ``agent`` inside the block are dropped, and ``stopper`` unregistered, when
+    the block raises (a listener of the agent's ``after_state_update`` that raises on the fork
+    it was told of): the experiment leaves nothing half made, then the error goes on."""
+    before = {id(fork) for fork in agent.forks}
+    try:
+        yield
+    except BaseException:
+        for fork in agent.forks:
+            if id(fork) not in before:
+                with contextlib.suppress(Exception):  # the same listener, told of the drop
+                    fork.drop()
+        if stopper is not None:
+            with contextlib.suppress(Exception):
+                agent._experiment_ended(stopper)
+        raise
+
+
+def experiment_ended(agent: Agent, stopper: Callable[[bool], None]) -> None:
+    """``agent._experiment_ended``, a listener's error logged: the experiment's rows are kept
+    (they would be lost with the call's return value)."""
+    try:
+        agent._experiment_ended(stopper)
+    except Exception:
+        _log.exception("fragola_nb: a listener failed on the end of an experiment on %r",
+                       agent.name)
 
 
 # -- the comparison ----------------------------------------------------------------------------
