@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import itertools
@@ -466,8 +467,17 @@ class Agent(Listening):
         child._listeners = self._listeners.copy()
         child.fork_of, child.parent, child.fork_point = self.id, self, len(self._history)
         self._forks.append(child)
-        # Views of the tree (a fork tree widget) learn of the new branch from the parent.
-        self._observe("after_state_update", StateUpdateEvent(self.context, "fork"))
+        # Views of the tree (a fork tree widget) learn of the new branch from the parent. A
+        # listener that raises fails the fork: nothing is left in the tree that fork() did
+        # not return (the listeners are told again, of a drop, so a view does not keep it).
+        try:
+            self._observe("after_state_update", StateUpdateEvent(self.context, "fork"))
+        except BaseException:
+            self._forks.remove(child)
+            child.parent = None
+            with contextlib.suppress(Exception):
+                self._observe("after_state_update", StateUpdateEvent(self.context, "drop"))
+            raise
         return child
 
     def drop(self) -> None:

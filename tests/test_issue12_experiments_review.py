@@ -252,9 +252,6 @@ async def test_a_listener_raising_as_an_experiment_ends_keeps_its_rows(
     assert "broken at the end" in caplog.text
 
 
-@pytest.mark.xfail(strict=True, reason="fragola_nb/agent.py Agent.fork: the fork is appended "
-                   "to parent.forks before after_state_update is observed, so a listener that "
-                   "raises makes fork() raise with the fork left in the tree (half made)")
 def test_fork_that_raises_for_a_listener_leaves_no_fork_behind(model: ScriptedModel) -> None:
     agent = make_agent(model)
     agent.on_after_state_update(raising)

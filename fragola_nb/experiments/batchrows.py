@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..render import escape, text_of
 from ..usage import Usage
-from .comparison import import_pandas
+from .comparison import import_pandas, row_tokens
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -61,11 +61,6 @@ class BatchRow:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(BatchRow))
-
-
-def row_tokens(usage: Usage) -> int | None:
-    """``usage.total_tokens``, or None when a call's server sent no usage (never a guess)."""
-    return None if usage.unreported else usage.total_tokens
 
 
 class BatchResult(Sequence[BatchRow]):

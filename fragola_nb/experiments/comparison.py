@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..redact import redact_text
 from ..render import escape, text_of, visible
+from ..usage import Usage
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -65,10 +66,14 @@ def tool_call_texts(agent: Agent, since: int = 0) -> list[str]:
     return calls
 
 
+def row_tokens(usage: Usage) -> int | None:
+    """``usage.total_tokens``, or None when a call's server sent no usage (never a guess):
+    the ``tokens`` of a comparison's and of a batch's rows."""
+    return None if usage.unreported else usage.total_tokens
+
+
 def tokens_of(agent: Agent) -> int | None:
-    """``agent.usage.total_tokens``, or None where usage is not counted."""
-    total = getattr(getattr(agent, "usage", None), "total_tokens", None)
-    return total if isinstance(total, int) and not isinstance(total, bool) else None
+    return row_tokens(agent.usage)
 
 
 def error_line(exc: BaseException) -> str:
