@@ -123,8 +123,8 @@ class Fragola:
         (``base_url=`` or ``OPENAI_BASE_URL``: a local server needs no key) or a ``client=``.
         ``model`` falls back to ``FRAGOLA_MODEL``, then ``gpt-4o-mini``.
 
-        Offline, ``model`` and ``stores`` are kept (the scripted model answers to any model
-        name); options that only concern a real API connection (``timeout``,
+        Offline, ``model``, ``stores`` and ``prices`` are kept (the scripted model answers to
+        any model name); options that only concern a real API connection (``timeout``,
         ``max_retries``, headers...) have nothing to apply to and are left out.
 
         >>> # with OPENAI_BASE_URL=http://localhost:11434/v1 and FRAGOLA_MODEL=llama3.2 set:
@@ -140,7 +140,8 @@ class Fragola:
             "(set OPENAI_BASE_URL for a local server)",
             file=sys.stderr,
         )
-        return cls.scripted(model=model or _default_model(), stores=options.get("stores", ()))
+        return cls.scripted(model=model or _default_model(), stores=options.get("stores", ()),
+                            prices=options.get("prices"))
 
     @classmethod
     def record(cls, path: str | os.PathLike[str], **options: Any) -> Fragola:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -153,9 +154,11 @@ class Usage:
 
     def summary(self) -> str:
         """A short line: ``1,234 tokens · $0.0012`` (the cost only when known), and how many
-        calls reported no usage. Empty when no call was made."""
+        calls reported no usage (only that, when none did). Empty when no call was made."""
         if not self.calls:
             return ""
+        if self.unreported == self.requests:  # no count known: "0 tokens" would be made up
+            return f"{self.requests} call{'s' if self.requests > 1 else ''} without usage"
         parts = [f"{self.total_tokens:,} tokens"]
         cost = self.cost
         if cost is not None:
@@ -215,17 +218,30 @@ def check_prices(prices: Any) -> dict[str, ModelPrice]:
         if unknown or "input" not in price or "output" not in price:
             raise BadUsage(f"prices[{model!r}] takes input, output and cached_input (USD per "
                            f"million tokens), got {sorted(map(str, price))}")
+        usd: dict[str, float | None] = {"cached_input": None}
         for key, value in price.items():
             if key == "cached_input" and value is None:
                 continue
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value) or value < 0):
+            usd[key] = _usd(value)
+            if usd[key] is None:
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
                 raise BadUsage(f"prices[{model!r}][{key!r}] must be a number >= 0, "
-                               f"not {value!r}")
-        cached = price.get("cached_input")
-        checked[model] = ModelPrice(float(price["input"]), float(price["output"]),
-                                    None if cached is None else float(cached))
+                               f"not {shown}")
+        checked[model] = ModelPrice(usd["input"] or 0.0, usd["output"] or 0.0,
+                                    usd["cached_input"])
     return checked
+
+
+def _usd(value: Any) -> float | None:
+    """``value`` as a price: any real number >= 0 (a numpy scalar, a ``Decimal``), not a
+    bool, a string or NaN; None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal)):
+        return None
+    try:
+        usd = float(value)
+    except (ValueError, OverflowError):  # Decimal("sNaN"), a huge Decimal
+        return None
+    return usd + 0.0 if math.isfinite(usd) and usd >= 0 else None  # -0.0 is 0.0
 
 
 def _call_cost(call: CallUsage, prices: Mapping[str, ModelPrice]) -> Decimal | None:
@@ -248,7 +264,17 @@ def _listed_cost(model: str, prompt: int, cached: int, completion: int) -> Decim
         return None
     usage = genai_prices.Usage(input_tokens=prompt, output_tokens=completion,
                                cache_read_tokens=cached or None)
-    try:
-        return genai_prices.calc_price(usage, model).total_price
-    except Exception:  # LookupError for an unknown model; whatever it cannot price is unknown
-        return None
+    for name, provider in _price_refs(model):
+        try:
+            return genai_prices.calc_price(usage, name, provider_id=provider).total_price
+        except Exception:  # LookupError for an unknown model; what it cannot price is unknown
+            continue
+    return None
+
+
+def _price_refs(model: str) -> list[tuple[str, str | None]]:
+    """The names to look ``model`` up under: as it is, then, for a name under a provider
+    prefix (``openai/gpt-4o-mini``, as LiteLLM and OpenRouter spell them), the rest under
+    that provider only: ``ollama/llama3.2`` is not priced as another provider's llama."""
+    provider, _, rest = model.partition("/")
+    return [(model, None), (rest, provider)] if provider and rest else [(model, None)]

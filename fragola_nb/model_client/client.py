@@ -7,7 +7,7 @@ import asyncio
 import functools
 import os
 import ssl
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from ..errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from ..redact import REDACTED, redact_text
+from ..redact import REDACTED, is_secret_name, redact_text
 from .reply import ChunkCallback, read_stream, reply_from_response
 from .reported import ModelReply
 from .request import (
@@ -189,6 +189,7 @@ class ModelClient:
         """
         body, options = body_and_options(asking_usage(request))
         client = self.client()
+        sent = (options.get("headers"), options.get("params"))
         try:
             if body.get("stream"):
                 stream = await client.post("/chat/completions", body=body, cast_to=object,
@@ -204,7 +205,7 @@ class ModelClient:
                 raise ModelConnectionError(f"connection to the model API failed: {exc}") from exc
             # A header the request could not be sent with: raised below, unchained.
         except openai.APIStatusError as exc:
-            said = self._unquoted(exc)
+            said = self._unquoted(exc, sent)
             if _error_code(exc) not in OFFLINE_CODES:
                 said = f"the model API answered HTTP {exc.status_code}: {said}"
             raise ModelHTTPError(said, status_code=exc.status_code) from exc
@@ -227,12 +228,23 @@ class ModelClient:
         raise BadUsage(f"a request header (the API key?) {UNSENDABLE}")
 
 
-    def _unquoted(self, exc: openai.APIStatusError) -> str:
-        """What the server said, without the key it may quote back (a proxy might, whole)."""
+    def _unquoted(self, exc: openai.APIStatusError, sent: tuple[Any, Any]) -> str:
+        """What the server said, without the credentials it may quote back (a proxy might,
+        whole): the key, and credential headers and query values, the client's own
+        (``default_headers``, ``default_query``) and the request's (``extra_headers``...)."""
         text = redact_text(_error_text(exc))
         key = self._api_key
         if isinstance(key, str) and key != NO_KEY:
             text = text.replace(key, REDACTED)
+        secrets: list[Any] = []
+        for given in (self._options.get("default_headers"), self._options.get("default_query"),
+                      *sent):
+            if isinstance(given, Mapping):
+                secrets += [value for name, value in given.items() if is_secret_name(name)]
+        # A short one ("ollama") would replace ordinary words, as a recording's rule says.
+        shown = {s.partition(" ")[2] if " " in s else s for s in secrets if isinstance(s, str)}
+        for secret in sorted((s for s in shown if len(s) >= 8), key=len, reverse=True):
+            text = text.replace(secret, REDACTED)
         return text
 
 

@@ -216,7 +216,10 @@ def _without_private_keys(value: Any) -> Any:
 
 async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply:
     text: list[str] = []
-    usage: Any = None  # the usage chunk's, when usage was asked for (stream_options)
+    # The last usage that reads as counts: OpenAI sends it in a chunk of its own at the end
+    # ("usage": null on the others); some servers send running counts on every chunk, or a
+    # null or partial one after the real one.
+    usage: dict[str, int] | None = None
     refusal: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finished = False
@@ -226,8 +229,7 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply:
             if not isinstance(chunk, dict):
                 raise ModelResponseError(
                     f"a streamed chunk is not a JSON object but {_kind(chunk)}")
-            if chunk.get("usage") is not None:  # OpenAI sends "usage": null until the end
-                usage = chunk["usage"]
+            usage = usage_of(chunk.get("usage")) or usage
             choices = chunk.get("choices")
             if not choices:
                 continue  # the usage chunk
@@ -266,7 +268,7 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply:
     if not spoke:
         raise ModelResponseError("the model API streamed a choice with no message")
     message = _checked_message("".join(text), _ordered(calls), "".join(refusal) or None)
-    return ModelReply(message, usage_of(usage))
+    return ModelReply(message, usage)
 
 
 def _piece(value: Any, what: str) -> str:

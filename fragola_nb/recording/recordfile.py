@@ -144,18 +144,65 @@ def _parse(path: Path, number: int, raw: bytes) -> Any:
 def _read_header(path: Path) -> None:
     try:
         with path.open("rb") as file:
-            first = file.readline()
+            first = file.readline().removeprefix(b"\xef\xbb\xbf")
     except OSError as exc:
         raise BadUsage(f"cannot read the recording {path}: {exc.strerror}") from None
-    _check_header(path, _parse(path, 1, first) if first.strip() else None)
+    try:
+        data = path.read_bytes() if HEADER_KEY.encode() not in first else first
+    except OSError:
+        data = first
+    _check_header(path, _first_line(path, first, data), data)
 
 
-def _check_header(path: Path, header: Any) -> None:
+def _first_line(path: Path, first: bytes, data: bytes) -> Any:
+    """The header line's JSON (None when blank); a first line that is not JSON in a file
+    that is something else (a saved session) says what it is."""
+    if not first.strip():
+        return None
+    try:
+        return _parse(path, 1, first)
+    except BadUsage:
+        if _what_else(data):
+            return None
+        raise
+
+
+def _check_header(path: Path, header: Any, data: bytes = b"") -> None:
     if not isinstance(header, dict) or HEADER_KEY not in header:
-        raise _fail(path, 1, "is not the header of a Fragola.record recording")
+        raise _fail(path, 1, "is not the header of a Fragola.record recording"
+                    + _what_else(data))
     version = header[HEADER_KEY]
     if version != FORMAT:
-        raise _fail(path, 1, f"has format {version!r}; this fragola_nb reads format {FORMAT}")
+        newer = (isinstance(version, int) and not isinstance(version, bool)
+                 and version > FORMAT)
+        hint = f" (it was made by fragola_nb {_shown(header.get('fragola_nb'))}: upgrade " \
+               "fragola_nb to read it)" if newer else ""
+        raise _fail(path, 1, f"has format {_shown(version)}; this fragola_nb reads format "
+                             f"{FORMAT}{hint}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _what_else(data: bytes) -> str:
+    """What a file that is not a recording is, when that can be told: ``" (...)"`` or ""."""
+    if not data.strip():
+        return " (the file is empty: nothing was recorded into it)"
+    if not data.lstrip().startswith(b"{") or not data.rstrip().endswith(b"}"):
+        return ""
+    try:
+        whole = json.loads(data)
+    except ValueError:  # JSON Lines, or not JSON: the lines say what is wrong
+        return ""
+    if not isinstance(whole, dict):
+        return ""
+    if whole.get("format") == "fragola_nb.session":
+        return " (it is a saved session: load it with load_session)"
+    if "cells" in whole and "nbformat" in whole:
+        return " (it is a notebook)"
+    return ""
 
 
 def _exchange(path: Path, number: int, entry: Any) -> Exchange:
@@ -184,10 +231,11 @@ def read_recording(path: str | os.PathLike[str]) -> list[Exchange]:
     line) when it is missing, unreadable or not a recording."""
     where = Path(path)
     try:
-        lines = where.read_bytes().split(b"\n")
+        data = where.read_bytes().removeprefix(b"\xef\xbb\xbf")  # an editor's UTF-8 BOM
     except OSError as exc:
         hint = " (make one with Fragola.record)" if isinstance(exc, FileNotFoundError) else ""
         raise BadUsage(f"cannot read the recording {where}: {exc.strerror}{hint}") from None
-    _check_header(where, _parse(where, 1, lines[0]) if lines[0].strip() else None)
+    lines = data.split(b"\n")
+    _check_header(where, _first_line(where, lines[0], data), data)
     return [_exchange(where, number, _parse(where, number, raw))
             for number, raw in enumerate(lines[1:], 2) if raw.strip()]

@@ -92,7 +92,7 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
         except ValueError:
             return await self._http.send(request, stream=True)
         agent = CURRENT_AGENT.get(None)
-        secrets = _credentials(request.headers)
+        secrets = _credentials(request.headers, request.url)
         response = await self._http.send(request, stream=True)
         record = {"agent": agent, "status": response.status_code, "request": sent}
         # What the client gets is the decoded body: the encoding headers no longer apply.
@@ -114,10 +114,12 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
         await self._http.aclose()
 
 
-def _credentials(headers: httpx2.Headers) -> list[str]:
-    """The credentials a request is sent with (its key, in ``Authorization`` or a header of
-    the user's), without their scheme."""
-    values = (value for name, value in headers.items() if is_secret_name(name))
+def _credentials(headers: httpx2.Headers, url: httpx2.URL) -> list[str]:
+    """The credentials a request is sent with (its key, in ``Authorization``, a header of
+    the user's or a query parameter such as ``key=``), without their scheme: a server may
+    quote one back in what it answers."""
+    values = [value for name, value in headers.items() if is_secret_name(name)]
+    values += [value for name, value in url.params.multi_items() if is_secret_name(name)]
     return [value.partition(" ")[2] if " " in value else value for value in values]
 
 

@@ -18,7 +18,9 @@ __all__ = ["STOP_WORDS", "WORD", "Filler", "stem"]
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9']*|\d+")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _QUOTED = re.compile(r'"([^"]+)"|\u201c([^\u201d]+)\u201d|`([^`]+)`')
-_PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*")
+_PROPER = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)$")
+_CODE = re.compile(r"\b\d[\w./:-]*[/:-][\w./:-]*\w")  # 978-3-16-148410-0, 10:30, 1/2
 STOP_WORDS = frozenset(
     "a an the is are was were be am i me my you your it its it's this that these those what "
     "what's whats which who how when where why in on at for to of and or with by from into "
@@ -64,16 +66,16 @@ class Filler:
                 value = value[1:]  # "3-5" is a range, not minus five
             self.numbers.append(float(value))
         self.strings = deque(next(g for g in m.groups() if g) for m in _QUOTED.finditer(text))
-        self.strings.extend(
-            m.group() for m in _PROPER.finditer(text) if m.group().lower() not in STOP_WORDS
-        )
-        if spare_words:  # tool arguments: "a word" beats "example"
+        self.strings.extend(_proper_names(text))
+        if spare_words:  # tool arguments: a code, a word, then a number beat "example"
+            self.strings.extend(m.group() for m in _CODE.finditer(text))
             taken = {w.lower() for s in self.strings for w in s.split()}
             self.strings.extend(
                 w
                 for w in WORD.findall(text)
                 if w.lower() not in STOP_WORDS | taken and stem(w) not in skip and not w.isdigit()
             )
+            self.strings.extend(m.group() for m in _NUMBER.finditer(text))
 
     def value(self, schema: Any, root: Any, key: str | None = None, depth: int = 0) -> Any:
         """A value that fits ``schema`` (``root`` resolves ``$ref``; ``key`` is its name)."""
@@ -149,6 +151,23 @@ class Filler:
         name = re.escape(key).replace("_", "[ _]")
         m = re.search(rf'\b{name}\s*(?:is|:|=)\s*(?:"([^"]*)"|([^\s,;.!?]+))', self.text, re.I)
         return (m.group(1) if m.group(1) is not None else m.group(2)) if m else None
+
+
+def _proper_names(text: str) -> list[str]:
+    """Runs of capitalized words, in order. A sentence's first word is capitalized anyway:
+    alone it is left out ("Convert", "Hello"), and so is a first word that is a stop word
+    ("Is Paris sunny?" gives "Paris"), but a longer run is a name ("Ada Lovelace was...")."""
+    names = []
+    for m in _PROPER.finditer(text):
+        words = m.group().split()
+        if _SENTENCE_START.search(text[: m.start()]):
+            if len(words) == 1 or words[0].lower() in STOP_WORDS:
+                words = words[1:]
+        while words and words[0].lower() in STOP_WORDS:
+            words = words[1:]
+        if words:
+            names.append(" ".join(words))
+    return names
 
 
 def _bound(value: Any) -> bool:
