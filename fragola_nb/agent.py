@@ -450,6 +450,25 @@ class Agent(Listening):
 
     def fork(self, name: str | None = None) -> Agent:
         """A new agent that starts where this one is and goes on independently."""
+        child = self._copy(name)
+        child.parent = self
+        self._forks.append(child)
+        # Views of the tree (a fork tree widget) learn of the new branch from the parent. A
+        # listener that raises fails the fork: nothing is left in the tree that fork() did
+        # not return (the listeners are told again, of a drop, so a view does not keep it).
+        try:
+            self._observe("after_state_update", StateUpdateEvent(self.context, "fork"))
+        except BaseException:
+            self._forks.remove(child)
+            child.parent = None
+            with contextlib.suppress(Exception):
+                self._observe("after_state_update", StateUpdateEvent(self.context, "drop"))
+            raise
+        return child
+
+    def _copy(self, name: str | None) -> Agent:
+        """A fork that is in no tree (``parent`` None), and that no listener hears of:
+        ``fork`` puts it in this agent's tree; ``agent.batch`` runs its inputs on these."""
         if self._status == "generating":
             raise BadUsage(f"agent {self.name!r} is generating: fork it when the turn ends")
         options = copy.copy(self.options)
@@ -465,19 +484,7 @@ class Agent(Listening):
         # child._usage stays at zero: a fork counts its own calls, not its parent's.
         child._pending = dict(self._pending)
         child._listeners = self._listeners.copy()
-        child.fork_of, child.parent, child.fork_point = self.id, self, len(self._history)
-        self._forks.append(child)
-        # Views of the tree (a fork tree widget) learn of the new branch from the parent. A
-        # listener that raises fails the fork: nothing is left in the tree that fork() did
-        # not return (the listeners are told again, of a drop, so a view does not keep it).
-        try:
-            self._observe("after_state_update", StateUpdateEvent(self.context, "fork"))
-        except BaseException:
-            self._forks.remove(child)
-            child.parent = None
-            with contextlib.suppress(Exception):
-                self._observe("after_state_update", StateUpdateEvent(self.context, "drop"))
-            raise
+        child.fork_of, child.fork_point = self.id, len(self._history)
         return child
 
     def drop(self) -> None:

@@ -222,8 +222,12 @@ async def test_compare_and_batch_leave_nothing_when_a_listener_raises_as_they_st
     with pytest.raises(ListenerError, match="this listener is broken"):
         await agent.compare("go", {"a": {}, "b": {}})
     assert agent.forks == () and agent._experiments == {} and agent.status == "idle"
-    with pytest.raises(ListenerError, match="this listener is broken"):
-        await agent.batch(["a", "b"], progress=False)
+    if reason == "fork":  # a batch's forks are in no tree: no fork event to fail on
+        assert (await agent.batch(["a"], progress=False)).answers == ["answer to a"]
+        model.requests.clear()
+    else:
+        with pytest.raises(ListenerError, match="this listener is broken"):
+            await agent.batch(["a", "b"], progress=False)
     assert agent.forks == () and agent._experiments == {} and model.requests == []
 
     subscription.unsubscribe()  # fixed: the agent works as before
@@ -258,3 +262,20 @@ def test_fork_that_raises_for_a_listener_leaves_no_fork_behind(model: ScriptedMo
     with pytest.raises(ListenerError):
         agent.fork("a")
     assert agent.forks == ()
+
+
+async def test_a_batch_tells_the_agents_listeners_only_that_it_began_and_ended(
+        model: ScriptedModel) -> None:
+    # Its forks are in no tree: a listener counting the agent's forks hears no fork or drop
+    # per input; each fork's own messages are heard as any fork's.
+    model.brain = echo
+    agent = make_agent(model, name="base")
+    heard: list[tuple[str, str]] = []
+    agent.on_after_state_update(lambda e: heard.append((e.context.agent.name, e.reason)))
+    result = await agent.batch(["a", "b", "c"], progress=False)
+    assert result.answers == ["answer to a", "answer to b", "answer to c"]
+    assert heard.count(("base", "experiment")) == 2
+    assert not [h for h in heard if h[1] in ("fork", "drop")]
+    assert sorted(name for name, reason in heard if reason == "ai_message") == [
+        "base-batch0", "base-batch1", "base-batch2"]
+    assert agent.forks == () and all(row.fork.fork_of == agent.id for row in result)

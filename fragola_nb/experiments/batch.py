@@ -117,9 +117,10 @@ class _Batch:
         from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
 
         # One snapshot to fork every input from: the prefix stays what it was when the batch
-        # began, and the agent's tree gets one fork event and one drop, not one per input.
-        self.base = agent.fork(f"{agent.name}-batch")
-        self.base.drop()
+        # began. The snapshot and the inputs' forks are in no tree, and no listener hears of
+        # them being made (a thousand fork events would say nothing); each fork's own run is
+        # heard as any fork's, by the listeners it inherits.
+        self.base = agent._copy(f"{agent.name}-batch")
         self.agent, self.items, self.file = agent, items, file
         self.rows: dict[int, BatchRow] = dict(file.rows) if file is not None else {}
         todo = [i for i in range(len(items)) if i not in self.rows]
@@ -157,9 +158,7 @@ class _Batch:
             started = time.perf_counter()
             fork: Agent | None = None
             try:
-                # A listener of the agent's after_state_update (forks inherit it) may raise here.
-                fork = self.base.fork(f"{name}-batch{index}")
-                fork.drop()
+                fork = self.base._copy(f"{name}-batch{index}")
                 fork.fork_of = self.agent.id
                 self.running[index] = fork
                 if self.stopping:  # stop() from another thread since the check above
