@@ -130,6 +130,25 @@ async def test_stream_options_set_by_the_user_are_sent_and_no_count_is_made_up(
     assert usage.summary() == "1 call without usage"
 
 
+async def test_stream_options_are_not_sent_when_a_turn_does_not_stream(
+    model: ScriptedModel,
+) -> None:
+    # OpenAI refuses stream_options without stream: settings that stream, turned off for one
+    # turn (a compare variant, a listener), must not break that turn.
+    model.push(reply("Plain."), reply("Streamed."))
+    agent = make_fragola(model, model="gpt-4o-mini").agent("s", model_settings={
+        "stream": True, "stream_options": {"include_usage": True}})
+    plain = agent.fork("plain")
+    plain.on_before_model_invocation(lambda event: {**event.config, "stream": False})
+    await plain.user_message("Hi.")
+    await agent.user_message("Hi.")
+    assert model.requests[0]["stream"] is False
+    assert "stream_options" not in model.requests[0]
+    assert model.requests[1]["stream_options"] == {"include_usage": True}
+    assert plain.usage.requests == agent.usage.requests == 1
+    assert plain.usage.unreported == agent.usage.unreported == 0
+
+
 async def test_a_session_reloaded_and_continued_counts_on(
     model: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -316,3 +335,24 @@ def test_a_string_argument_takes_a_number_from_the_message_as_written() -> None:
     called = demo_brain(request)
     assert isinstance(called, ToolCalls)
     assert json.loads(called.calls[0].arguments) == {"order_id": "12345"}
+
+
+async def test_ignore_leaves_out_more_fields_never_stream_options(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    path = tmp_path / "lesson.jsonl"
+    model.push(reply("Hello, class."))
+    teacher = Fragola.record(path, model="gpt-test", base_url=model.base_url,
+                             api_key="sk-teacher-0123456789", max_retries=0)
+    await teacher.agent("tutor", model_settings={"stream": True, "temperature": 0.2}
+                        ).user_message("Hello!")
+    await teacher.aclose()
+    students = Fragola.replay(path, ignore=["temperature"])
+    try:
+        # Another temperature and no usage asked: both left out of the comparison.
+        agent = students.agent("tutor", model_settings={
+            "stream": True, "temperature": 0.9, "stream_options": None})
+        state = await agent.user_message("Hello!")
+        assert state.messages[-1]["content"] == "Hello, class."
+    finally:
+        await students.aclose()

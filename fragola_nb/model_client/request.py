@@ -145,12 +145,15 @@ USAGE_OPTIONS = {"include_usage": True}
 def asking_usage(request: Mapping[str, Any]) -> Mapping[str, Any]:
     """``request``, asking a stream for its usage (OpenAI streams report none unless asked)
     when it streams and the caller set no ``stream_options`` of their own;
-    ``stream_options=None`` means "ask nothing" (a server that refuses the field)."""
+    ``stream_options=None`` means "ask nothing" (a server that refuses the field). A request
+    that does not stream sends none: OpenAI refuses ``stream_options`` without ``stream``,
+    and settings that stream may be turned off for one turn (``{"stream": False}``)."""
+    streams = request.get("stream") is True
     if "stream_options" in request:
-        if request["stream_options"] is None:
+        if request["stream_options"] is None or not streams:
             return {key: value for key, value in request.items() if key != "stream_options"}
         return request
-    if request.get("stream") is True:
+    if streams:
         return {**request, "stream_options": dict(USAGE_OPTIONS)}
     return request
 

@@ -64,7 +64,7 @@ def start_replay(
 
     Options: ``model`` (default: the model of the first recorded request), ``fallback``
     (``"demo"`` or a brain ``(request) -> item`` for requests not in the recording),
-    ``ignore`` (request fields left out of the comparison; default ``("stream_options",)``),
+    ``ignore`` (request fields left out of the comparison besides ``stream_options``),
     ``chunk_delay`` (seconds between streamed chunks), the options ``cls`` takes itself
     (``stores``...), ``timeout`` and ``max_retries``. Options that only concern a real API
     connection (``api_key``, ``base_url``, ``default_headers``...) are accepted and unused,
@@ -74,7 +74,8 @@ def start_replay(
 
     options = dict(options)
     fallback = _fallback(options.pop("fallback", None))
-    ignore = _ignored(options.pop("ignore", DEFAULT_IGNORED))
+    # More fields left out, never fewer: stream_options only asks for the usage chunk.
+    ignore = (*DEFAULT_IGNORED, *_ignored(options.pop("ignore", ())))
     chunk_delay = options.pop("chunk_delay", 0.0)
     if isinstance(chunk_delay, bool) or not isinstance(chunk_delay, (int, float)) \
             or not chunk_delay >= 0:
