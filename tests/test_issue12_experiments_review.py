@@ -279,3 +279,20 @@ async def test_a_batch_tells_the_agents_listeners_only_that_it_began_and_ended(
     assert sorted(name for name, reason in heard if reason == "ai_message") == [
         "base-batch0", "base-batch1", "base-batch2"]
     assert agent.forks == () and all(row.fork.fork_of == agent.id for row in result)
+
+
+async def test_to_pandas_keeps_tokens_whole_with_unknown_as_na(model: ScriptedModel) -> None:
+    from fragola_nb.scripted import raw
+
+    # The first input's server reports no usage: its tokens are unknown, the others stay ints.
+    model.brain = echo
+    model.push(raw(json.dumps({"id": "c", "object": "chat.completion", "created": 0,
+                               "model": "m", "choices": [{
+                                   "index": 0, "finish_reason": "stop",
+                                   "message": {"role": "assistant", "content": "x"}}]})))
+    agent = make_agent(model)
+    frame = (await agent.batch(["b", "c"], progress=False, concurrency=1)).to_pandas()
+    assert str(frame["tokens"].dtype) == "Int64"
+    assert frame["tokens"].isna().tolist() == [True, False] and int(frame["tokens"][1]) > 0
+    comparison = await agent.compare("go", {"a": {}, "b": {}})
+    assert str(comparison.to_pandas()["tokens"].dtype) == "Int64"

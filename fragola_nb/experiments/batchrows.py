@@ -129,7 +129,8 @@ class BatchResult(Sequence[BatchRow]):
         pandas = import_pandas("BatchResult.to_pandas()")
         columns = ["input", "answer", "error", "status", "tokens", "seconds", "fork"]
         data = [[getattr(row, name) for name in columns] for row in self._rows]
-        return pandas.DataFrame(data, columns=columns)
+        # Whole numbers, <NA> where unknown (not floats with NaN).
+        return pandas.DataFrame(data, columns=columns).astype({"tokens": "Int64"})
 
     def summary(self) -> str:
         """``"3 inputs: 2 done, 1 failed; 120 tokens; 1.4 s"``."""

@@ -196,7 +196,8 @@ class Comparison(Mapping[str, "Agent"]):
     def to_pandas(self) -> Any:
         """``table()`` as a ``pandas.DataFrame`` (needs ``pip install fragola_nb[pandas]``)."""
         pandas = import_pandas("Comparison.to_pandas()")
-        return pandas.DataFrame(self.table(), columns=list(COLUMNS))
+        frame = pandas.DataFrame(self.table(), columns=list(COLUMNS))
+        return frame.astype({"tokens": "Int64"})  # whole numbers, <NA> where unknown
 
     # -- for views ------------------------------------------------------------------------------
 
