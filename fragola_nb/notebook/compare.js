@@ -15,7 +15,9 @@ const STATUS = { queued: "queued", running: "running", finished: "finished",
 
 function facts(col) {
   const parts = [];
-  if (col.tokens !== null && col.tokens !== undefined) parts.push(col.tokens + " tokens");
+  // no "0 tokens" while a column waits for its first model call's usage
+  const counting = col.status === "running" || col.status === "queued";
+  if (col.tokens || (col.tokens === 0 && !counting)) parts.push(col.tokens + " tokens");
   if (col.seconds !== null && col.seconds !== undefined) parts.push(Number(col.seconds).toFixed(2) + " s");
   if (col.calls && col.calls.length) parts.push(col.calls.length + (col.calls.length === 1 ? " tool call" : " tool calls"));
   return parts.join(" · ");
@@ -54,10 +56,15 @@ function cell(col, index, selected, model) {
   if (line) box.append(h("div", "fragola-compare-facts", line));
   if (col.calls && col.calls.length) {
     const calls = h("ul", "fragola-compare-calls");
-    for (const c of col.calls) calls.append(h("li", "", "→ " + c));
+    // a no-break space: the arrow stays on the call's first line when the call wraps
+    for (const c of col.calls) calls.append(h("li", "", "→\u00a0" + c));
     box.append(calls);
   }
-  if (col.answer || col.diff) box.append(answer(col, index === 0));
+  if (col.answer || col.diff) {
+    const text = answer(col, index === 0);
+    text.dataset.name = col.name;
+    box.append(text);
+  }
   if (col.note) box.append(h("div", "fragola-compare-note", col.note));
   if (col.error) box.append(h("div", "fragola-compare-error", col.error));
   return box;
@@ -78,9 +85,20 @@ function render({ model, el }) {
     top.textContent = (title.agent || "") + " · " + cols.length + " variant(s)" +
       (title.done ? "" : " · running") + ": " + (title.message || "");
     const left = grid.scrollLeft;
+    // Each answer scrolls in its column: a redraw keeps where the reader was, and a
+    // streaming answer read at its end follows what comes.
+    const where = new Map();
+    for (const a of grid.querySelectorAll(".fragola-compare-answer")) {
+      where.set(a.dataset.name, { top: a.scrollTop, end: a.scrollTop + a.clientHeight >= a.scrollHeight - 4 });
+    }
     const selected = model.get("selected");
     grid.replaceChildren(...cols.map((c, i) => cell(c, i, selected, model)));
     grid.scrollLeft = left;
+    for (const a of grid.querySelectorAll(".fragola-compare-answer")) {
+      const was = where.get(a.dataset.name);
+      const streaming = a.classList.contains("fragola-compare-streaming");
+      a.scrollTop = streaming && (!was || was.end) ? a.scrollHeight : was ? was.top : 0;
+    }
     legend.hidden = !cols.some((c, i) => i > 0 && Array.isArray(c.diff));
     const why = model.get("detached");
     detached.textContent = why ? "detached: " + why : "";
