@@ -19,7 +19,6 @@ WORD = re.compile(r"[A-Za-z][A-Za-z0-9']*|\d+")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _QUOTED = re.compile(r'"([^"]+)"|\u201c([^\u201d]+)\u201d|`([^`]+)`')
 _PROPER = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)$")
 _CODE = re.compile(r"\b\d[\w./:-]*[/:-][\w./:-]*\w")  # 978-3-16-148410-0, 10:30, 1/2
 STOP_WORDS = frozenset(
     "a an the is are was were be am i me my you your it its it's this that these those what "
@@ -160,7 +159,7 @@ def _proper_names(text: str) -> list[str]:
     names = []
     for m in _PROPER.finditer(text):
         words = m.group().split()
-        if _SENTENCE_START.search(text[: m.start()]):
+        if _starts_sentence(text, m.start()):
             if len(words) == 1 or words[0].lower() in STOP_WORDS:
                 words = words[1:]
         while words and words[0].lower() in STOP_WORDS:
@@ -168,6 +167,15 @@ def _proper_names(text: str) -> list[str]:
         if words:
             names.append(" ".join(words))
     return names
+
+
+def _starts_sentence(text: str, at: int) -> bool:
+    """Whether ``text[at]`` begins the text, a line or a sentence (read back over the spaces
+    before it only: linear over a long message)."""
+    at -= 1
+    while at >= 0 and text[at] in " \t":
+        at -= 1
+    return at < 0 or text[at] in ".!?:;\n\r"
 
 
 def _bound(value: Any) -> bool:
