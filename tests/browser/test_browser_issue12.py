@@ -177,6 +177,11 @@ def test_grid_of_eight_hostile_variants_tokens_dark_narrow_and_reopened(
     expect(ui.page.locator(".jp-OutputArea-output", has_text="Error displaying widget")
            ).to_have_count(0)
     ui.shot("grid-reopened", out)
+    # no kernel: a click on a name shows no panel and breaks nothing
+    out.locator(".fragola-compare-head").nth(0).click()
+    page = ui.page
+    page.wait_for_timeout(500)
+    expect(out.locator(".fragola-panel")).to_have_count(0)
     assert dialogs == []
     h.wait_kernel_idle(ui.page)
     ui.assert_clean()
@@ -331,4 +336,77 @@ def test_the_experiments_notebook_top_to_bottom(ui: UI) -> None:
               for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert not errors, errors
     assert not page.get_by_text("Error displaying widget").count()
+    ui.assert_clean()
+
+
+def test_stop_in_an_earlier_panel_ends_a_compare_and_the_grid_says_so(ui: UI) -> None:
+    script = STREAM_SCRIPT.replace("chunk_delay=0.04", "chunk_delay=0.3")
+    scenarios.write(ui.lab.root / "stopcmp12.ipynb", scenarios.SETUP + "\n" + script,
+                    "%fragola_panel slow",
+                    "streamed = await slow.compare('Go', {'one': {'instructions': 'A'}, "
+                    "'two': {'instructions': 'B'}})",
+                    "print('STATUSES', [row['status'] for row in streamed.table()])",
+                    title="Stop a compare")
+    page = ui.page
+    h.open_notebook(page, ui.lab, "stopcmp12.ipynb")
+    h.run_all_cells(page)
+    panel = h.cell(page, 2).locator(".fragola-panel")
+    out = h.cell(page, 3).locator(".jp-OutputArea")
+    expect(out.locator(".fragola-compare-streaming")).to_have_count(2, timeout=30_000)
+    expect(panel.locator(".fragola-strip")).to_contain_text("running on forks — Stop ends it")
+    panel.locator("button.fragola-stop").click()
+    h.wait_all_executed(page, 60_000)
+    expect(out.locator(".fragola-compare-status")).to_have_text(["stopped"] * 2)
+    expect(out.locator(".fragola-compare-streaming")).to_have_count(0)
+    expect(h.cell(page, 4).locator(".jp-OutputArea")).to_contain_text(
+        "STATUSES ['stopped', 'stopped']")
+    expect(panel.locator("button.fragola-stop")).to_be_disabled()
+    ui.shot("compare-stopped", page.locator(".jp-Notebook"))
+    ui.assert_clean()
+
+
+APPROVE_SCRIPT = '''\
+def brain(request):
+    if request["messages"][0]["content"] == "boom":
+        raise RuntimeError("the model broke <b>here</b>")
+    if any(m["role"] == "tool" for m in request["messages"]):
+        return reply("The sum is " + last_tool_text(request))
+    return tool_calls(call("add", {"x": 2, "y": 3}))
+
+calc = Fragola.scripted(brain=brain).agent("calc", tools=[add])
+'''
+
+
+def test_a_waiting_column_approved_in_its_panel_reads_as_the_fork_is(ui: UI) -> None:
+    scenarios.write(ui.lab.root / "wait12.ipynb",
+                    scenarios.SETUP + "\n" + scenarios.ADD_TOOL + "\n" + APPROVE_SCRIPT,
+                    "waits = await calc.compare('Add 2 and 3', {'one': {}, 'two': {}, "
+                    "'boom': {'instructions': 'boom'}})",
+                    title="Approve in a compare")
+    ui.open_and_run_all("wait12.ipynb")
+    out = h.cell(ui.page, 2).locator(".jp-OutputArea")
+    cols = out.locator(".fragola-compare-col")
+    expect(cols.locator(".fragola-compare-status")).to_have_text(
+        ["waiting for you"] * 2 + ["failed"])
+    expect(cols.nth(2).locator(".fragola-compare-error")).to_be_visible()
+    assert out.locator("b").count() == 0
+    expect(cols.nth(0).locator(".fragola-compare-note")).to_contain_text("click the name")
+    cols.nth(0).locator(".fragola-compare-head").click()
+    panel = out.locator(".fragola-panel")
+    expect(panel.locator(".fragola-card")).to_have_count(1)
+    panel.locator("button.fragola-approve").click()
+    expect(panel.locator(".fragola-status")).to_have_text("idle", timeout=30_000)
+    expect(cols.nth(0).locator(".fragola-compare-status")).to_have_text("finished")
+    expect(cols.nth(0).locator(".fragola-compare-answer")).to_have_text("The sum is 5")
+    expect(cols.nth(1).locator(".fragola-compare-status")).to_have_text("waiting for you")
+    ui.shot("approved-one", out)
+    # the note that asks for a decision is readable, in both themes
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        set_theme(ui.page, theme)
+        ratios = out.locator(".fragola-compare-note, .fragola-compare-status, "
+                             ".fragola-compare-error, "
+                             ".fragola-compare-calls li").evaluate_all(CONTRAST_JS)
+        assert len(ratios) >= 4 and [r for r in ratios if r["ratio"] < 4.5] == [], (theme, ratios)
+    ui.shot("approved-one-dark", out)
+    set_theme(ui.page, "JupyterLab Light")
     ui.assert_clean()
