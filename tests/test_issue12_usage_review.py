@@ -382,3 +382,14 @@ async def test_ignore_leaves_out_more_fields_never_stream_options(
         assert state.messages[-1]["content"] == "Hello, class."
     finally:
         await students.aclose()
+
+
+def test_record_without_a_model_api_says_what_it_needs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(BadUsage, match=r"^Fragola.record needs a model API to record: pass "
+                                       r"api_key= or set OPENAI_API_KEY"):
+        Fragola.record(tmp_path / "lesson.jsonl", model="gpt-4o-mini")
+    assert not (tmp_path / "lesson.jsonl").exists()

@@ -52,6 +52,14 @@ def start_recording(
                 f"Fragola.record cannot record through a {name}= you made (its requests do "
                 "not pass through fragola_nb's transport): pass its settings instead "
                 "(api_key=, base_url=, timeout=, default_headers=...)")
+    configured = (options.get("api_key") or options.get("base_url")
+                  or os.environ.get("OPENAI_API_KEY", "").strip()
+                  or os.environ.get("OPENAI_BASE_URL", "").strip())
+    if not configured:  # Fragola's own message would suggest running offline: not a recording
+        raise BadUsage(
+            "Fragola.record needs a model API to record: pass api_key= or set OPENAI_API_KEY "
+            "(a local server needs only base_url= or OPENAI_BASE_URL); offline, replay a "
+            "recording with Fragola.replay(path)")
     fragola = cls(**options)  # bad options fail before the file is touched
     fragola._model.wrap_http = recording_through(Appender(path))
     return fragola
