@@ -152,6 +152,11 @@ def test_grid_of_eight_hostile_variants_tokens_dark_narrow_and_reopened(
     ui.shot("branch-panel", out)
     cols.nth(1).locator(".fragola-compare-head").click()
     expect(panel).to_have_count(0)
+    # a name with a direction override opens its own fork's panel too
+    cols.nth(3).locator(".fragola-compare-head").click()
+    expect(panel.locator(".fragola-name")).to_have_text("file\\u202egnp.exe")
+    cols.nth(3).locator(".fragola-compare-head").click()
+    expect(panel).to_have_count(0)
     expect(cols.nth(1).locator(".fragola-compare-head")).to_have_attribute("aria-pressed", "false")
     assert dialogs == [] and page.evaluate(DIALOGS_AND_PWNED)
 
@@ -410,3 +415,4 @@ def test_a_waiting_column_approved_in_its_panel_reads_as_the_fork_is(ui: UI) -> 
     ui.shot("approved-one-dark", out)
     set_theme(ui.page, "JupyterLab Light")
     ui.assert_clean()
+
