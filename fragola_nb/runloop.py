@@ -34,6 +34,7 @@ from .events import (
     ToolCallConfig,
     ToolCallEvent,
 )
+from .model_client.reported import Exchange
 from .schemas import ArgumentsRejected
 from .state import Outcome, PendingCall
 from .tools import Tool, serialize_result
@@ -104,7 +105,16 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     if tools:
         request["tools"] = [t.definition for t in tools]
     on_chunk = _chunk_forwarder(agent) if agent._listeners.has("model_chunk") else None
-    reply = await agent.fragola._model.reply(request, on_chunk)
+    exchange = Exchange()
+    try:
+        reply = await agent.fragola._model.reply(request, on_chunk, exchange)
+    except BaseException:
+        # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
+        # tokens once the server began to answer: a call, with its usage if it said any
+        # (else unknown, and the cost None). An HTTP error or no connection cost nothing.
+        if exchange.answered:
+            agent._usage += Usage((_call_usage(request, exchange.usage),), agent.fragola.prices)
+        raise
     message = reply.message
     # Counted at once: the tokens are spent whatever the listeners below do.
     usage = Usage((_call_usage(request, reply.usage),), agent.fragola.prices)

@@ -176,10 +176,6 @@ def dataclass_tuple(call: CallUsage) -> tuple[Any, ...]:
             call.cached_tokens, call.reported)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runloop.py call_model (line ~107) counts a call only when its reply is complete: a "
-    "stream stopped (stop_sync) or cut after the server started answering spent tokens, yet "
-    "adds nothing to requests/unreported, so usage.cost reads 0.0 instead of None"))
 async def test_a_stream_stopped_mid_way_counts_as_a_call_without_usage() -> None:
     api = ScriptedModel([reply("word " * 400)], chunk_size=4, chunk_delay=0.005).start()
     try:
@@ -200,11 +196,6 @@ async def test_a_stream_stopped_mid_way_counts_as_a_call_without_usage() -> None
         api.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runloop.py call_model (line ~107) counts a call only when its reply can be stored: an "
-    "answer refused as unusable (ModelResponseError, here a tool call without an id) whose "
-    "body reported usage spent those tokens, yet counts nothing (model_client could hand the "
-    "usage over on the error, but runloop.py must add it to agent._usage)"))
 async def test_an_answer_that_cannot_be_stored_still_counts_its_reported_usage(
     model: ScriptedModel,
 ) -> None:

@@ -23,7 +23,7 @@ from ..errors import (
 )
 from ..redact import REDACTED, is_secret_name, redact_text
 from .reply import ChunkCallback, read_stream, reply_from_response
-from .reported import ModelReply
+from .reported import Exchange, ModelReply
 from .request import (
     UNSENDABLE,
     asking_usage,
@@ -178,7 +178,8 @@ class ModelClient:
         return (await self.reply(request, on_chunk)).message
 
     async def reply(
-        self, request: dict[str, Any], on_chunk: ChunkCallback | None = None
+        self, request: dict[str, Any], on_chunk: ChunkCallback | None = None,
+        exchange: Exchange | None = None,
     ) -> ModelReply:
         """Send one request; return the assistant message and the usage the server reported.
 
@@ -186,7 +187,11 @@ class ModelClient:
         choice 0, with the chunk as an ``openai`` ``ChatCompletionChunk`` (built only when
         there is a callback); a plain answer to a streaming request is one such chunk. A
         streaming request asks for usage (``stream_options``) unless it sets its own.
+        ``exchange``, when given, learns whether the server began to answer and the usage it
+        reported, also when this raises or is cancelled half-way.
         """
+        if exchange is None:
+            exchange = Exchange()
         body, options = body_and_options(asking_usage(request))
         client = self.client()
         sent = (options.get("headers"), options.get("params"))
@@ -194,9 +199,12 @@ class ModelClient:
             if body.get("stream"):
                 stream = await client.post("/chat/completions", body=body, cast_to=object,
                                            options=options, stream=True, stream_cls=STREAM_CLASS)
-                return await read_stream(stream, on_chunk)
+                exchange.answered = True
+                return await read_stream(stream, on_chunk, exchange)
             data = await client.post("/chat/completions", body=body, cast_to=object,
                                      options=options)
+            exchange.answered = True
+            exchange.saw(data)
             return reply_from_response(data)
         except openai.APITimeoutError as exc:
             raise ModelTimeout(f"the model API did not answer in time: {exc}") from exc

@@ -22,7 +22,7 @@ import openai
 from openai.types.chat import ChatCompletionChunk
 
 from ..errors import ModelConnectionError, ModelResponseError
-from .reported import ModelReply, usage_of
+from .reported import Exchange, ModelReply, usage_of
 
 __all__ = ["ChunkCallback", "assistant_message", "message_from_response", "read_stream",
            "reply_from_response"]
@@ -137,13 +137,16 @@ def assistant_message(
     return message
 
 
-async def read_stream(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply:
+async def read_stream(
+    stream: Any, on_chunk: ChunkCallback | None, exchange: Exchange
+) -> ModelReply:
     """The reply to a streaming request (an ``openai.AsyncStream``): an event stream, or
-    one plain completion from a server that does not stream."""
+    one plain completion from a server that does not stream. ``exchange`` keeps the usage
+    reported so far, should the stream fail."""
     response = stream.response
     content_type = response.headers.get("content-type", "")
     if "text/event-stream" in content_type:
-        return await _collect(stream, on_chunk)
+        return await _collect(stream, on_chunk, exchange)
     # Not said to be a stream: a server that does not stream answers with one body.
     try:
         body = await response.aread()
@@ -157,10 +160,11 @@ async def read_stream(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply
             raise openai.APIConnectionError(request=response.request) from exc
         raise
     if body.lstrip().startswith((b"data:", b"event:", b":")):
-        return await _collect(stream, on_chunk)  # a stream after all, only mislabelled
+        return await _collect(stream, on_chunk, exchange)  # a stream, only mislabelled
     # Read as the client reads a plain answer: JSON when said to be, else the text.
     data = json.loads(body) if content_type.split(";")[0].endswith("json") else body.decode(
         response.encoding or "utf-8", "replace")
+    exchange.saw(data)
     choice = _first_choice(data)
     message = _message_of(choice)
     if on_chunk is not None:
@@ -214,7 +218,7 @@ def _without_private_keys(value: Any) -> Any:
     return value
 
 
-async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply:
+async def _collect(stream: Any, on_chunk: ChunkCallback | None, exchange: Exchange) -> ModelReply:
     text: list[str] = []
     # The last usage that reads as counts: OpenAI sends it in a chunk of its own at the end
     # ("usage": null on the others); some servers send running counts on every chunk, or a
@@ -230,6 +234,7 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None) -> ModelReply:
                 raise ModelResponseError(
                     f"a streamed chunk is not a JSON object but {_kind(chunk)}")
             usage = usage_of(chunk.get("usage")) or usage
+            exchange.usage = usage
             choices = chunk.get("choices")
             if not choices:
                 continue  # the usage chunk

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ModelReply", "usage_of"]
+__all__ = ["Exchange", "ModelReply", "usage_of"]
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,22 @@ class ModelReply:
 
     message: dict[str, Any]
     usage: dict[str, int] | None
+
+
+@dataclass
+class Exchange:
+    """What is known of one request while it runs, kept when it fails: whether the server
+    began to answer (200 and headers: from then on it spends tokens), and the usage it has
+    reported so far. A stream cut or stopped half-way, or an answer that cannot be stored, is
+    still a call that cost something (``runloop.call_model`` counts it)."""
+
+    answered: bool = False
+    usage: dict[str, int] | None = None
+
+    def saw(self, data: Any) -> None:
+        """Keep the usage of a body or a chunk, when it reads as counts."""
+        if isinstance(data, dict):
+            self.usage = usage_of(data.get("usage")) or self.usage
 
 
 def usage_of(usage: Any) -> dict[str, int] | None:
