@@ -327,3 +327,24 @@ def test_an_interrupt_fails_the_cell_and_keeps_the_finished_forks(
     assert kernel.eval("'never' in globals()") is False
     [grid] = [g for g in grid_ids(kernel) if g not in before]
     assert [c["status"] for c in kernel.widgets[grid]["columns"]] == ["finished", "cancelled"]
+
+
+async def test_a_variant_stopped_mid_reply_keeps_what_had_streamed_marked_unsaved(
+        model: ScriptedModel, grids: Grids) -> None:
+    from fragola_nb.scripted import reply
+
+    model.chunk_size, model.chunk_delay = 4, 0.02
+    model.brain = lambda request: reply("one two three four five six seven eight " * 20)
+    agent = make_agent(model, name="base", model_settings={"stream": True})
+    task = asyncio.ensure_future(agent.compare("go", {"long": {}}))
+    assert await asyncio.to_thread(model.wait_for_requests, 1)
+    [view] = grids.views
+    while not view.grid.columns or len(view.grid.columns[0]["answer"]) < 12:
+        await asyncio.sleep(0.01)
+    agent.stop_sync()
+    comparison = await task
+    [column] = view.grid.columns
+    assert column["status"] == "stopped" and comparison["long"].state.outcome == "stopped"
+    assert column["answer"].startswith("one two three") and not column["streaming"]
+    assert column["note"] == "stopped mid-reply: this text was not saved"
+    assert comparison.table()[0]["answer"] is None  # the partial reply is not in the history

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["BatchResult", "BatchRow", "run_batch"]
 
 NOT_RUN = "not run: the batch was stopped before this input started"
-STOPPED = "stopped: the batch was stopped (stop_sync) while this input ran"
+STOPPED = "stopped: the batch was stopped at once (stop_sync(), Stop) while this input ran"
 
 
 async def run_batch(
@@ -133,7 +133,7 @@ class _Batch:
         self.done, self.failed = len(self.rows), 0
         self.tokens = sum(row.tokens or 0 for row in self.rows.values())
         self.bar = tqdm(total=len(items), initial=len(self.rows), disable=not progress,
-                        desc=f"batch {agent.name}", unit="input", dynamic_ncols=True)
+                        desc=f"batch {agent.name}", unit=" input", dynamic_ncols=True)
         self._show()
 
     async def run(self, concurrency: int) -> None:

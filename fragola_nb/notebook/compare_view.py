@@ -42,6 +42,8 @@ _log = logging.getLogger("fragola_nb")
 _HERE = Path(__file__).parent
 _WORDS = re.compile(r"^\s+|\S+\s*")  # a word with the spaces after it
 ENDED = ("finished", "waiting", "step_limit", "stopped", "not_started", "failed", "cancelled")
+CUT = ("stopped", "cancelled")
+"""Ends that may cut a reply short: its streamed text is kept on show."""
 
 
 def diff_segments(reference: str, text: str) -> list[list[str]]:
@@ -86,9 +88,12 @@ def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, A
     note = ""
     if status == "waiting":
         note = "waiting for your decision: open its panel (click the name) to approve"
+    shown = streamed if streamed and not final else answer
+    if status in CUT and streamed:  # as the panel does: what had streamed stays, marked
+        shown, note = streamed, "stopped mid-reply: this text was not saved"
     return {
         "name": visible(run.name), "status": status,
-        "answer": visible(streamed if streamed and not final else answer),
+        "answer": visible(shown),
         "streaming": bool(streamed) and not final, "diff": diff,
         "calls": [visible(call) for call in row["tool_calls"]],
         "tokens": row["tokens"], "seconds": row["seconds"] if final else None,
@@ -206,7 +211,7 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         self._guarded("update", self.refresh)
 
     def _on_run(self, run: VariantRun | None) -> None:
-        if run is not None and run.status in ENDED:
+        if run is not None and run.status in ENDED and run.status not in CUT:
             self._streams[run.name].clear()
         self._guarded("update", self.refresh)
 

@@ -28,7 +28,17 @@ PANEL_MAGIC = re.compile(r"^\s*(%%fragola\b|%fragola_panel\b|%fragola_tree\b)", 
 PANEL_CALL = re.compile(r"\b(AgentPanel|ForkTree)\(")
 
 
+COMPARE_MAGIC = re.compile(r"^\s*%%fragola\b.*\s--compare\b", re.M)
+
+
+def shows_grid(source: str) -> bool:
+    """A ``%%fragola ... --compare`` cell: a compare grid, not an agent panel."""
+    return bool(COMPARE_MAGIC.search(source))
+
+
 def shows_panel(source: str) -> bool:
+    if shows_grid(source):
+        return False
     if PANEL_MAGIC.search(source):
         return True
     lines = [line for line in source.strip().splitlines() if line.strip()]
@@ -57,6 +67,10 @@ def test_notebook_runs_all_and_shows_its_panels(ui: UI, path: Path) -> None:
         expect(panel.locator(".fragola-header")).not_to_be_empty()
         expect(panel.locator(".fragola-status")).to_have_text(
             re.compile(r"^(idle|waiting|generating)$"))
+    for index in [i for i in code if shows_grid(nb.cells[i].source)]:
+        grid = h.cell(ui.page, index).locator(".fragola-compare-col")
+        expect(grid.first).to_be_visible()
+        assert grid.count() >= 2, f"cell {index}: a compare grid with {grid.count()} column(s)"
     for index in expected[:4]:  # the first few panels, to look at
         ui.shot(f"panel-cell{index}", h.cell(ui.page, index).locator(".jp-OutputArea"))
     if not expected:  # a notebook without panels still renders, and shows no broken widget
