@@ -75,8 +75,9 @@ class Usage:
     """Tokens, requests and cost of a sequence of model calls (``calls``, oldest first).
 
     ``prompt_tokens``, ``completion_tokens``, ``total_tokens``, ``cached_tokens``: sums over
-    the calls whose usage was reported; ``requests``: every call the model answered (a call
-    that failed is not known to have cost anything); ``unreported``: the calls without usage;
+    the calls whose usage was reported; ``requests``: every call the server began to answer,
+    a stream cut or stopped half-way included (an HTTP error or a failed connection costs
+    nothing); ``unreported``: the calls without usage;
     ``cost``: USD, or None when a call is unreported or a model's price is unknown;
     ``by_model``: the same per model. ``a + b`` adds two, ``sum(usages)`` many.
     """
