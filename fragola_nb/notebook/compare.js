@@ -38,16 +38,19 @@ function answer(col, first) {
   return box;
 }
 
-function cell(col, index, selected, model) {
+function cell(col, index, selected, model, live) {
   const box = h("section", "fragola-compare-col" + (col.name === selected ? " fragola-compare-selected" : ""));
   const head = h("button", "fragola-compare-head");
   head.type = "button";
-  head.title = col.name === selected ? "close this branch's panel" : "open this branch's panel below";
+  head.title = !live ? "no kernel: this grid is read-only"
+    : col.name === selected ? "close this branch's panel" : "open this branch's panel below";
+  head.disabled = !live;
   head.setAttribute("aria-pressed", col.name === selected ? "true" : "false");
   head.append(h("bdi", "fragola-compare-name", col.name));
   const status = String(col.status).replace(/[^a-z_]/g, "");
   head.append(h("span", "fragola-compare-status fragola-compare-status-" + status, STATUS[status] || status));
   head.addEventListener("click", () => {
+    if (!live) return;
     model.set("selected", col.name === model.get("selected") ? "" : col.name);
     model.save_changes();
   });
@@ -79,6 +82,9 @@ function render({ model, el }) {
     h("ins", "fragola-diff-new", "added"), h("span", "", " "), h("del", "fragola-diff-gone", "left out"));
   const detached = h("div", "fragola-compare-detached");
   el.replaceChildren(top, grid, legend, detached);
+  // Live once the kernel answers the view's hello; a grid reopened from a saved notebook
+  // (no kernel) gets no answer and says it is read-only after a moment.
+  const link = { live: false, waited: false };
   const draw = () => {
     const title = model.get("title") || {};
     const cols = model.get("columns") || [];
@@ -92,7 +98,7 @@ function render({ model, el }) {
       where.set(a.dataset.name, { top: a.scrollTop, end: a.scrollTop + a.clientHeight >= a.scrollHeight - 4 });
     }
     const selected = model.get("selected");
-    grid.replaceChildren(...cols.map((c, i) => cell(c, i, selected, model)));
+    grid.replaceChildren(...cols.map((c, i) => cell(c, i, selected, model, link.live)));
     grid.scrollLeft = left;
     for (const a of grid.querySelectorAll(".fragola-compare-answer")) {
       const was = where.get(a.dataset.name);
@@ -101,12 +107,23 @@ function render({ model, el }) {
     }
     legend.hidden = !cols.some((c, i) => i > 0 && Array.isArray(c.diff));
     const why = model.get("detached");
-    detached.textContent = why ? "detached: " + why : "";
+    detached.textContent = why ? "detached: " + why
+      : !link.live && link.waited ? "read-only: no kernel; run the cell again to open a branch's panel" : "";
   };
   draw();
   const events = ["change:columns", "change:title", "change:selected", "change:detached"];
   for (const e of events) model.on(e, draw);
-  return () => { for (const e of events) model.off(e, draw); };
+  const onMessage = (msg) => {
+    if (msg && msg.live && !link.live) { link.live = true; draw(); }
+  };
+  model.on("msg:custom", onMessage);
+  model.send({ do: "hello" });
+  const waited = setTimeout(() => { link.waited = true; draw(); }, 2000);
+  return () => {
+    clearTimeout(waited);
+    model.off("msg:custom", onMessage);
+    for (const e of events) model.off(e, draw);
+  };
 }
 
 export default { render };

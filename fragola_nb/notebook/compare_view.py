@@ -112,6 +112,16 @@ class CompareGrid(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     detached = traitlets.Unicode("").tag(sync=True)
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.on_msg(self._on_view_message)
+
+    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        # A view asks whether a kernel hears it: a grid reopened from a saved notebook gets no
+        # answer, and says it is read-only instead of offering branches it cannot open.
+        if isinstance(content, dict) and content.get("do") == "hello":
+            self.send({"live": True})
+
 
 class CompareView(widgets.VBox):  # type: ignore[misc]
     """The grid of ``comparison`` and, below it, the panel of the variant clicked."""
