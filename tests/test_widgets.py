@@ -886,6 +886,42 @@ async def test_a_new_view_says_hello_and_gets_everything_once(
         json.dumps(panel.rows)), "stream": "", "stopped": False}]
 
 
+async def test_a_view_saying_hello_mid_stream_never_gets_a_piece_twice(
+        model: ScriptedModel, wire: Wire) -> None:
+    # The hello carries the streamed text the views have; text received but not yet sent
+    # (the 80 ms throttle) comes in the next add, once. (It came in both: "word1 wordword2".)
+    text = " ".join(f"word{i}" for i in range(120))
+    model.chunk_size, model.chunk_delay = 4, 0.004  # ~0.7 s: sent in throttled pieces
+    agent = make_agent(model, model_settings={"stream": True})
+    panel = AgentPanel(agent)
+    from_browser(panel, {"do": "hello"})
+    chunks = 0
+
+    def hello_now_and_then(event: Any) -> None:
+        nonlocal chunks
+        chunks += 1
+        if chunks in (5, 40, 90):  # a new view opens while the reply streams
+            from_browser(panel, {"do": "hello"})
+
+    agent.on_model_chunk(hello_now_and_then)
+    model.push(reply(text))
+    wire.clear()
+    await agent.user_message("talk")
+    shown, seen, hellos = "", [], 0
+    for message in wire.custom():
+        if message["t"] == "rows" and message.get("reset"):
+            shown, hellos = message["stream"], hellos + 1
+        elif message["t"] == "stream":
+            shown = shown + message["add"] if "add" in message else message["text"]
+        else:
+            continue
+        seen.append(shown)
+    assert hellos == 3 and chunks > 90
+    assert all(text.startswith(s) for s in seen), [s for s in seen if not text.startswith(s)]
+    # most of it streamed (the last piece may be replaced by the stored message at once)
+    assert len(max(seen, key=len)) > len(text) // 2 and seen[-1] == ""
+
+
 # -- safe display ---------------------------------------------------------------------------------
 
 HOSTILE_TEXT = (f"{SCRIPT} {IMG} [bad](javascript:alert(3)) [good](https://example.com) "

@@ -229,10 +229,14 @@ class AgentPanel(anywidget.AnyWidget):
             starts = list(range(0, len(rows), HELLO_CHUNK))[::-1] or [0]
             for n, start in enumerate(starts):
                 message: dict[str, Any] = {"t": "rows", "rows": rows[start:start + HELLO_CHUNK]}
-                if n == 0:
-                    message.update(reset=True, total=len(rows), stream=self._stream.text,
-                                   stopped=self._stream.stopped)
-                self.send(message)
+                if n:
+                    self.send(message)
+                    continue
+                # The streamed text as the other views have it, sent before any later add
+                # (text received but not yet sent would come again in the next add).
+                with self._stream.held() as (text, stopped):
+                    message.update(reset=True, total=len(rows), stream=text, stopped=stopped)
+                    self.send(message)
 
     def _send_stream(self, message: dict[str, Any]) -> None:
         self.send({"t": "stream", **message})

@@ -12,9 +12,10 @@ long reply as at its start; a text that does not go on from what was sent is sen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["Stream"]
@@ -40,6 +41,14 @@ class Stream:
         """The text shown now, or about to be."""
         with self._lock:
             return self._text_of(self._latest) if self._received else self.sent
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[tuple[str, bool]]:
+        """The text the views have (``sent``: not what is received and not yet sent) and
+        whether it is stopped, held still while inside: a new view's hello carries that
+        text, and the next ``add`` goes on from it, never repeating what the hello held."""
+        with self._lock:
+            yield self.sent, self.stopped
 
     def feed(self, partial: Any) -> None:
         """Show ``partial``, the whole partial reply so far (made text only when sent)."""
