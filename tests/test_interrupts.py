@@ -616,3 +616,36 @@ async def test_one_ticker_keeps_a_loop_awake_for_every_call_in_flight() -> None:
         return asyncio.run(inside())
 
     assert await asyncio.to_thread(off_the_main_thread) is False
+
+
+def test_with_the_extension_an_interrupted_await_cell_ends_in_one_line() -> None:
+    # Jupyter's convention: an interrupt ends the cell as an error with a short message, the
+    # full chain reachable with %tb. An interrupt elsewhere keeps IPython's own traceback.
+    from kernel_harness import Kernel
+
+    with ScriptedModel(brain=lambda request: hang()) as model, Kernel() as kernel:
+        kernel.execute("%load_ext fragola_nb\nfrom fragola_nb import Fragola\n"
+                       f"a = Fragola(api_key='k', base_url={model.base_url!r}, "
+                       "max_retries=0).agent('tutor')")
+        msg_id = kernel.start("await a.user_message('hi')")
+        assert model.wait_for_requests(1, timeout=20)
+        kernel.km.interrupt_kernel()
+        result = kernel.collect(msg_id, timeout=15, allow_error=True)
+        assert kernel.reply(msg_id)["status"] == "error"
+        assert result.error is not None
+        assert result.error["traceback"] == [
+            "Interrupted: 'tutor' stopped; its history is kept valid",
+            "(%tb shows the full traceback)"]
+        full = kernel.execute("%tb", allow_error=True)
+        shown = full.stdout + str(full.error)
+        assert "CancelledError" in shown and "drive" in shown  # the whole chain, on asking
+
+        model.release()
+        other = kernel.start("import time\ntime.sleep(30)")
+        time.sleep(1.0)
+        kernel.km.interrupt_kernel()
+        plain = kernel.collect(other, timeout=15, allow_error=True)
+        assert plain.error is not None and plain.error["ename"] == "KeyboardInterrupt"
+        assert len(plain.error["traceback"]) > 2  # IPython's own, whole
+        kernel.execute("%unload_ext fragola_nb")
+        assert kernel.eval("get_ipython().custom_exceptions == ()") is True

@@ -3,7 +3,8 @@
 Loading registers the ``%%fragola`` cell magic, the ``%fragola_panel``, ``%fragola_tree``,
 ``%fragola_agents`` and ``%fragola_reset`` line magics, and the input transformer that lets a
 ``%%fragola`` cell run on the kernel's event loop (see ``magics``). Loading twice is harmless;
-``%unload_ext fragola_nb`` removes all of it and detaches the live panels.
+``%unload_ext fragola_nb`` removes all of it and detaches the live panels. While loaded, a cell
+interrupted while it awaits an agent ends in one line (``interrupts``).
 
 This package imports IPython and ipywidgets; the core (``fragola_nb`` itself) never imports it.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import compare_cell
+from . import compare_cell, interrupts
 from .magics import Extension, FragolaMagics
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -29,6 +30,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(FragolaMagics(ipython, ext))
     ipython.input_transformers_cleanup.append(ext.transform)
     compare_cell.watch(ext)  # agent.compare shows its grid (the core has a hook, no import)
+    interrupts.install(ipython)  # an interrupted `await agent...` cell ends in one line
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -44,5 +46,6 @@ def unload_ipython_extension(ipython: Any) -> None:
             magics[kind].pop(name, None)
     ipython.magics_manager.registry.pop(FragolaMagics.__name__, None)
     compare_cell.unwatch(ext)
+    interrupts.uninstall(ipython)
     ext.detach_all()
     delattr(ipython, _ATTR)
