@@ -43,8 +43,8 @@ from ..driver import StopNow
 from ..errors import BadUsage
 from ..usage import Usage
 from .batchfile import ResumeFile
-from .batchrows import BatchResult, BatchRow, row_tokens
-from .comparison import answer_text, error_line, experiment_ended, undone_on_error
+from .batchrows import BatchResult, BatchRow
+from .comparison import answer_text, error_line, experiment_ended, row_tokens, undone_on_error
 
 if TYPE_CHECKING:
     from ..agent import Agent

@@ -33,7 +33,8 @@ from typing import Any
 
 from ..errors import BadUsage
 from ..usage import CallUsage, ModelPrice, Usage
-from .batchrows import BatchRow, row_tokens
+from .batchrows import BatchRow
+from .comparison import row_tokens
 
 __all__ = ["ResumeFile"]
 

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..render import escape, text_of
 from ..usage import Usage
-from .comparison import import_pandas, row_tokens
+from .comparison import import_pandas
 
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["BatchResult", "BatchRow", "RowStatus", "row_tokens"]
+__all__ = ["BatchResult", "BatchRow", "RowStatus"]
 
 RowStatus = Literal["done", "failed", "stopped", "not run"]
 """``done``: a final answer; ``failed``: an error (``error`` says which); ``stopped``:

@@ -46,7 +46,6 @@ from .comparison import (
     error_line,
     experiment_ended,
     import_pandas,
-    tokens_of,
     tool_call_texts,
     undone_on_error,
 )
@@ -66,7 +65,6 @@ __all__ = [
     "error_line",
     "import_pandas",
     "run_compare",
-    "tokens_of",
     "tool_call_texts",
 ]
 

@@ -1,7 +1,7 @@
 """``Comparison``: the result of ``agent.compare``, a mapping of variant name -> fork, with its
 rows as data (``table``, ``to_pandas``), plain text and escaped static HTML.
 
-The helpers below (``answer_text``, ``tool_call_texts``, ``tokens_of``, ``error_line``,
+The helpers below (``answer_text``, ``tool_call_texts``, ``row_tokens``, ``error_line``,
 ``import_pandas``) are plain functions that ``agent.batch`` reuses.
 """
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "error_line",
-           "experiment_ended", "import_pandas", "tokens_of", "tool_call_texts",
+           "experiment_ended", "import_pandas", "row_tokens", "tool_call_texts",
            "undone_on_error"]
 
 _log = logging.getLogger("fragola_nb")
@@ -70,10 +70,6 @@ def row_tokens(usage: Usage) -> int | None:
     """``usage.total_tokens``, or None when a call's server sent no usage (never a guess):
     the ``tokens`` of a comparison's and of a batch's rows."""
     return None if usage.unreported else usage.total_tokens
-
-
-def tokens_of(agent: Agent) -> int | None:
-    return row_tokens(agent.usage)
 
 
 def error_line(exc: BaseException) -> str:
@@ -156,7 +152,7 @@ class VariantRun:
         fork, since = self.fork, self.fork.fork_point
         return {"variant": self.name, "status": self.status_now,
                 "answer": answer_text(fork, since), "tool_calls": tool_call_texts(fork, since),
-                "tokens": tokens_of(fork), "seconds": self.seconds, "error": self.error}
+                "tokens": row_tokens(fork.usage), "seconds": self.seconds, "error": self.error}
 
 
 class Comparison(Mapping[str, "Agent"]):
