@@ -209,12 +209,18 @@ class Agent(Listening):
         return await driver.drive(self, None, budget, resuming=True)
 
     async def json(
-        self, message: str, schema: Any, *, ignore_user_message_events: bool = False
+        self, message: str, schema: Any, *, ignore_user_message_events: bool = False,
+        json_mode: str | None = None,
     ) -> JsonResult[Any]:
-        """Ask for structured output matching ``schema`` (a pydantic model or JSON Schema)."""
+        """Ask for structured output matching ``schema`` (a pydantic model or JSON Schema).
+
+        ``json_mode`` (default: the Fragola's, ``"auto"``) is how the server is asked:
+        ``"json_schema"``, ``"json_object"`` or ``"tool"``; ``"auto"`` falls back from one to
+        the next when a server refuses one, and the Fragola remembers what worked per model.
+        See ``fragola_nb.jsonshapes``."""
         from .jsonmode import run_json
 
-        return await run_json(self, message, schema, ignore_user_message_events)
+        return await run_json(self, message, schema, ignore_user_message_events, json_mode)
 
     # -- experiments ------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from .state import AgentState, Outcome
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .jsonshapes import Shape
 
 __all__ = ["CURRENT_AGENT", "Run", "StopNow", "drive", "settle", "stop", "stop_sync"]
 
@@ -56,6 +57,8 @@ class Run:
     budget: int
     settings: dict[str, Any]
     """Request settings of this call only (``agent.json``'s ``response_format``)."""
+    shape: Shape | None = None
+    """``agent.json``'s strategy: what else its requests carry, and its answer tool."""
     task: asyncio.Task[AgentState] | None = None
     began: bool = False
     """The task started, so it settles the agent itself however it ends."""
@@ -95,11 +98,13 @@ async def drive(
     turn_settings: dict[str, Any] | None = None,
     *,
     resuming: bool,
+    shape: Shape | None = None,
 ) -> AgentState:
     """Run one call of ``agent`` to its end: ``start`` (storing the user message, say), then
-    the run loop within ``budget`` steps, ``turn_settings`` added to each request."""
+    the run loop within ``budget`` steps, ``turn_settings`` added to each request (and
+    ``shape``'s additions, for ``agent.json``)."""
     loop = asyncio.get_running_loop()
-    run = Run(loop, budget, dict(turn_settings or {}))
+    run = Run(loop, budget, dict(turn_settings or {}), shape)
     with agent._lock:
         agent._check_can_start(resuming=resuming)
         previous = agent._status

@@ -11,7 +11,7 @@ from .agent import Agent
 from .checks import normalize_instructions
 from .context import AgentOptions
 from .errors import BadUsage
-from .jsonmode import check_json_mode
+from .jsonshapes import check_json_mode
 from .model_client import ModelClient, settings_problem
 from .redact import redact_text
 from .stores import Store, index_stores
@@ -92,6 +92,12 @@ class Fragola:
     @property
     def base_url(self) -> str:
         return self._model.base_url
+
+    @property
+    def json_modes(self) -> dict[str, str]:
+        """With ``json_mode="auto"``: the strategy ``agent.json`` found each model's server
+        accepts (by model name), used from then on."""
+        return dict(self._json_found)
 
     @property
     def offline(self) -> bool:

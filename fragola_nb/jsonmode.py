@@ -11,13 +11,13 @@ import pydantic
 
 from . import driver
 from .errors import (
-    BadUsage,
     FragolaError,
     InvalidToolDefinition,
     JsonModeError,
     ModelError,
     exception_text,
 )
+from .jsonshapes import FALLBACKS, Shape, check_json_mode, refuses
 from .model_client import json_schema_response_format
 from .schemas import is_pydantic_v1_model, json_validator, load_json_schema, parse_v1
 from .state import AgentState
@@ -25,36 +25,30 @@ from .state import AgentState
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["JSON_MODES", "JsonResult", "check_json_mode"]
+__all__ = ["JsonResult"]
 
 T = TypeVar("T")
-
-JSON_MODES = ("auto", "json_schema", "json_object", "tool")
-"""How ``agent.json`` asks for structure; ``auto`` tries the other three in this order."""
-
-
-def check_json_mode(mode: Any) -> str:
-    if mode not in JSON_MODES:
-        raise BadUsage(f"json_mode must be one of {', '.join(map(repr, JSON_MODES))}, "
-                       f"got {mode!r}")
-    return str(mode)
 
 
 @dataclass(frozen=True)
 class JsonResult(Generic[T]):
-    """A safe-parse result: ``data`` when ``success``, else ``error`` says why."""
+    """A safe-parse result: ``data`` when ``success``, else ``error`` says why.
+    ``json_mode`` is the strategy the answer came by (see ``fragola_nb.jsonshapes``)."""
 
     success: bool
     data: T | None
     error: str | None
     state: AgentState
+    json_mode: str = "json_schema"
 
 
 async def run_json(
-    agent: Agent, message: str, schema: Any, ignore_user_message_events: bool
+    agent: Agent, message: str, schema: Any, ignore_user_message_events: bool,
+    json_mode: str | None = None,
 ) -> JsonResult[Any]:
     if not isinstance(message, str):
         raise JsonModeError("agent.json(message=...) takes a string")
+    chosen = agent.fragola.json_mode if json_mode is None else check_json_mode(json_mode)
     try:
         validate, response_format = _prepare(schema)
     except (FragolaError, pydantic.PydanticUserError, TypeError, ValueError) as exc:
@@ -62,21 +56,44 @@ async def run_json(
         # conversion report a broken schema with their own errors: the caller gets ours.
         raise JsonModeError(f"unusable schema for agent.json: {exc}") from exc
     agent._check_can_start(resuming=False)
+    model = agent.model
+    found = agent.fragola._json_found
+    mode = found.get(model, "json_schema") if chosen == "auto" else chosen
+    about = response_format["json_schema"]
     budget = agent._budget(None, after_user_message=True)
-    start = agent._user_message_start(
+    start: Any = agent._user_message_start(
         {"role": "user", "content": message}, events=not ignore_user_message_events
     )
-    try:
-        state = await driver.drive(agent, start, budget, {"response_format": response_format},
-                                   resuming=False)
-    except ModelError as exc:
-        raise JsonModeError(f"the model API failed during agent.json: {exc}") from exc
-    reply = state.last_message
-    if state.outcome != "finished" or reply is None or reply.get("role") != "assistant":
+    while True:
+        shape = Shape(mode, about["schema"], about["name"], response_format)
+        try:
+            state = await driver.drive(agent, start, budget, shape.settings(agent), shape=shape,
+                                       resuming=start is None)
+            break
+        except ModelError as exc:
+            following = FALLBACKS.get(mode)
+            if chosen != "auto" or following is None or not refuses(exc, mode):
+                raise JsonModeError(
+                    f"the model API failed during agent.json ({mode}): {exc}") from exc
+            # The server refuses this strategy: the same turn goes on with the next one (the
+            # user message is stored already), and this model keeps it from now on.
+            found[model] = mode = following
+            start = None
+    if chosen == "auto":
+        found[model] = mode
+    return _result(state, shape, agent, validate)
+
+
+def _result(state: AgentState, shape: Shape, agent: Agent, validate: Any) -> JsonResult[Any]:
+    messages = state.messages
+    reply = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    call = shape.answer_call(agent, reply) if reply is not None else None
+    if call is None and (state.outcome != "finished" or state.last_message != reply):
         raise JsonModeError(f"agent.json ended without a final answer (outcome: {state.outcome})")
+    assert reply is not None
     if reply.get("refusal"):
         raise JsonModeError(f"the model refused: {reply['refusal']}")
-    content = reply.get("content")
+    content = reply.get("content") if call is None else call["function"].get("arguments")
     try:
         document = json.loads(content) if isinstance(content, str) else None
     except json.JSONDecodeError as exc:
@@ -92,8 +109,8 @@ async def run_json(
     try:
         data = validate(document)
     except ValueError as exc:
-        return JsonResult(False, None, str(exc), state)
-    return JsonResult(True, data, None, state)
+        return JsonResult(False, None, str(exc), state, shape.mode)
+    return JsonResult(True, data, None, state, shape.mode)
 
 
 def _prepare(schema: Any) -> tuple[Any, dict[str, Any]]:

@@ -34,6 +34,7 @@ from .events import (
     ToolCallConfig,
     ToolCallEvent,
 )
+from .jsonshapes import RECEIVED
 from .model_client.reported import Exchange
 from .schemas import ArgumentsRejected
 from .state import Outcome, PendingCall
@@ -76,6 +77,13 @@ async def run(agent: Agent, run: Run) -> Outcome:
         if not message.get("tool_calls"):
             await emit(agent, "after_step", StepEvent(agent.context, step))
             return "stopped" if run.stop_requested else "finished"
+        answer = run.shape.answer_call(agent, message) if run.shape is not None else None
+        if answer is not None:
+            # agent.json's answer tool: the arguments are the answer. Its call is answered
+            # here (any other call of the message is answered "cancelled" when the turn ends).
+            agent._answer(answer["id"], RECEIVED)
+            await emit(agent, "after_step", StepEvent(agent.context, step))
+            return "finished"
         paused = await answer_tools(agent, run)
         await emit(agent, "after_step", StepEvent(agent.context, step))
         if paused and not run.stop_requested:
@@ -104,6 +112,8 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     tools = agent.options.tools
     if tools:
         request["tools"] = [t.definition for t in tools]
+    if run.shape is not None:
+        request = run.shape.dress(agent, request)
     on_chunk = _chunk_forwarder(agent) if agent._listeners.has("model_chunk") else None
     exchange = Exchange()
     try:

@@ -21,10 +21,12 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
+from ..jsonshapes import JSON_MODES
+
 __all__ = ["USAGE", "CellOptions", "interpolate", "lookup", "parse_name", "parse_options"]
 
 USAGE = (
-    "%%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA] [--model M] "
+    "%%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA [--json-mode MODE]] [--model M] "
     "[--temperature T] [--out VAR] [--no-stream] [--compare VARIANTS]"
 )
 
@@ -41,6 +43,9 @@ class CellOptions:
     by: int | None = None
     fork: str | None = None
     json: str | None = None
+    json_mode: str | None = None
+    """``agent.json``'s strategy for this turn (``auto``, ``json_schema``, ``json_object``,
+    ``tool``)."""
     model: str | None = None
     temperature: float | None = None
     out: str | None = None
@@ -80,6 +85,7 @@ def _parser() -> _Parser:
     parser.add_argument("--by", type=_whole)
     parser.add_argument("--fork")
     parser.add_argument("--json")
+    parser.add_argument("--json-mode", dest="json_mode")
     parser.add_argument("--model")
     parser.add_argument("--temperature", type=_number)
     parser.add_argument("--out")
@@ -104,6 +110,12 @@ def parse_options(line: str) -> CellOptions:
             raise UsageError(f"{flag} takes a variable name, not {target!r}")
     if options.model is not None and not options.model.strip():
         raise UsageError("--model takes a model name")
+    if options.json_mode is not None:
+        if options.json is None:
+            raise UsageError("--json-mode goes with --json SCHEMA")
+        if options.json_mode not in JSON_MODES:
+            raise UsageError(f"--json-mode takes one of {', '.join(JSON_MODES)}, "
+                             f"not {options.json_mode!r}")
     if options.json is not None and options.by is not None:
         raise UsageError("--by does not apply with --json (agent.json runs one turn)")
     if options.compare is not None:

@@ -178,13 +178,15 @@ class FragolaMagics(Magics):
     def fragola(self, line: str, cell: str) -> None:
         """Send the cell to an agent and show a live panel of the turn.
 
-        %%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA] [--model M]
-                  [--temperature T] [--out VAR] [--no-stream] [--compare VARIANTS]
+        %%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA [--json-mode MODE]]
+                  [--model M] [--temperature T] [--out VAR] [--no-stream]
+                  [--compare VARIANTS]
 
         AGENT: an Agent in the notebook (default: `agent`, made on first use). {name} and
         {name.attr} in the text are replaced by their values; {{name}} gives {name}.
         --by N: at most N model calls. --fork NAME: fork the agent, send to the fork, bind it
-        to NAME. --json SCHEMA: structured output with a pydantic model or JSON Schema.
+        to NAME. --json SCHEMA: structured output with a pydantic model or JSON Schema;
+        --json-mode: how the server is asked (auto, json_schema, json_object, tool).
         --model/--temperature: for this turn only. --out VAR: bind the AgentState (JsonResult
         with --json). --no-stream: do not stream the reply. --compare VARIANTS: run the text
         once per variant (a dict name -> overrides in the notebook) with agent.compare, shown

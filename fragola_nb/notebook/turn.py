@@ -142,7 +142,8 @@ class Turn:
         """The turn itself. Errors and interruptions are recorded for ``finish``."""
         try:
             if self.schema is not None:
-                self.result = await self.agent.json(self.text, self.schema)
+                self.result = await self.agent.json(self.text, self.schema,
+                                                    json_mode=self.options.json_mode)
             else:
                 self.result = await self.agent.user_message(self.text, by=self.options.by)
         except (asyncio.CancelledError, KeyboardInterrupt):

@@ -11,7 +11,8 @@ effect of instructions::
 
 The rules, in order (the README's "The offline demo model" has them in full):
 
-1. ``response_format`` gets a JSON document generated from the schema (or ``{"reply": ...}``).
+1. ``response_format`` gets a JSON document generated from the schema (``json_schema``, or
+   ``json_object`` with llama.cpp's ``schema`` field), or ``{"reply": ...}``.
 2. A last message from the user, with tools, gets a call to the tool that matches the user's
    words best: first by the words of its name, then of its argument names, then of its
    description (a small table of related words counts "warm" as "temperature"). No match, no
@@ -187,6 +188,9 @@ def demo_brain(request: dict[str, Any]) -> Item:
             schema = (about.get("schema") if isinstance(about, dict) else None) or {}
             return reply(json.dumps(Filler(user_text).value(schema, schema)))
         if response_format.get("type") == "json_object":
+            schema = response_format.get("schema")  # llama.cpp's way to pass a schema
+            if isinstance(schema, dict):
+                return reply(json.dumps(Filler(user_text).value(schema, schema)))
             return reply(json.dumps({"reply": _echo(user_text).full[0]}))
     last = messages[-1].get("role") if messages else None
     if last == "user":

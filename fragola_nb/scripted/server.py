@@ -38,6 +38,7 @@ from .items import (
     fail,
     resolve,
 )
+from .refusals import check_refuse, refusal
 from .scripts import SCRIPT_HEADER, AgentScript, run_out
 
 if TYPE_CHECKING:
@@ -96,6 +97,9 @@ class ScriptedModel:
     (``Authorization``, ``x-goog-api-key``...) keeps only its scheme and ``[redacted]``, and
     a credential in any other header or in the query string is ``[redacted]``.
     :attr:`responses` (non-stream completion bodies) and :attr:`chunks` (stream chunks).
+
+    ``refuse`` (``{"json_schema"}``, ``"json_object"``, ``"tool_choice"``) makes it refuse
+    those as some servers do (``fragola_nb.scripted.refusals``), to show ``json_mode``.
     """
 
     def __init__(
@@ -106,8 +110,11 @@ class ScriptedModel:
         chunk_size: int = 4,
         chunk_delay: float = 0.0,
         model_name: str = "scripted",
+        refuse: Iterable[str] = (),
     ) -> None:
         self.brain = brain
+        self.refuse = check_refuse(refuse)
+        """What this model refuses as some servers do (``fragola_nb.scripted.refusals``)."""
         self.chunk_size = chunk_size
         self.chunk_delay = chunk_delay
         self.model_name = model_name
@@ -226,13 +233,13 @@ class ScriptedModel:
                                  for name, value in handler.headers.items()})
             gen = self._release_gen
             own = self._agent_scripts.get(handler.headers.get(SCRIPT_HEADER) or "")
-            entry = None
-            if own is None and self._script:
+            entry = refusal(request, self.refuse) if self.refuse else None
+            if entry is None and own is None and self._script:
                 entry = self._script.popleft()
                 self._taken += 1
             taken = self._taken
             self._cond.notify_all()
-        if own is not None:
+        if entry is None and own is not None:
             entry = own.next_entry()
         elif entry is None and self.brain is not None:
             entry = self.brain
