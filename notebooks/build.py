@@ -229,7 +229,8 @@ QUICKSTART: list[Cell] = [
 
     - `tools_and_approvals.ipynb`: schemas, validation, dynamic tools, approvals in depth.
     - `forks_and_tree.ipynb`: what a fork copies and shares, exports, saving a session.
-    - `json_and_streaming.ipynb`: structured output, streaming, `{var}` in cells.
+    - `json_and_streaming.ipynb`: structured output (on any server: `json_mode`), streaming,
+      `{var}` in cells.
     - `teaching_example.ipynb`: a lesson, step by step, with a trace of the events.
     - `experiments.ipynb`: prompt experiments: token usage and cost, compare, batch, replay.
     """),
@@ -1025,7 +1026,48 @@ JSON_AND_STREAMING: list[Cell] = [
     contact.data.model_dump()
     """),
     md("""
-    ## 5. Streaming
+    ## 5. Servers without structured outputs: `json_mode`
+
+    Local servers (llama.cpp, LM Studio, Ollama, vLLM) do not all accept OpenAI's structured
+    outputs. `agent.json` has three ways to ask, chosen with `json_mode` (on the `Fragola`,
+    or for one call, or `%%fragola --json-mode`):
+
+    - `"json_schema"`: structured outputs;
+    - `"json_object"`: JSON mode with the schema in llama.cpp's `schema` field and in the
+      request's instructions;
+    - `"tool"`: a forced call of one tool whose parameters are the schema.
+
+    The default, `"auto"`, starts with `json_schema`; when a server refuses it, the same turn
+    goes on with the next strategy, and the `Fragola` remembers what worked for that model.
+    Here the scripted model refuses `json_schema` the way llama-cpp-python's server does
+    (HTTP 422):
+    """),
+    code("""
+    like_llama_cpp = Fragola.scripted(refuse={"json_schema"})
+    clerk = like_llama_cpp.agent(name="clerk")
+
+    result = await clerk.json(
+        'New contact: "Alan Turing", 41 years old, email "alan@example.com".', Contact)
+    print("strategy:", result.json_mode, "| remembered:", like_llama_cpp.json_modes)
+    assert result.success and result.json_mode == "json_object"
+    sent = like_llama_cpp.scripted_model.requests
+    print("requests:", [r["response_format"]["type"] for r in sent])
+    result.data
+    """),
+    md("""
+    The user message was stored once, and the agent's instructions are unchanged: the schema
+    note went in the request only. With `"tool"`, the answer is a tool call, answered in the
+    history so the next turn is a valid request:
+    """),
+    code("""
+    result = await clerk.json('"Grace Hopper", 85, "grace@example.com"', Contact,
+                              json_mode="tool")
+    assert result.success and result.json_mode == "tool"
+    for message in clerk.state.messages[-3:]:
+        print(message["role"], "->", message.get("tool_calls") or message.get("content"))
+    """),
+    md("""
+    ## 6. Streaming
 
     With `model_settings={"stream": True}` the reply arrives in chunks. Each chunk fires a
     `model_chunk` event with `event.content` (the new text) and `event.message` (the reply
@@ -1054,7 +1096,7 @@ JSON_AND_STREAMING: list[Cell] = [
     assert "".join(chunks) == state.messages[-1]["content"]
     """),
     md("""
-    ## 6. `%%fragola` streams by default
+    ## 7. `%%fragola` streams by default
 
     The panel shows the reply growing as it streams (updates are batched, so a long reply
     does not flood the browser). `--no-stream` asks for the whole reply at once; like
@@ -1084,7 +1126,7 @@ JSON_AND_STREAMING: list[Cell] = [
     assert "stream" not in extractor.options.model_settings
     """),
     md("""
-    ## 7. `{var}` in a cell
+    ## 8. `{var}` in a cell
 
     `{name}` and `{name.attr}` in a `%%fragola` cell (its text and its line) are replaced by
     values from the notebook. `{{name}}` gives a literal `{name}`; any other brace, like
