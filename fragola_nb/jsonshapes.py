@@ -111,8 +111,14 @@ def _instructed(messages: list[dict[str, Any]], schema: dict[str, Any]) -> list[
 def refuses(exc: ModelError, mode: str) -> bool:
     """Whether ``exc`` is a server refusing ``mode`` itself (not the schema, not the
     messages): an HTTP 400, 404, 415, 422 or 501 that names the request field the strategy
-    sets. OpenAI's "Invalid schema for response_format" is about the schema: no fallback."""
-    if not isinstance(exc, ModelHTTPError) or exc.status_code not in REFUSAL_STATUSES:
+    sets, or an HTTP 500 that names both the field and the strategy (llama-cpp-python's server
+    reports its request validation errors as 500s). OpenAI's "Invalid schema for
+    response_format" is about the schema: no fallback."""
+    if not isinstance(exc, ModelHTTPError):
         return False
     text = str(exc).lower()
-    return "invalid schema" not in text and ("response_format" in text or mode in text)
+    if "invalid schema" in text:
+        return False
+    if exc.status_code == 500:
+        return "response_format" in text and mode in text
+    return exc.status_code in REFUSAL_STATUSES and ("response_format" in text or mode in text)

@@ -1040,7 +1040,7 @@ JSON_AND_STREAMING: list[Cell] = [
     The default, `"auto"`, starts with `json_schema`; when a server refuses it, the same turn
     goes on with the next strategy, and the `Fragola` remembers what worked for that model.
     Here the scripted model refuses `json_schema` the way llama-cpp-python's server does
-    (HTTP 422):
+    (HTTP 500, with its validation error naming `response_format`):
     """),
     code("""
     like_llama_cpp = Fragola.scripted(refuse={"json_schema"})

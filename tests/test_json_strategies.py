@@ -2,7 +2,8 @@
 and "auto" falling back when a server refuses one (issue 13).
 
 The scripted model plays the servers: ``model.refuse`` answers as llama-cpp-python's server
-does for ``json_schema`` (HTTP 422), as LM Studio does for ``json_object`` (HTTP 400).
+does for ``json_schema`` (HTTP 500, naming the field), as LM Studio does for ``json_object``
+(HTTP 400).
 Every request it sees is checked against the official request schema at teardown.
 """
 
@@ -319,7 +320,7 @@ async def test_an_explicit_json_mode_does_not_fall_back(model: ScriptedModel) ->
     refusing(model, "json_schema")
     fragola = make_fragola(model, json_mode="json_schema")
 
-    with pytest.raises(JsonModeError, match="HTTP 422"):
+    with pytest.raises(JsonModeError, match="HTTP 500"):
         await fragola.agent("x").json(PROMPT, Person)
 
     assert len(model.requests) == 1
@@ -330,6 +331,7 @@ async def test_an_explicit_json_mode_does_not_fall_back(model: ScriptedModel) ->
     fail(400, "Invalid schema for response_format 'Person': 'required' is required"),
     fail(400, "This model's maximum context length is 8192 tokens"),
     fail(500, "response_format went wrong inside the server"),
+    fail(500, "json_schema: out of memory while compiling the grammar"),
     fail(429, "Rate limit reached"),
 ])
 async def test_auto_does_not_fall_back_on_errors_that_are_not_a_refusal(

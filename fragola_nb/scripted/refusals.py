@@ -1,7 +1,8 @@
 """A scripted model that refuses what some servers refuse, to show and test ``json_mode``.
 
 ``ScriptedModel(refuse={"json_schema"})`` answers a request asking for structured outputs as
-llama-cpp-python's server does: HTTP 422, naming ``response_format``. ``"json_object"`` is
+llama-cpp-python's server does: HTTP 500 with its request validation error, which names
+``response_format`` and the refused ``json_schema``. ``"json_object"`` is
 refused as LM Studio does (HTTP 400), and ``"tool_choice"`` (a forced tool) with HTTP 400. A
 refused request is recorded, and takes nothing from the script.
 """
@@ -34,8 +35,9 @@ def refusal(request: dict[str, Any], refuse: frozenset[str]) -> Fail | None:
     kind = response_format.get("type") if isinstance(response_format, dict) else None
     if kind == "json_schema" and kind in refuse:
         allowed = "'text' or 'json_object'" if "json_object" not in refuse else "'text'"
-        return fail(422, f"body.response_format.type: Input should be {allowed} "
-                         f"(literal_error; input: '{kind}')")
+        return fail(500, "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                         f"'response_format', 'type'), 'msg': \"Input should be {allowed}\", "
+                         f"'input': '{kind}'}}", type="internal_server_error")
     if kind == "json_object" and kind in refuse:
         allowed = "'json_schema' or 'text'" if "json_schema" not in refuse else "'text'"
         return fail(400, f"'response_format.type' must be {allowed}")
