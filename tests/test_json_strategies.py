@@ -320,9 +320,15 @@ async def test_an_explicit_json_mode_does_not_fall_back(model: ScriptedModel) ->
     refusing(model, "json_schema")
     fragola = make_fragola(model, json_mode="json_schema")
 
-    with pytest.raises(JsonModeError, match="HTTP 500"):
+    with pytest.raises(JsonModeError, match="HTTP 500") as caught:
         await fragola.agent("x").json(PROMPT, Person)
 
+    # The server's validation error spans lines: the user reads one; the whole body stays on
+    # the chained openai exception.
+    assert "\n" not in str(caught.value)
+    assert "1 validation error: {'type': 'literal_error'" in str(caught.value)
+    api_error = caught.value.__cause__.__cause__
+    assert api_error.body["message"].startswith("1 validation error:\n")
     assert len(model.requests) == 1
     assert fragola.json_modes == {}
 
@@ -390,3 +396,43 @@ def test_the_cell_magic_takes_a_json_mode() -> None:
         parse_options("tutor --json-mode tool")
     with pytest.raises(UsageError, match="--json-mode takes one of"):
         parse_options("tutor --json Person --json-mode grammar")
+
+
+def llama_cpp_tool_stream(name: str, pieces: list[str]) -> Any:
+    """A forced tool call streamed as llama-cpp-python's server streams it: every delta
+    repeats the call's id, type and whole name (and the legacy ``function_call``)."""
+    from fragola_nb.scripted import raw
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
+                "model": "x", "choices": [{"index": 0, "finish_reason": finish,
+                                           "logprobs": None, "delta": delta}]}
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    frames = [chunk({"role": "assistant", "content": None, "function_call": None,
+                     "tool_calls": None})]
+    for piece in pieces:
+        part = {"name": name, "arguments": piece}
+        frames.append(chunk({"role": None, "content": None, "function_call": part,
+                             "tool_calls": [{"index": 0, "id": f"call__0_{name}",
+                                             "type": "function", "function": part}]}))
+    frames.append(chunk({"role": None, "content": None, "function_call": None,
+                         "tool_calls": None}, "tool_calls"))
+    return raw(b"".join([*frames, b"data: [DONE]\n\n"]),
+               headers={"Content-Type": "text/event-stream"})
+
+
+async def test_a_streamed_call_whose_every_delta_repeats_the_name_is_one_call(
+    model: ScriptedModel,
+) -> None:
+    model.push(llama_cpp_tool_stream("Person", ['{"', 'name', '": "Ada Lovelace", ',
+                                                '"age": 36}']))
+    agent = make_fragola(model).agent("x", model_settings={"stream": True})
+
+    result = await agent.json(PROMPT, Person, json_mode="tool")
+
+    assert result.success and result.data == Person(**ADA)
+    (call,) = result.state.messages[1]["tool_calls"]
+    assert call == {"id": "call__0_Person", "type": "function", "function": {
+        "name": "Person", "arguments": '{"name": "Ada Lovelace", "age": 36}'}}
+    assert len(model.requests) == 1

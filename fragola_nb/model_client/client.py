@@ -213,7 +213,7 @@ class ModelClient:
                 raise ModelConnectionError(f"connection to the model API failed: {exc}") from exc
             # A header the request could not be sent with: raised below, unchained.
         except openai.APIStatusError as exc:
-            said = self._unquoted(exc, sent)
+            said = _one_line(self._unquoted(exc, sent))
             if _error_code(exc) not in OFFLINE_CODES:
                 said = f"the model API answered HTTP {exc.status_code}: {said}"
             raise ModelHTTPError(said, status_code=exc.status_code) from exc
@@ -254,6 +254,13 @@ class ModelClient:
         for secret in sorted((s for s in shown if len(s) >= 8), key=len, reverse=True):
             text = text.replace(secret, REDACTED)
         return text
+
+
+def _one_line(text: str, limit: int = 2000) -> str:
+    """A server's error text as one line (a validation error or a traceback spans many), at
+    most ``limit`` characters; the whole body stays on the chained ``openai`` exception."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _error_code(exc: openai.APIStatusError) -> object:

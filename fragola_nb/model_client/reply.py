@@ -306,7 +306,11 @@ def _merge_tool_call(calls: dict[int, dict[str, Any]], part: Any) -> None:
     if function is not None:
         if not isinstance(function, dict):
             raise ModelResponseError("a streamed tool call's function is not an object")
-        call["function"]["name"] += _piece(function.get("name"), "tool name")
+        name = _piece(function.get("name"), "tool name")
+        # OpenAI sends the name once; llama-cpp-python's server sends the whole name again
+        # in every delta of the call: a piece that repeats the name so far is not appended.
+        if name != call["function"]["name"]:
+            call["function"]["name"] += name
         call["function"]["arguments"] += _piece(function.get("arguments"), "tool arguments")
 
 
