@@ -45,6 +45,9 @@ stops it. ``stop(force=True)`` stops it for every user at once.
 watches a pipe from this process: when this process ends in any way, even killed, the pipe
 closes and the server exits.
 
+SmolLM2 (the default, or a file whose name starts with ``SmolLM2``) is served with the chat
+template of ``fragola_nb.localchat``: its own cannot read a history with a tool call.
+
 The server is started with ``--interrupt_requests False``: by default llama.cpp's server
 ends a stream early, with no ``finish_reason``, as soon as another request arrives, which
 would break concurrent turns (``agent.compare``, ``agent.batch``); with it off they queue.
@@ -60,6 +63,7 @@ import importlib.util
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -76,6 +80,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadUsage, FragolaError
+from .localchat import write_tokenizer_config
 
 if TYPE_CHECKING:
     from .fragola import Fragola
@@ -126,18 +131,23 @@ class _Settings:
     n_ctx: int
     server_args: tuple[str, ...]
     port: int | None
+    smollm2: bool
+    """Serve it with ``fragola_nb.localchat``'s template (SmolLM2's own cannot read a
+    history with tool calls)."""
 
 
 class _Process:
     """One running server, shared by the ``LocalServer`` handles on it."""
 
     def __init__(self, settings: _Settings, popen: subprocess.Popen[bytes], port: int,
-                 api_key: str, log_path: Path) -> None:
+                 api_key: str, folder: Path) -> None:
         self.settings = settings
         self.popen = popen
         self.port = port
         self.api_key = api_key
-        self.log_path = log_path
+        self.folder = folder
+        """The server's own temporary folder: its log and chat template; removed at stop."""
+        self.log_path = folder / "server.log"
         self.handles = 0
 
     @property
@@ -156,7 +166,7 @@ class _Process:
         return "\n".join(text.rstrip().splitlines()[-lines:]) or "(the log is empty)"
 
     def terminate(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after 5 s) and remove its log."""
+        """Stop the process (SIGTERM, then SIGKILL after 5 s) and remove its folder."""
         if self.popen.poll() is None:
             self.popen.terminate()
             try:
@@ -166,7 +176,7 @@ class _Process:
                 self.popen.wait()
         if self.popen.stdin is not None:
             self.popen.stdin.close()
-        self.log_path.unlink(missing_ok=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 # Reentrant: a handle garbage-collected while this thread holds it releases in this thread.
@@ -305,7 +315,8 @@ def _settings(model_file: str | os.PathLike[str] | None, options: dict[str, Any]
         name = options.get("model_name", path.name.removesuffix(".gguf"))
     if not isinstance(name, str) or not name.strip():
         raise BadUsage("model_name must be a non-empty string")
-    return _Settings(path, name.strip(), n_ctx, tuple(args), port)
+    smollm2 = path.name.lower().startswith("smollm2")
+    return _Settings(path, name.strip(), n_ctx, tuple(args), port, smollm2)
 
 
 def _free_port() -> int:
@@ -332,18 +343,22 @@ def _launch(settings: _Settings, ready_timeout: float) -> _Process:
         api_key = secrets.token_urlsafe(24)
         env = {k: v for k, v in os.environ.items() if k.upper() not in SERVER_ENVIRONMENT}
         env["API_KEY"] = api_key
+        folder = Path(tempfile.mkdtemp(prefix="fragola-llama-"))
+        template: list[str] = []
+        if settings.smollm2:
+            template = ["--chat_format", "hf-tokenizer-config", "--hf_tokenizer_config_path",
+                        str(write_tokenizer_config(folder))]
         command = [sys.executable, "-c", _CHILD, "--model", str(settings.model_file),
                    "--model_alias", settings.model_name, "--host", "127.0.0.1",
                    "--port", str(port), "--n_ctx", str(settings.n_ctx),
-                   "--interrupt_requests", "False", *settings.server_args]
-        fd, log_name = tempfile.mkstemp(prefix="fragola-llama-", suffix=".log")
-        with os.fdopen(fd, "wb") as log:
+                   "--interrupt_requests", "False", *template, *settings.server_args]
+        with (folder / "server.log").open("wb") as log:
             # Its own session: Jupyter interrupts a cell by signalling the kernel's whole
             # process group, which would stop the server too.
             popen = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log,
                                      stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
-        process = _Process(settings, popen, port, api_key, Path(log_name))
+        process = _Process(settings, popen, port, api_key, folder)
         try:
             _wait_ready(process, ready_timeout)
         except _PortTaken:

@@ -27,6 +27,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from fragola_nb import BadUsage, Fragola, FragolaError
 from fragola_nb import local as local_module
 from fragola_nb.agent import Agent
+from fragola_nb.localchat import SMOLLM2_TEMPLATE
 
 FAKE_SERVER = '''
 import json, os, signal, sys, time
@@ -223,6 +224,24 @@ def test_it_starts_a_server_on_loopback_and_returns_a_fragola_on_it(
     asyncio.run(fragola.aclose())
     assert not server.running and not server.log_file.exists()
     assert repr(server).endswith(", stopped)")
+
+
+def test_smollm2_is_served_with_a_template_that_reads_tool_calls(
+    fake_llama: Path, tmp_path: Path
+) -> None:
+    model_file = tmp_path / "SmolLM2-360M-Instruct.Q8_0.gguf"
+    model_file.write_bytes(b"GGUF" + bytes(60))
+
+    server = Fragola.local(model_file).local_server
+    assert server is not None
+
+    [seen] = [json.loads(line) for line in fake_llama.read_text().splitlines()]
+    assert seen["argv"][-4:-1] == ["--chat_format", "hf-tokenizer-config",
+                                   "--hf_tokenizer_config_path"]
+    config = Path(seen["argv"][-1])
+    assert json.loads(config.read_text())["chat_template"] == SMOLLM2_TEMPLATE
+    server.stop()
+    assert not config.exists()
 
 
 def test_a_second_call_with_the_same_settings_reuses_the_server_until_both_let_go(
