@@ -317,6 +317,21 @@ def test_json_with_a_pydantic_model_shows_and_binds_the_result(
     assert model.requests[0]["response_format"]["json_schema"]["name"] == "City"
 
 
+def test_json_mode_asks_this_turn_the_chosen_way(
+    shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
+) -> None:
+    shell.user_ns.update(agent=fragola.agent(name="a"), City=City)
+    model.push(tool_calls(call("City", {"name": "Lyon", "population": 522000})))
+    run(shell, "%%fragola --json City --json-mode tool --out result\nA French city")
+    result = shell.user_ns["result"]
+    assert result.success and result.json_mode == "tool"
+    assert result.data == City(name="Lyon", population=522000)
+    (request,) = model.requests
+    assert request["tool_choice"] == {"type": "function", "function": {"name": "City"}}
+    assert "response_format" not in request
+    assert fragola.json_mode == "auto"  # the Fragola's own is unchanged
+
+
 def test_json_with_a_json_schema_and_a_reply_that_does_not_match(
     shell: InteractiveShell, fragola: Fragola, model: ScriptedModel,
     capsys: pytest.CaptureFixture[str],
