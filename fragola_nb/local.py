@@ -57,30 +57,16 @@ command line), so other users of this machine cannot use the server; ``repr`` ne
 
 from __future__ import annotations
 
-import atexit
 import importlib.metadata
 import importlib.util
-import json
 import os
-import secrets
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import urllib.error
-import urllib.request
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import BadUsage, FragolaError
-from .localchat import write_tokenizer_config
+from . import localprocess as _proc
+from .errors import BadUsage
 
 if TYPE_CHECKING:
     from .fragola import Fragola
@@ -96,111 +82,8 @@ INSTALL_HINT = ('pip install "fragola_nb[local]" (the first install compiles lla
 # What `python -m llama_cpp.server` imports besides llama_cpp (its [server] extra).
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
                   "pydantic_settings")
-# Read by the server (uvicorn reads HOST and PORT over its command line; pydantic-settings
-# reads the others): set here or removed, so a variable of the user's cannot redirect it.
-SERVER_ENVIRONMENT = ("HOST", "PORT", "CONFIG_FILE", "MODEL", "API_KEY")
-LOG_TAIL_LINES = 15
-# Compiler flags that keep llama.cpp's AMX code out of a native build (see _exited).
-NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-
-# The child: a thread waits for EOF on stdin (the pipe from this process), then exits at once,
-# so the server dies with its parent even when the parent is killed; then the server runs.
-# (os.read, not sys.stdin: a daemon thread blocked in a buffered read aborts the interpreter's
-# shutdown when the server exits on its own.)
-_CHILD = """\
-import os, runpy, sys, threading
-def _parent_gone():
-    while os.read(0, 512):
-        pass
-    os._exit(0)
-threading.Thread(target=_parent_gone, daemon=True).start()
-sys.argv[0] = "llama_cpp.server"
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
-"""
-
 _OPTIONS = ("port", "n_ctx", "ready_timeout", "server_args", "model_name", "json_mode")
 _SET_HERE = ("api_key", "base_url", "client", "model")
-
-
-@dataclass(frozen=True)
-class _Settings:
-    """What makes two servers the same: a running one is reused only when all are equal."""
-
-    model_file: Path
-    model_name: str
-    n_ctx: int
-    server_args: tuple[str, ...]
-    port: int | None
-    smollm2: bool
-    """Serve it with ``fragola_nb.localchat``'s template (SmolLM2's own cannot read a
-    history with tool calls)."""
-
-
-class _Process:
-    """One running server, shared by the ``LocalServer`` handles on it."""
-
-    def __init__(self, settings: _Settings, popen: subprocess.Popen[bytes], port: int,
-                 api_key: str, folder: Path) -> None:
-        self.settings = settings
-        self.popen = popen
-        self.port = port
-        self.api_key = api_key
-        self.folder = folder
-        """The server's own temporary folder: its log and chat template; removed at stop."""
-        self.log_path = folder / "server.log"
-        self.handles = 0
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def running(self) -> bool:
-        return self.popen.poll() is None
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.rstrip().splitlines()[-lines:]) or "(the log is empty)"
-
-    def terminate(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after 5 s) and remove its folder."""
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(5)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        if self.popen.stdin is not None:
-            self.popen.stdin.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-# Reentrant: a handle garbage-collected while this thread holds it releases in this thread.
-_lock = threading.RLock()
-_running: dict[_Settings, _Process] = {}
-
-
-def _release(process: _Process, force: bool = False) -> None:
-    with _lock:
-        process.handles -= 1
-        if process.handles > 0 and not force:
-            return
-        if _running.get(process.settings) is process:
-            del _running[process.settings]
-    process.terminate()
-
-
-@atexit.register
-def _stop_all() -> None:
-    with _lock:
-        processes = list(_running.values())
-        _running.clear()
-    for process in processes:
-        process.terminate()
 
 
 class LocalServer:
@@ -212,11 +95,11 @@ class LocalServer:
     for all).
     """
 
-    def __init__(self, process: _Process, *, reused: bool = False) -> None:
+    def __init__(self, process: _proc.ServerProcess, *, reused: bool = False) -> None:
         self._process = process
         self.reused = reused
         """True when ``Fragola.local()`` found this server running and did not start one."""
-        self._finalizer = weakref.finalize(self, _release, process)
+        self._finalizer = weakref.finalize(self, _proc.release, process)
 
     @property
     def base_url(self) -> str:
@@ -248,7 +131,7 @@ class LocalServer:
         nothing."""
         if self._finalizer.alive:
             self._finalizer.detach()
-            _release(self._process, force)
+            _proc.release(self._process, force)
         elif force:
             self._process.terminate()
 
@@ -294,7 +177,9 @@ def _check_model_file(path: Path) -> Path:
     return path.resolve()
 
 
-def _settings(model_file: str | os.PathLike[str] | None, options: dict[str, Any]) -> _Settings:
+def _settings(
+    model_file: str | os.PathLike[str] | None, options: dict[str, Any]
+) -> _proc.Settings:
     port = options.get("port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int)
                              or not 0 < port < 65536):
@@ -316,118 +201,7 @@ def _settings(model_file: str | os.PathLike[str] | None, options: dict[str, Any]
     if not isinstance(name, str) or not name.strip():
         raise BadUsage("model_name must be a non-empty string")
     smollm2 = path.name.lower().startswith("smollm2")
-    return _Settings(path, name.strip(), n_ctx, tuple(args), port, smollm2)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _answers(process: _Process) -> bool:
-    request = urllib.request.Request(f"{process.base_url}/models",
-                                     headers={"Authorization": f"Bearer {process.api_key}"})
-    try:
-        with urllib.request.urlopen(request, timeout=2) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _launch(settings: _Settings, ready_timeout: float) -> _Process:
-    """Start the server and wait until it answers; one retry when a port picked here was
-    taken in between."""
-    for attempt in range(3):
-        port = settings.port or _free_port()
-        api_key = secrets.token_urlsafe(24)
-        env = {k: v for k, v in os.environ.items() if k.upper() not in SERVER_ENVIRONMENT}
-        env["API_KEY"] = api_key
-        folder = Path(tempfile.mkdtemp(prefix="fragola-llama-"))
-        template: list[str] = []
-        if settings.smollm2:
-            template = ["--chat_format", "hf-tokenizer-config", "--hf_tokenizer_config_path",
-                        str(write_tokenizer_config(folder))]
-        command = [sys.executable, "-c", _CHILD, "--model", str(settings.model_file),
-                   "--model_alias", settings.model_name, "--host", "127.0.0.1",
-                   "--port", str(port), "--n_ctx", str(settings.n_ctx),
-                   "--interrupt_requests", "False", *template, *settings.server_args]
-        with (folder / "server.log").open("wb") as log:
-            # Its own session: Jupyter interrupts a cell by signalling the kernel's whole
-            # process group, which would stop the server too.
-            popen = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log,
-                                     stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
-        process = _Process(settings, popen, port, api_key, folder)
-        try:
-            _wait_ready(process, ready_timeout)
-        except _PortTaken:
-            process.terminate()
-            if settings.port is None and attempt < 2:
-                continue
-            raise FragolaError(f"llama.cpp's server could not listen on port {port}: it is "
-                               "taken (choose another port=)") from None
-        except BaseException:
-            process.terminate()
-            raise
-        return process
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-class _PortTaken(Exception):
-    pass
-
-
-def _wait_ready(process: _Process, timeout: float) -> None:
-    """Until the server answers ``GET /v1/models``, then one token of a chat completion:
-    a build that cannot run on this CPU fails here, at start, not in the first turn."""
-    deadline = time.monotonic() + timeout
-    while not _answers(process):
-        if not process.running:
-            tail = process.log_tail()
-            if "address already in use" in tail.lower():
-                raise _PortTaken
-            raise _exited(process, "before it was ready")
-        if time.monotonic() > deadline:
-            raise FragolaError(f"llama.cpp's server did not answer within {timeout:g} s "
-                               f"(ready_timeout=); the end of its log:\n{process.log_tail()}")
-        time.sleep(0.1)
-    body = {"model": process.settings.model_name, "max_tokens": 1,
-            "messages": [{"role": "user", "content": "Hi"}]}
-    request = urllib.request.Request(
-        f"{process.base_url}/chat/completions", data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {process.api_key}",
-                 "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=max(deadline - time.monotonic(), 5)):
-            return
-    except urllib.error.HTTPError as exc:
-        said = exc.read().decode("utf-8", "replace")[:300]
-        raise FragolaError(f"llama.cpp's server answered a first test request with HTTP "
-                           f"{exc.code}: {said}") from None
-    except (urllib.error.URLError, OSError):
-        try:
-            process.popen.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
-        if process.running:
-            raise FragolaError(f"llama.cpp's server did not answer a first test request "
-                               f"within {timeout:g} s (ready_timeout=); the end of its log:\n"
-                               f"{process.log_tail()}") from None
-        raise _exited(process, "on its first answer") from None
-
-
-def _exited(process: _Process, when: str) -> FragolaError:
-    code = process.popen.returncode
-    if code == -getattr(signal, "SIGILL", 4):
-        return FragolaError(
-            f"llama.cpp's server crashed {when} with an illegal instruction (SIGILL): "
-            "llama-cpp-python was compiled for CPU features this machine cannot run (on "
-            "recent Xeons and in some VMs, llama.cpp's AMX code). Rebuild it without them: "
-            f"CFLAGS='{NO_AMX}' CXXFLAGS='{NO_AMX}' pip install --force-reinstall --no-deps "
-            "--no-cache-dir 'llama-cpp-python[server]'")
-    return FragolaError(f"llama.cpp's server exited (code {code}) {when}; the end of its "
-                        f"log:\n{process.log_tail()}")
+    return _proc.Settings(path, name.strip(), n_ctx, tuple(args), port, smollm2)
 
 
 def start_local(
@@ -445,12 +219,12 @@ def start_local(
         raise BadUsage(f"ready_timeout must be a number of seconds > 0, got {ready_timeout!r}")
     _check_server_installed()
     settings = _settings(model_file, options)
-    with _lock:  # a second caller waits for the first one's server, then reuses it
-        process = _running.get(settings)
+    with _proc.lock:  # a second caller waits for the first one's server, then reuses it
+        process = _proc.servers.get(settings)
         reused = process is not None and process.running
         if process is None or not reused:
-            process = _launch(settings, float(ready_timeout))
-            _running[settings] = process
+            process = _proc.launch(settings, float(ready_timeout))
+            _proc.servers[settings] = process
         process.handles += 1
         handle = LocalServer(process, reused=reused)
     try:

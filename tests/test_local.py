@@ -24,7 +24,7 @@ import pytest
 from helpers import until
 from IPython.core.interactiveshell import InteractiveShell
 
-from fragola_nb import BadUsage, Fragola, FragolaError
+from fragola_nb import BadUsage, Fragola, FragolaError, localprocess
 from fragola_nb import local as local_module
 from fragola_nb.agent import Agent
 from fragola_nb.localchat import SMOLLM2_TEMPLATE
@@ -108,7 +108,7 @@ def fake_llama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     monkeypatch.setenv("FAKE_LLAMA", "ok")
     monkeypatch.setenv("FAKE_LLAMA_SEEN", str(seen))
     yield seen
-    local_module._stop_all()
+    localprocess.stop_all()
 
 
 @pytest.fixture
@@ -311,7 +311,7 @@ def test_a_server_that_does_not_answer_in_time_is_stopped(
         Fragola.local(model_file, ready_timeout=0.5)
 
     [seen] = [json.loads(line) for line in fake_llama.read_text().splitlines()]
-    assert gone(seen["pid"]) and local_module._running == {}
+    assert gone(seen["pid"]) and localprocess.servers == {}
 
 
 def test_a_build_this_cpu_cannot_run_is_named_at_start(
