@@ -261,8 +261,9 @@ class Fragola:
         return script
 
     async def aclose(self) -> None:
-        """Close the HTTP client made for the running event loop and stop the scripted
-        model this instance started, if any."""
+        """Close the HTTP client made for the running event loop, stop the scripted model
+        this instance started, if any, and let go of its local server (``Fragola.local``:
+        the server stops when no other ``Fragola`` holds it)."""
         await self._model.aclose()
         if self.scripted_model is not None:
             self.scripted_model.stop()

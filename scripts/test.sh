@@ -115,7 +115,8 @@ elif [ "$#" -gt 0 ] && [ -z "$local_asked" ]; then
 else
   echo "== the real local model (llama.cpp + SmolLM2)"
   # llama.cpp's AMX code (a native build on a CPU that reports AMX) dies of SIGILL on its
-  # first answer in llama-cpp-python 0.3.36 (llama.cpp PR #26954): build without it.
+  # first answer in llama-cpp-python 0.3.36 where the VM does not enable AMX state (seen on
+  # this project's machines: tileloadd traps): build without it.
   if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
     no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     export CFLAGS="${CFLAGS:+$CFLAGS }$no_amx" CXXFLAGS="${CXXFLAGS:+$CXXFLAGS }$no_amx"

@@ -1,8 +1,9 @@
 """The notebook layer: ``%load_ext fragola_nb``.
 
 Loading registers the ``%%fragola`` cell magic, the ``%fragola_panel``, ``%fragola_tree``,
-``%fragola_agents`` and ``%fragola_reset`` line magics, and the input transformer that lets a
-``%%fragola`` cell run on the kernel's event loop (see ``magics``). Loading twice is harmless;
+``%fragola_agents``, ``%fragola_reset`` and ``%fragola_local`` line magics, and the input
+transformer that lets a ``%%fragola`` cell run on the kernel's event loop (see ``magics``).
+Loading twice is harmless;
 ``%unload_ext fragola_nb`` removes all of it and detaches the live panels. While loaded, a cell
 interrupted while it awaits an agent ends in one line (``interrupts``).
 
