@@ -64,6 +64,9 @@ class Run:
     """The task started, so it settles the agent itself however it ends."""
     stop_requested: bool = False
     """``stop()``: end at the next boundary."""
+    stop_asked: bool = False
+    """``stop()`` or ``stop_sync()`` was called during this call; unlike ``stop_requested``,
+    kept once the turn settles (``agent.json`` does not go on with another strategy)."""
     cancel_requested: bool = False
     """``stop_sync()``: the task was cancelled; the call returns the state."""
     running_call: str | None = None
@@ -99,12 +102,16 @@ async def drive(
     *,
     resuming: bool,
     shape: Shape | None = None,
+    runs: list[Run] | None = None,
 ) -> AgentState:
     """Run one call of ``agent`` to its end: ``start`` (storing the user message, say), then
     the run loop within ``budget`` steps, ``turn_settings`` added to each request (and
-    ``shape``'s additions, for ``agent.json``)."""
+    ``shape``'s additions, for ``agent.json``). ``runs`` gets the call's ``Run``, to read
+    once the call has ended (``agent.json``: was a stop asked before a refusal?)."""
     loop = asyncio.get_running_loop()
     run = Run(loop, budget, dict(turn_settings or {}), shape)
+    if runs is not None:
+        runs.append(run)
     with agent._lock:
         agent._check_can_start(resuming=resuming)
         previous = agent._status
@@ -213,7 +220,7 @@ def stop(agent: Agent) -> None:
     """Finish the operation in flight, then return to idle (pending calls are cancelled)."""
     run = agent._run
     if agent._status == "generating" and run is not None:
-        run.stop_requested = True
+        run.stop_requested = run.stop_asked = True
     elif agent._status == "waiting":
         _stop_waiting(agent)
 
@@ -228,7 +235,7 @@ def stop_sync(agent: Agent) -> None:
         if run is not None:
             _end_wait_on_observers(run)
         return
-    run.stop_requested = True
+    run.stop_requested = run.stop_asked = True
     task = run.task
     if task is None or not run.began:
         # The turn has not begun: cancelled now, it would not even store the user message

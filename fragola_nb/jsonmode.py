@@ -64,20 +64,24 @@ async def run_json(
     start: Any = agent._user_message_start(
         {"role": "user", "content": message}, events=not ignore_user_message_events
     )
+    runs: list[driver.Run] = []
     while True:
         shape = Shape(mode, about["schema"], about["name"], response_format)
         try:
             state = await driver.drive(agent, start, budget, shape.settings(agent), shape=shape,
-                                       resuming=start is None)
+                                       resuming=start is None, runs=runs)
             break
         except ModelError as exc:
-            following = FALLBACKS.get(mode)
-            if chosen != "auto" or following is None or not refuses(exc, mode):
+            following = FALLBACKS.get(mode) if chosen == "auto" and refuses(exc, mode) else None
+            if following is not None:
+                # The server refuses this strategy: this model keeps the next one from now on.
+                found[model] = following
+            if following is None or runs[-1].stop_asked:
+                # Not a refusal, or stopped meanwhile: stop() asked for no further request.
                 raise JsonModeError(
                     f"the model API failed during agent.json ({mode}): {exc}") from exc
-            # The server refuses this strategy: the same turn goes on with the next one (the
-            # user message is stored already), and this model keeps it from now on.
-            found[model] = mode = following
+            # The same turn goes on with the next strategy (the user message is stored).
+            mode = following
             start = None
     if chosen == "auto":
         found[model] = mode

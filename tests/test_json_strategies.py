@@ -9,18 +9,19 @@ Every request it sees is checked against the official request schema at teardown
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pydantic
 import pytest
-from helpers import assert_valid_history, make_fragola, user
+from helpers import assert_valid_history, make_fragola, until_async, user
 from invariants import check_agent
 
 from fragola_nb import BadUsage, Fragola, JsonModeError, tool
 from fragola_nb.jsonshapes import RECEIVED
-from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
-from fragola_nb.scripted.refusals import check_refuse
+from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
+from fragola_nb.scripted.refusals import check_refuse, refusal
 
 
 class Person(pydantic.BaseModel):
@@ -279,6 +280,27 @@ async def test_auto_goes_on_to_the_tool_when_json_object_is_refused_too(
     assert result.success and result.json_mode == "tool"
     assert len(model.requests) == 3
     assert fragola.json_modes == {fragola.model: "tool"}
+
+
+async def test_stop_while_a_refused_request_is_in_flight_sends_no_other_strategy(
+    model: ScriptedModel,
+) -> None:
+    refused = refusal({"response_format": {"type": "json_schema"}}, frozenset({"json_schema"}))
+    model.push(hang(then=refused), reply(json.dumps(ADA)))
+    fragola = make_fragola(model)
+    agent = fragola.agent("x")
+    asked = asyncio.create_task(agent.json(PROMPT, Person))
+    await until_async(lambda: len(model.requests) == 1)
+
+    agent.stop()
+    model.release()
+
+    with pytest.raises(JsonModeError, match="HTTP 500"):
+        await asked
+    assert len(model.requests) == 1  # stop() asked for no further request
+    assert agent.status == "idle" and agent.state.messages == [user(PROMPT)]
+    assert fragola.json_modes == {fragola.model: "json_object"}  # the refusal is remembered
+    check_agent(agent)
 
 
 async def test_auto_remembers_per_model(model: ScriptedModel) -> None:
