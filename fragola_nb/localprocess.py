@@ -141,19 +141,35 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _listening(port: int) -> bool:
+    """Whether a program accepts connections on ``127.0.0.1:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _answers(process: ServerProcess) -> bool:
+    """Whether our server answers: ``GET /v1/models`` with our key lists our model. Another
+    server on the port (Ollama, LM Studio, a server without a key) is not taken for ours."""
     request = urllib.request.Request(f"{process.base_url}/models",
                                      headers={"Authorization": f"Bearer {process.api_key}"})
     try:
         with urllib.request.urlopen(request, timeout=2) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
+            if response.status != 200:
+                return False
+            served = json.loads(response.read()).get("data") or ()
+            return any(isinstance(model, dict) and model.get("id") == process.settings.model_name
+                       for model in served)
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
         return False
 
 
 def launch(settings: Settings, ready_timeout: float) -> ServerProcess:
     """Start the server and wait until it answers; one retry when a port picked here was
     taken in between."""
+    if settings.port is not None and _listening(settings.port):
+        raise FragolaError(f"port {settings.port} is taken: another program listens on it "
+                           "(choose another port=, or leave it out for a free one)")
     for attempt in range(3):
         port = settings.port or _free_port()
         api_key = secrets.token_urlsafe(24)

@@ -11,14 +11,17 @@ real server is tested in tests/local (scripts/test.sh runs them as their own sta
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import until
@@ -285,6 +288,68 @@ def test_force_stops_the_server_for_every_user(fake_llama: Path, model_file: Pat
     assert not second.local_server.running
     third = Fragola.local(model_file).local_server  # a fresh one, not the stopped one
     assert third is not None and third.running and not third.reused
+
+
+class _OtherServer(http.server.BaseHTTPRequestHandler):
+    """Another OpenAI-compatible server, without a key (as Ollama or LM Studio run)."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send({"object": "list", "data": [{"id": "llama3.2", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._send({"id": "x", "object": "chat.completion", "created": 1, "model": "llama3.2",
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": "the other server"}}]})
+
+
+@pytest.fixture
+def other_server() -> Iterator[int]:
+    """The port of another server answering on loopback."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OtherServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield int(server.server_address[1])
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_port_another_server_listens_on_is_refused_before_anything_starts(
+    fake_llama: Path, model_file: Path, other_server: int
+) -> None:
+    with pytest.raises(FragolaError) as caught:
+        Fragola.local(model_file, port=other_server)
+
+    assert str(caught.value) == (f"port {other_server} is taken: another program listens on "
+                                 "it (choose another port=, or leave it out for a free one)")
+    assert not fake_llama.exists() and localprocess.servers == {}
+
+
+def test_another_server_answering_on_the_port_picked_is_not_taken_for_ours(
+    fake_llama: Path, model_file: Path, other_server: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another program took the free port between its pick and the server's start.
+    picks = iter([other_server, localprocess._free_port()])
+    monkeypatch.setattr(localprocess, "_free_port", lambda: next(picks))
+
+    fragola = Fragola.local(model_file, max_retries=0)
+
+    assert fragola.local_server is not None
+    assert fragola.base_url != f"http://127.0.0.1:{other_server}/v1"
+    state = asyncio.run(fragola.agent("a").user_message("Hello"))
+    assert state.messages[-1] == {"role": "assistant", "content": "Ahoy"}  # ours, not theirs
+    asyncio.run(fragola.aclose())
 
 
 def test_a_server_that_exits_before_it_is_ready_shows_the_end_of_its_log(
