@@ -33,7 +33,7 @@ from fragola_nb.agent import Agent
 from fragola_nb.localchat import SMOLLM2_TEMPLATE
 
 FAKE_SERVER = '''
-import json, os, signal, sys, time
+import json, os, signal, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
@@ -78,7 +78,9 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return
         if mode == "sigill":
-            os.kill(os.getpid(), signal.SIGILL)
+            # To this thread, so it dies before it answers (os.kill may reach another thread
+            # later, after the answer went out).
+            signal.pthread_kill(threading.get_ident(), signal.SIGILL)
         self._send(200, {
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
             "model": args["--model_alias"],
