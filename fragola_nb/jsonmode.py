@@ -48,7 +48,8 @@ async def run_json(
 ) -> JsonResult[Any]:
     if not isinstance(message, str):
         raise JsonModeError("agent.json(message=...) takes a string")
-    chosen = agent.fragola.json_mode if json_mode is None else check_json_mode(json_mode)
+    # Checked here too: fragola.json_mode is a plain attribute, which one may set by hand.
+    chosen = check_json_mode(agent.fragola.json_mode if json_mode is None else json_mode)
     try:
         validate, response_format = _prepare(schema)
     except (FragolaError, pydantic.PydanticUserError, TypeError, ValueError) as exc:

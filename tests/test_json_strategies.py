@@ -402,6 +402,17 @@ async def test_an_unknown_json_mode_for_one_call_is_refused_before_anything_is_s
     assert model.requests == [] and agent.state.messages == []
 
 
+async def test_an_unknown_json_mode_set_on_the_fragola_by_hand_is_refused_before_anything_is_sent(
+    model: ScriptedModel,
+) -> None:
+    fragola = make_fragola(model)
+    fragola.json_mode = "json-object"
+    agent = fragola.agent("x")
+    with pytest.raises(BadUsage, match="json_mode must be one of"):
+        await agent.json(PROMPT, Person)
+    assert model.requests == [] and agent.state.messages == []
+
+
 def test_an_unknown_refusal_is_refused() -> None:
     with pytest.raises(ValueError, match="refuse takes"):
         ScriptedModel(refuse={"grammar"})
