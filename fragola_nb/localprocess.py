@@ -168,6 +168,13 @@ def launch(settings: Settings, ready_timeout: float) -> ServerProcess:
     """Start the server and wait until it answers; one retry when a port picked here was
     taken in between."""
     if settings.port is not None and _listening(settings.port):
+        ours = [p for p in servers.values() if p.port == settings.port and p.running]
+        if ours:
+            raise FragolaError(
+                f"port {settings.port} is taken by the local server of "
+                f"{ours[0].settings.model_file.name} started earlier with other settings: stop "
+                "it first (its fragola.local_server.stop()), or choose another port= (or none, "
+                "for a free one)")
         raise FragolaError(f"port {settings.port} is taken: another program listens on it "
                            "(choose another port=, or leave it out for a free one)")
     for attempt in range(3):

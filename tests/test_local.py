@@ -338,6 +338,24 @@ def test_a_port_another_server_listens_on_is_refused_before_anything_starts(
     assert not fake_llama.exists() and localprocess.servers == {}
 
 
+def test_a_port_our_own_server_with_other_settings_listens_on_is_refused_saying_so(
+    fake_llama: Path, model_file: Path
+) -> None:
+    first = Fragola.local(model_file, max_retries=0)
+    assert first.local_server is not None
+    port = int(first.local_server.base_url.split(":")[2].split("/")[0])
+
+    with pytest.raises(FragolaError) as caught:
+        Fragola.local(model_file, port=port, n_ctx=512)
+
+    assert str(caught.value) == (
+        f"port {port} is taken by the local server of tiny-model.gguf started earlier with "
+        "other settings: stop it first (its fragola.local_server.stop()), or choose another "
+        "port= (or none, for a free one)")
+    assert first.local_server.running
+    asyncio.run(first.aclose())
+
+
 def test_another_server_answering_on_the_port_picked_is_not_taken_for_ours(
     fake_llama: Path, model_file: Path, other_server: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
