@@ -25,7 +25,9 @@ arguments of ``Fragola.local(model_file=None, ...)``:
     seconds to wait for the server to answer (default 60).
 ``server_args``
     further command-line arguments for ``llama_cpp.server``, such as
-    ``["--n_threads", "2"]`` (``python -m llama_cpp.server --help`` lists them).
+    ``["--n_threads", "2"]`` (``python -m llama_cpp.server --help`` lists them); not
+    those set here (``--host``, ``--port``, ``--model``, ``--model_alias``, ``--n_ctx``,
+    ``--api_key``, ``--config_file``, ``--interrupt_requests``).
 ``json_mode``
     ``agent.json``'s strategy, default ``"json_object"`` (llama.cpp refuses
     ``json_schema``; ``json_object`` and ``tool`` are both held to the schema by a grammar).
@@ -84,6 +86,11 @@ SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette
                   "pydantic_settings")
 _OPTIONS = ("port", "n_ctx", "ready_timeout", "server_args", "model_name", "json_mode")
 _SET_HERE = ("api_key", "base_url", "client", "model")
+# The server's own arguments Fragola.local() gives, and how to choose them instead.
+_SERVER_SETS = {"--host": "127.0.0.1 only", "--port": "use port=", "--model": "use model_file=",
+                "--model_alias": "use model_name=", "--n_ctx": "use n_ctx=",
+                "--api_key": "a random key of its own", "--config_file": "use server_args",
+                "--interrupt_requests": "False, so concurrent turns queue"}
 
 
 class LocalServer:
@@ -192,6 +199,13 @@ def _settings(
     if isinstance(args, (str, bytes)) or not isinstance(args, Sequence) \
             or not all(isinstance(arg, str) for arg in args):
         raise BadUsage('server_args must be a list of strings, such as ["--n_threads", "2"]')
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in _SERVER_SETS:
+            # Given again, it would win over ours: the server would listen elsewhere, want
+            # another key or serve another model, and the start would wait for nothing.
+            raise BadUsage(f"server_args cannot set {flag}: Fragola.local() sets it "
+                           f"({_SERVER_SETS[flag]})")
     if model_file is None:
         path = default_model_file()
         name = options.get("model_name", DEFAULT_MODEL_NAME)

@@ -181,6 +181,10 @@ def test_a_model_file_that_is_not_there_or_not_gguf_is_refused(
     ({"ready_timeout": 0}, "ready_timeout must be a number of seconds > 0, got 0"),
     ({"server_args": "--n_threads 2"}, "server_args must be a list of strings"),
     ({"model_name": " "}, "model_name must be a non-empty string"),
+    ({"server_args": ["--port", "9000"]}, "server_args cannot set --port: Fragola.local() "
+                                          "sets it (use port=)"),
+    ({"server_args": ["--api_key=k"]}, "server_args cannot set --api_key"),
+    ({"server_args": ["--host", "0.0.0.0"]}, "server_args cannot set --host"),
 ])
 def test_bad_options_are_one_line_errors_and_start_nothing(
     fake_llama: Path, model_file: Path, options: dict[str, object], message: str
