@@ -23,7 +23,7 @@ from .errors import BadUsage, ModelError, ModelHTTPError
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["FALLBACKS", "JSON_MODES", "RECEIVED", "Shape", "check_json_mode", "refuses"]
+__all__ = ["FALLBACKS", "JSON_MODES", "NOT_RUN", "RECEIVED", "Shape", "check_json_mode", "refuses"]
 
 JSON_MODES = ("auto", "json_schema", "json_object", "tool")
 """How ``agent.json`` asks for structure; ``auto`` tries the other three in this order."""
@@ -33,6 +33,8 @@ FALLBACKS = {"json_schema": "json_object", "json_object": "tool"}
 
 RECEIVED = "Received: this call was the structured answer."
 """The tool result stored for the ``tool`` strategy's call."""
+NOT_RUN = "Not run: the structured answer came in the same message."
+"""The result stored for any other call the model made beside the answer."""
 
 REFUSAL_STATUSES = frozenset({400, 404, 415, 422, 501})
 

@@ -34,7 +34,7 @@ from .events import (
     ToolCallConfig,
     ToolCallEvent,
 )
-from .jsonshapes import RECEIVED
+from .jsonshapes import NOT_RUN, RECEIVED
 from .model_client.reported import Exchange
 from .schemas import ArgumentsRejected
 from .state import Outcome, PendingCall
@@ -79,9 +79,13 @@ async def run(agent: Agent, run: Run) -> Outcome:
             return "stopped" if run.stop_requested else "finished"
         answer = run.shape.answer_call(agent, message) if run.shape is not None else None
         if answer is not None:
-            # agent.json's answer tool: the arguments are the answer. Its call is answered
-            # here (any other call of the message is answered "cancelled" when the turn ends).
-            agent._answer(answer["id"], RECEIVED)
+            # agent.json's answer tool: the arguments are the answer. Every call of the
+            # message is answered here, in order; the others did not run.
+            for call in message["tool_calls"]:
+                if call["id"] == answer["id"]:
+                    agent._answer(call["id"], RECEIVED)
+                else:
+                    agent._answer(call["id"], NOT_RUN, "cancelled")
             await emit(agent, "after_step", StepEvent(agent.context, step))
             return "finished"
         paused = await answer_tools(agent, run)

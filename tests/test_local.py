@@ -465,10 +465,17 @@ def test_the_magic_starts_or_reuses_the_model_and_the_default_agent_uses_it(
         shell.run_cell("%%fragola\nHello", store_history=False)
         assert "[assistant] Ahoy" in capsys.readouterr().out
 
-        # Run again (a cell re-run): the same server, and a new default agent on it.
+        # Run again (a cell re-run): the same server, and the default agent goes on with its
+        # conversation; no second handle is kept on the server.
         shell.run_cell(f"%fragola_local {model_file} --n-ctx 512", store_history=False)
-        assert f"pid {server.pid}, reused); `agent` is a new default agent" in (
+        assert f"pid {server.pid}, reused); `agent` is kept, with its conversation" in (
             capsys.readouterr().out)
+        assert shell.user_ns["agent"] is agent and agent.message_count == 2
+        assert fragola.local_server.running
+
+        # Other options: another Fragola (and server), and a new default agent on it.
+        shell.run_cell(f"%fragola_local {model_file} --n-ctx 256", store_history=False)
+        assert "started in " in capsys.readouterr().out
         assert shell.user_ns["agent"] is not agent
 
         mine = shell.user_ns["agent"] = fragola.agent(name="mine")

