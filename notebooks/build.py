@@ -1776,6 +1776,37 @@ EXPERIMENTS: list[Cell] = [
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# The rest of the Fragola system: one part per module of notebooks/system/, in this order.
+SYSTEM_PARTS = ("mcp", "guardrails", "orchestration", "traces")
+
+
+def _system() -> list[Cell]:
+    import importlib.util
+
+    found: list[Cell] = [
+        md("""
+        # The rest of the Fragola system: MCP tools, guardrails, orchestration, traces
+
+        Four optional modules on top of the core: tools served by an MCP server, guards on
+        what enters an agent, agents that message each other, and OpenTelemetry traces of
+        every turn. Each runs offline here: the MCP server is a small local process, the
+        model is the scripted demo model, and traces go to an in-memory exporter.
+        """),
+        code("""
+        %load_ext fragola_nb
+        """),
+    ]
+    for name in SYSTEM_PARTS:
+        path = HERE / "system" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"system_{name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found += module.cells(md, code)
+    return found
+
+
 NOTEBOOKS: dict[str, list[Cell]] = {
     "quickstart": QUICKSTART,
     "tools_and_approvals": TOOLS_AND_APPROVALS,
@@ -1783,6 +1814,7 @@ NOTEBOOKS: dict[str, list[Cell]] = {
     "json_and_streaming": JSON_AND_STREAMING,
     "teaching_example": TEACHING_EXAMPLE,
     "experiments": EXPERIMENTS,
+    "system": _system(),
 }
 
 
