@@ -15,10 +15,10 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from . import driver
-from .checks import check_content, check_messages, normalize_instructions
+from .checks import check_content, check_messages, kept_problem, normalize_instructions, sent
 from .context import AgentContext, AgentOptions
 from .driver import Run, StopNow
-from .errors import BadUsage, InvalidArguments
+from .errors import BadUsage, InvalidArguments, TurnRefused
 from .events import (
     Listeners,
     StateUpdateEvent,
@@ -292,6 +292,9 @@ class Agent(Listening):
                 event = UserMessageEvent(self.context, message)
                 try:
                     await self._listeners.emit("user_message", event)
+                except TurnRefused as refused:  # a guardrail: no step, no model call
+                    self._keep_refused(refused, "user")
+                    raise
                 except (StopNow, asyncio.CancelledError, KeyboardInterrupt):
                     # stop_sync(), cancellation or Ctrl-C while a listener ran: the user message
                     # that started the turn is kept, with the changes of the listeners that
@@ -302,6 +305,17 @@ class Agent(Listening):
             keep(message)
 
         return start
+
+    def _keep_refused(self, refused: TurnRefused, role: str) -> None:
+        """Store what a ``user_message``/``ai_message`` listener left in place of the message
+        it refused (``refused.keep``, never sent), if anything and if it can be stored."""
+        if refused.keep is None:
+            return
+        problem = kept_problem(refused.keep, role)
+        if problem is not None:
+            refused.add_note(f"fragola_nb: nothing was stored in its place: {problem}")
+            return
+        self._append(refused.keep, "user_message" if role == "user" else "ai_message")
 
     def _budget(self, by: int | None, *, after_user_message: bool) -> int:
         if by is not None:
@@ -414,7 +428,7 @@ class Agent(Listening):
         self.options.instructions = normalize_instructions(instructions)
 
     def _request_messages(self) -> list[dict[str, Any]]:
-        messages = self._history.to_list()
+        messages = sent(self._history.to_list())  # not the notes beside it (checks.META)
         if self.options.instructions is not None:
             role = "developer" if self.options.use_developer_role else "system"
             messages.insert(0, {"role": role, "content": self.options.instructions})

@@ -14,17 +14,25 @@ from typing import Any
 from .errors import BadUsage
 
 __all__ = [
+    "META",
     "ROLES",
     "assistant_problem",
     "check_content",
     "check_messages",
     "history_problem",
+    "kept_problem",
     "message_problem",
     "normalize_instructions",
+    "sent",
     "user_problem",
 ]
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+META = "fragola_nb"
+"""A message may carry this key: a dict of facts for people and views, such as a guardrail's
+``{"rejected": {"guard": "no_secrets", "reason": "..."}}``. A message that carries it stays
+in the history (the panel, ``agent.state``, session files show it) but is never sent to the
+model: it is a note beside the conversation, not part of it."""
 CONTENT_HINT = (
     "a string or a non-empty list of parts such as "
     '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {...}}'
@@ -125,6 +133,24 @@ def _assistant_fields(message: dict[str, Any]) -> str | None:
     return None
 
 
+def sent(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages a request carries: all but those marked with ``META``."""
+    return [message for message in messages if META not in message]
+
+
+def kept_problem(message: Any, role: str) -> str | None:
+    """Why ``message`` cannot be stored in place of a refused ``role`` message
+    (``TurnRefused.keep``), or None."""
+    problem = _role_problem(message, role, f"the {role} message kept in place of the refused one")
+    if problem is not None:
+        return problem
+    if not isinstance(message.get(META), dict):
+        return f"the kept message must carry a {META!r} dict (or it would be sent)"
+    if message.get("tool_calls"):
+        return "the kept message cannot hold tool calls (nothing would answer them)"
+    return None
+
+
 def history_problem(messages: Sequence[Any]) -> str | None:
     """Why ``messages`` is not a history the agent can go on from, or None.
 
@@ -139,6 +165,9 @@ def history_problem(messages: Sequence[Any]) -> str | None:
         if problem is not None:
             return f"messages[{index}]: {problem}: {message!r:.120}"
         role = message["role"]
+        if META in message and (role == "tool" or message.get("tool_calls")):
+            return (f"messages[{index}] is marked {META!r} (never sent) but is a tool message "
+                    "or holds tool calls, which the messages sent would then lack")
         if role == "tool":
             call_id = message["tool_call_id"]
             if call_id not in open_calls:

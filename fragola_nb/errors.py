@@ -15,6 +15,8 @@
     │   └── InvalidListenerResult     a mutating listener returned (or left) a value that is
     │                                 not what the event carries; also a ``BadUsage``
     ├── JsonModeError             ``agent.json`` got no parseable JSON or the API failed
+    ├── TurnRefused               a listener refused the user message or the model's reply
+    │                             (``fragola_nb.guardrails.GuardrailRejected``): turn ended
     └── SessionError              a session file cannot be loaded or saved: it is corrupted,
                                   truncated or hostile, names a tool or listener not given to
                                   ``load_session``, or holds a value that is not JSON
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "BadUsage",
@@ -56,6 +59,7 @@ __all__ = [
     "ModelResponseError",
     "ModelTimeout",
     "SessionError",
+    "TurnRefused",
 ]
 
 
@@ -147,6 +151,20 @@ class InvalidListenerResult(ListenerError, BadUsage):
 
 class JsonModeError(FragolaError):
     """``agent.json`` could not produce parseable JSON, or the API failed."""
+
+
+class TurnRefused(FragolaError):
+    """A ``user_message`` or ``ai_message`` listener refused the message (a guardrail): the
+    turn ends at once, before any model call (or any further one), and this error reaches the
+    caller as it is, not wrapped in a ``ListenerError``.
+
+    ``keep`` is the message stored in place of the refused one, marked with a ``fragola_nb``
+    key (``fragola_nb.checks.META``) so that it is never sent to the model; None stores
+    nothing. Either way the history stays a valid next request."""
+
+    def __init__(self, message: str, *, keep: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.keep = keep
 
 
 class SessionError(FragolaError):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checks import assistant_problem, user_problem
-from .errors import BadUsage, InvalidListenerResult, ListenerError
+from .errors import BadUsage, InvalidListenerResult, ListenerError, TurnRefused
 
 if TYPE_CHECKING:
     from .context import AgentContext
@@ -190,6 +190,8 @@ EVENTS: dict[str, tuple[type[Event], Mutable | None]] = {
     "status_change": (StatusChangeEvent, None),
 }
 EVENT_NAMES = tuple(EVENTS)
+REFUSABLE = frozenset({"user_message", "ai_message"})
+"""Events whose listener may raise ``TurnRefused`` to end the turn (``fragola_nb.guardrails``)."""
 
 Listener = Callable[[Any], Any]
 L = TypeVar("L", bound=Callable[..., Any])
@@ -269,6 +271,8 @@ class Listeners:
                 if inspect.isawaitable(result):
                     result = await result
             except Exception as exc:
+                if isinstance(exc, TurnRefused) and name in REFUSABLE:
+                    raise  # a guardrail ended the turn: the caller gets the refusal itself
                 raise _listener_error(name, listener, exc) from exc
             if mutable is None:
                 continue

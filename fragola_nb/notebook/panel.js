@@ -143,6 +143,7 @@ function rowEl(row) {
     }
   }
   if (row.refusal) node.append(h("div", "fragola-refusal", "refused: " + row.refusal));
+  if (row.rejected) node.append(h("div", "fragola-refusal fragola-rejected", row.rejected));
   for (const call of row.calls || []) node.append(callEl(call));
   return node;
 }

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..guardrails import rejection_of
 from ..render import markdown_html, pretty_arguments, text_of, visible
 from ..runloop import CANCELLED, EDITED, INTERRUPTED, REJECTED
 
@@ -170,6 +171,9 @@ class Rows:
             self._set_state(row["calls"][0], str(message.get("tool_call_id", "")), text)
         else:
             row["html"] = f'<div class="fragola-text">{html.escape(visible(text))}</div>'
+        rejection = rejection_of(message)
+        if rejection is not None:  # kept by a guardrail, never sent: drawn with textContent
+            row["rejected"] = visible(f"rejected by {rejection[0]}: {rejection[1]}")
         return row
 
     def _answer(self, where: tuple[int, int], message: dict[str, Any]) -> None:

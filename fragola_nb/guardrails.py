@@ -1,0 +1,218 @@
+"""Guardrails: checks that refuse a user message (or the model's reply) before it is used.
+
+>>> def no_secrets(text):                                            # doctest: +SKIP
+...     return "it holds an API key" if "sk-" in text else None
+>>> rails = guardrail(agent, no_secrets)                             # doctest: +SKIP
+>>> await agent.user_message("my key is sk-123")                     # doctest: +SKIP
+GuardrailRejected: rejected by no_secrets: it holds an API key
+>>> rails.remove()                                                   # doctest: +SKIP
+
+A *guard* is a function (sync or async) of the message's text (``content`` parts: their
+text, joined by newlines). It passes by returning ``None`` or ``True``; it fails by returning
+a reason (a string), ``False`` (no reason), or a ``Rejection`` (a reason and, optionally, the
+name to show instead of the guard's own). A guard that raises, or returns anything else,
+fails too (closed, not open), its error being the reason.
+
+The guards run in order on each new user message, as the ``user_message`` listeners added
+before ``guardrail()`` left it; the first that fails ends the turn **before any model call**
+and ``user_message`` raises ``GuardrailRejected`` (``.guard``, ``.reason``, ``.role``,
+``.refused``: the message). With ``check_replies=True`` they also see each reply of the model
+before it is stored: a reply that fails is not stored and none of its tool calls runs.
+
+``on_reject`` says what becomes of the refused message:
+
+- ``"annotate"`` (the default): it stays in the history marked
+  ``{"fragola_nb": {"rejected": {"guard": ..., "reason": ...}}}``, which the panel shows as
+  "rejected by GUARD: REASON". A marked message is never sent to the model (neither is its
+  mark: ``fragola_nb.checks.META``), so the next request is what it would have been without
+  it. A refused reply is kept without its tool calls.
+- ``"remove"``: nothing is stored (choose it when the message must not stay in the history
+  or in a saved session, a pasted password say).
+
+Either way the agent stays idle and usable, and the history a valid next request.
+
+Forks: the guards are listeners of the agent, so a fork made after ``guardrail()`` (and the
+forks ``agent.compare``/``agent.batch`` run on) keeps them; ``remove()`` takes them off the
+agent and off the forks in its tree. ``agent.json(..., ignore_user_message_events=True)``
+skips them, as it skips every ``user_message`` listener.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from .checks import META
+from .errors import BadUsage, TurnRefused, exception_text
+from .events import AiMessageEvent, UserMessageEvent
+from .render import text_of
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["Guard", "Guardrail", "GuardrailRejected", "OnReject", "Rejection", "guardrail"]
+
+OnReject = Literal["annotate", "remove"]
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """What a guard returns to refuse a message: the ``reason`` and, optionally, the name to
+    show (``guard``) instead of the guard function's own."""
+
+    reason: str
+    guard: str | None = None
+
+
+Verdict = None | bool | str | Rejection
+Guard = Callable[[str], Verdict | Awaitable[Verdict]]
+
+
+class GuardrailRejected(TurnRefused):
+    """A guard refused a message: the turn ended before any model call (for a user message)
+    or before the reply was stored (``check_replies=True``).
+
+    ``guard`` is the guard's name, ``reason`` why, ``role`` ``"user"`` or ``"assistant"``,
+    and ``refused`` the message as it was refused (not stored with ``on_reject="remove"``).
+    The error's text never quotes the message, only the guard's reason."""
+
+    def __init__(self, guard: str, reason: str, *, role: str, refused: dict[str, Any],
+                 keep: dict[str, Any] | None) -> None:
+        super().__init__(f"rejected by {guard}: {reason}", keep=keep)
+        self.guard = guard
+        self.reason = reason
+        self.role = role
+        self.refused = refused
+
+
+def rejection_of(message: dict[str, Any]) -> tuple[str, str] | None:
+    """``(guard, reason)`` when ``message`` was kept marked as rejected, else None."""
+    meta = message.get(META)
+    rejected = meta.get("rejected") if isinstance(meta, dict) else None
+    if not isinstance(rejected, dict):
+        return None
+    return str(rejected.get("guard", "?")), str(rejected.get("reason", ""))
+
+
+class Guardrail:
+    """What ``guardrail()`` returns: the guards on one agent, and how to take them off."""
+
+    def __init__(self, agent: Agent, guards: tuple[Guard, ...], on_reject: OnReject,
+                 check_replies: bool) -> None:
+        self.agent = agent
+        self.guards = guards
+        self.on_reject: OnReject = on_reject
+        self.check_replies = check_replies
+        self.removed = False
+        names = ",".join(_name(guard, n) for n, guard in enumerate(guards, 1))
+
+        async def check_user_message(event: UserMessageEvent) -> None:
+            await self._check(event.message, "user")
+
+        async def check_ai_message(event: AiMessageEvent) -> None:
+            await self._check(event.message, "assistant")
+
+        # The name a saved session gives the listeners (``save_session``).
+        check_user_message.__qualname__ = f"guardrail[{names}].user_message"
+        check_ai_message.__qualname__ = f"guardrail[{names}].ai_message"
+        self._listeners: dict[str, Callable[[Any], Awaitable[None]]] = {
+            "user_message": check_user_message}
+        if check_replies:
+            self._listeners["ai_message"] = check_ai_message
+        for event, listener in self._listeners.items():
+            agent.on(event, listener)
+
+    async def _check(self, message: dict[str, Any], role: str) -> None:
+        text = text_of(message.get("content"))
+        for number, guard in enumerate(self.guards, 1):
+            name = _name(guard, number)
+            cause: BaseException | None = None
+            try:
+                verdict: Any = guard(text)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            except Exception as exc:  # fails closed: a broken guard lets nothing through
+                verdict, cause = f"the guard raised {exception_text(exc)}", exc
+            failed = _failure(verdict, name)
+            if failed is None:
+                continue
+            shown, reason = failed
+            keep = self._marked(message, shown, reason) if self.on_reject == "annotate" else None
+            raise GuardrailRejected(shown, reason, role=role, refused=message,
+                                    keep=keep) from cause
+
+    @staticmethod
+    def _marked(message: dict[str, Any], guard: str, reason: str) -> dict[str, Any]:
+        kept = {key: value for key, value in message.items() if key != "tool_calls"}
+        kept[META] = {"rejected": {"guard": guard, "reason": reason}}
+        return kept
+
+    def remove(self) -> None:
+        """Take the guards off the agent and off the forks in its tree that inherited them
+        (agents that no longer have them are left as they are)."""
+        for agent in _tree(self.agent):
+            for event, listener in self._listeners.items():
+                agent.off(event, listener)
+        self.removed = True
+
+    def __repr__(self) -> str:
+        names = ", ".join(_name(guard, n) for n, guard in enumerate(self.guards, 1))
+        state = ", removed" if self.removed else ""
+        return (f"Guardrail(agent={self.agent.name!r}, guards=[{names}], "
+                f"on_reject={self.on_reject!r}, check_replies={self.check_replies}{state})")
+
+
+def guardrail(agent: Agent, *guards: Guard, on_reject: OnReject = "annotate",
+              check_replies: bool = False) -> Guardrail:
+    """Check each new user message of ``agent`` (and its replies, with ``check_replies``)
+    with ``guards`` before it is used; see the module's docstring. Returns a ``Guardrail``
+    whose ``remove()`` takes the guards off again.
+
+    >>> rails = guardrail(agent, no_secrets, on_topic, on_reject="remove")  # doctest: +SKIP
+    """
+    from .agent import Agent
+
+    if not isinstance(agent, Agent):
+        raise BadUsage(f"guardrail() takes an Agent first, got {type(agent).__name__}")
+    if not guards:
+        raise BadUsage("guardrail() needs at least one guard: a function of the message text")
+    for number, guard in enumerate(guards, 1):
+        if not callable(guard):
+            raise BadUsage(f"guard #{number} must be a function of the message text, got "
+                           f"{type(guard).__name__}")
+    if on_reject not in ("annotate", "remove"):
+        raise BadUsage(f"on_reject must be 'annotate' or 'remove', got {on_reject!r}")
+    if not isinstance(check_replies, bool):
+        raise BadUsage(f"check_replies must be True or False, got {check_replies!r}")
+    return Guardrail(agent, guards, on_reject, check_replies)
+
+
+def _failure(verdict: Any, name: str) -> tuple[str, str] | None:
+    """``(guard name, reason)`` when ``verdict`` fails the message, else None."""
+    if verdict is None or verdict is True:
+        return None
+    if verdict is False:
+        return name, "rejected"
+    if isinstance(verdict, Rejection):
+        return verdict.guard or name, str(verdict.reason) or "rejected"
+    if isinstance(verdict, str):
+        return name, verdict or "rejected"
+    return name, (f"the guard returned a {type(verdict).__name__}; a guard returns None or "
+                  "True to pass, a reason (str), False or a Rejection to refuse")
+
+
+def _name(guard: Any, number: int) -> str:
+    name = getattr(guard, "__name__", None)
+    if not isinstance(name, str) or not name.isidentifier():  # a lambda, a partial
+        name = type(guard).__name__ if not inspect.isfunction(guard) else None
+        if name in (None, "partial", "function"):
+            return f"guard #{number}"
+    return str(name)
+
+
+def _tree(agent: Agent) -> Iterator[Agent]:
+    yield agent
+    for fork in agent.forks:
+        yield from _tree(fork)
