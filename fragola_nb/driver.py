@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import runloop
+from . import probes, runloop
 from .awake import kept_awake
 from .errors import ListenerError
 from .events import claim, release
@@ -145,6 +145,12 @@ async def drive(
 
 async def turn(agent: Agent, run: Run, start: Callable[[], Awaitable[None]] | None
                ) -> AgentState:
+    with probes.turn(agent):  # a tracing span of the whole turn (fragola_nb.tracing)
+        return await _turn(agent, run, start)
+
+
+async def _turn(agent: Agent, run: Run, start: Callable[[], Awaitable[None]] | None
+                ) -> AgentState:
     CURRENT_AGENT.set(agent.name)
     run.began = True
     try:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .errors import exception_text
+from . import probes
+from .errors import TurnRefused, exception_text
 from .events import (
     AfterModelInvocationEvent,
     AfterToolCallEvent,
@@ -120,8 +121,10 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
         request = run.shape.dress(agent, request)
     on_chunk = _chunk_forwarder(agent) if agent._listeners.has("model_chunk") else None
     exchange = Exchange()
+    seen = probes.ModelCall(request, exchange)
     try:
-        reply = await agent.fragola._model.reply(request, on_chunk, exchange)
+        with probes.model_call(agent, seen):
+            reply = seen.reply = await agent.fragola._model.reply(request, on_chunk, exchange)
     except BaseException:
         # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
         # tokens once the server began to answer: a call, with its usage if it said any
@@ -134,7 +137,12 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     usage = Usage((_call_usage(request, reply.usage),), agent.fragola.prices)
     agent._usage += usage
     if agent._listeners.has("ai_message"):
-        message = (await emit(agent, "ai_message", AiMessageEvent(agent.context, message))).message
+        try:
+            event = await emit(agent, "ai_message", AiMessageEvent(agent.context, message))
+        except TurnRefused as refused:  # a guardrail: the reply is not stored, nothing runs
+            agent._keep_refused(refused, "assistant")
+            raise
+        message = event.message
     agent._append(message, "ai_message")
     await emit(agent, "after_model_invocation",
                AfterModelInvocationEvent(agent.context, message, config, usage))
@@ -290,7 +298,8 @@ async def _execute(
     else:
         run.running_call = call_id  # from here on, a stop means "interrupted", not "did not run"
         try:
-            result = await tool.invoke(config.params, agent.context)
+            with probes.tool_run(agent, seen := probes.ToolRun(tool.name, call_id, arguments)):
+                result = seen.result = await tool.invoke(config.params, agent.context)
         except Exception as exc:
             result = error = _failure(f"the tool {tool.name!r}", exc)
     await _finish(agent, run, tool.name, call_id, config.params, result, note=note, error=error)

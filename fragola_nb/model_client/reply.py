@@ -234,6 +234,7 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None, exchange: Exchan
                 raise ModelResponseError(
                     f"a streamed chunk is not a JSON object but {_kind(chunk)}")
             usage = usage_of(chunk.get("usage")) or usage
+            exchange.saw(chunk)
             exchange.usage = usage
             choices = chunk.get("choices")
             if not choices:

@@ -28,11 +28,19 @@ class Exchange:
 
     answered: bool = False
     usage: dict[str, int] | None = None
+    model: str | None = None
+    """The model the server says answered (a body's or a chunk's ``model``), for tracing."""
+    id: str | None = None
+    """The completion's ``id``, when the server gave one."""
 
     def saw(self, data: Any) -> None:
-        """Keep the usage of a body or a chunk, when it reads as counts."""
+        """Keep the usage of a body or a chunk, when it reads as counts, and its model and
+        id, when they are strings."""
         if isinstance(data, dict):
             self.usage = usage_of(data.get("usage")) or self.usage
+            model, id_ = data.get("model"), data.get("id")
+            self.model = model if isinstance(model, str) and model else self.model
+            self.id = id_ if isinstance(id_, str) and id_ else self.id
 
 
 def usage_of(usage: Any) -> dict[str, int] | None:
