@@ -83,6 +83,9 @@ LAZY_MODULES = (
     "openai.resources",  # create()'s signature, read when settings are first checked
     "jsonschema",  # raw JSON Schemas
     "markdown_it",  # Markdown in panels and exports
+    "fragola_nb.orchestration",  # orchestrate(): agents messaging each other
+    "fragola_nb.tracing",  # instrument(): OpenTelemetry spans, the otel extra
+    "opentelemetry",
 )
 
 

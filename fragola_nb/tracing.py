@@ -1,0 +1,304 @@
+"""OpenTelemetry traces of every agent's turns, following the GenAI semantic conventions.
+
+Off by default; ``instrument()`` turns it on for every agent, ``uninstrument()`` off::
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from fragola_nb.tracing import instrument
+
+    instrument(TracerProvider())          # or instrument(): the global tracer provider
+    await agent.user_message("What is 2 + 3?")
+
+Each ``user_message``/``step``/``json`` call is one span ``invoke_agent NAME``; inside it,
+each model call is a span ``chat MODEL`` and each tool handler that runs is a span
+``execute_tool NAME`` (a call that does not run, being unknown, invalid, rejected, answered
+by hand or left pending, has none: the model call before it shows what was asked). A span
+made inside a tool (another agent's turn, an HTTP client's) is the tool span's child, and a
+turn started inside a span of yours is that span's child: each turn runs in a task of its
+own, so concurrent agents never share a parent.
+
+Attributes (``gen_ai.*``): ``operation.name`` (``invoke_agent``, ``chat``,
+``execute_tool``), ``provider.name`` and ``system`` (``openai``: the Chat Completions API,
+whatever server serves it), ``request.model``, the request's settings (``temperature``,
+``max_tokens``...), ``response.model``, ``response.id``, ``usage.input_tokens`` and
+``usage.output_tokens`` (the turn's: the sums over its calls, when every call reported),
+``agent.name``, ``agent.id``, ``tool.name``, ``tool.call.id``; ``server.address`` and
+``server.port`` (the host only: never a path, query or credential). ``fragola.outcome`` says
+how a turn ended (``finished``, ``paused``, ``step_limit``, ``stopped``). A failure sets the
+span's status to ERROR with ``error.type`` (the exception's class: ``ModelHTTPError``, a
+tool's ``ValueError``, ``CancelledError`` when a handler was cut by ``stop_sync()``); a
+stopped or paused turn is not an error.
+
+Message contents are recorded only with ``capture_content=True``: ``gen_ai.input.messages``,
+``gen_ai.output.messages`` and ``gen_ai.system_instructions`` on chat spans,
+``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result`` on tool spans (JSON text, as
+the conventions' opt-in attributes). Headers, API keys and the client's options are never
+read.
+
+Needs ``opentelemetry-api`` (``pip install "fragola_nb[otel]"``), imported when
+``instrument()`` is called; send the spans anywhere with the SDK and an exporter (OTLP:
+Jaeger, Phoenix, Langfuse, Logfire...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from . import probes
+from .errors import BadUsage
+from .tools import serialize_result
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+    from .agent import Agent
+
+__all__ = ["instrument", "uninstrument"]
+
+PROVIDER = "openai"
+"""``gen_ai.provider.name``: the API spoken (Chat Completions), whatever server answers."""
+INSTALL_HINT = 'pip install "fragola_nb[otel]"'
+SETTINGS = {
+    "temperature": "gen_ai.request.temperature",
+    "top_p": "gen_ai.request.top_p",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+    "seed": "gen_ai.request.seed",
+    "n": "gen_ai.request.choice.count",
+}
+"""Request settings recorded on a chat span, by their attribute."""
+
+
+def instrument(tracer_provider: TracerProvider | None = None, *,
+               capture_content: bool = False) -> None:
+    """Trace every agent's turns from now on (see the module's docstring).
+
+    ``tracer_provider``: where the spans go (default: OpenTelemetry's global provider, as
+    ``trace.set_tracer_provider`` set it, now or later). ``capture_content``: record the
+    messages, tool arguments and results too. Called again, it replaces the settings.
+    """
+    try:
+        from opentelemetry import trace
+    except ImportError as exc:
+        raise BadUsage(f"tracing needs opentelemetry-api: {INSTALL_HINT}") from exc
+    if not isinstance(capture_content, bool):
+        raise BadUsage(f"capture_content must be True or False, got {capture_content!r}")
+    if tracer_provider is not None and not hasattr(tracer_provider, "get_tracer"):
+        raise BadUsage("tracer_provider must be an OpenTelemetry TracerProvider, got "
+                       f"{type(tracer_provider).__name__}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours: str | None = version("fragola_nb")
+    except PackageNotFoundError:  # pragma: no cover - a checkout that is not installed
+        ours = None
+    tracer = trace.get_tracer("fragola_nb", ours, tracer_provider)
+    probes.install(_Tracing(tracer, capture_content))
+
+
+def uninstrument() -> None:
+    """Stop tracing (a turn in flight finishes its spans). Does nothing when not on."""
+    if isinstance(probes.installed(), _Tracing):
+        probes.install(None)
+
+
+class _Tracing:
+    """The probe ``instrument()`` installs: one span per seam."""
+
+    def __init__(self, tracer: Tracer, capture_content: bool) -> None:
+        self.tracer = tracer
+        self.capture_content = capture_content
+
+    @contextlib.contextmanager
+    def turn(self, agent: Agent) -> Iterator[object]:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            **_provider(agent),
+            "gen_ai.agent.name": agent.name,
+            "gen_ai.agent.id": agent.id,
+            "gen_ai.request.model": agent.model,
+        }
+        if agent.description:
+            attributes["gen_ai.agent.description"] = agent.description
+        before = len(agent.usage.calls)
+        with self._span(f"invoke_agent {agent.name}", "INTERNAL", attributes) as span:
+            try:
+                yield span
+            finally:
+                if agent.outcome is not None:
+                    span.set_attribute("fragola.outcome", agent.outcome)
+                _usage(span, agent.usage.calls[before:])
+
+    @contextlib.contextmanager
+    def model_call(self, agent: Agent, call: probes.ModelCall) -> Iterator[object]:
+        request = call.request
+        model = str(request.get("model") or "")
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            **_provider(agent),
+            "gen_ai.request.model": model,
+        }
+        for key, name in SETTINGS.items():
+            value = request.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                attributes[name] = value
+        stop = request.get("stop")
+        if stop:
+            attributes["gen_ai.request.stop_sequences"] = [stop] if isinstance(stop, str) else [
+                str(s) for s in stop]
+        if isinstance(request.get("response_format"), dict):
+            attributes["gen_ai.output.type"] = "json"
+        if self.capture_content:
+            system, messages = _input_messages(request.get("messages") or [])
+            if system:
+                attributes["gen_ai.system_instructions"] = _json(system)
+            attributes["gen_ai.input.messages"] = _json(messages)
+        with self._span(f"chat {model}".strip(), "CLIENT", attributes) as span:
+            try:
+                yield span
+            finally:
+                exchange = call.exchange
+                if exchange.model:
+                    span.set_attribute("gen_ai.response.model", exchange.model)
+                if exchange.id:
+                    span.set_attribute("gen_ai.response.id", exchange.id)
+                reported = call.reply.usage if call.reply is not None else exchange.usage
+                if reported is not None:
+                    span.set_attribute("gen_ai.usage.input_tokens", reported["prompt_tokens"])
+                    span.set_attribute("gen_ai.usage.output_tokens",
+                                       reported["completion_tokens"])
+                    if reported["cached_tokens"]:
+                        span.set_attribute("gen_ai.usage.cache_read.input_tokens",
+                                           reported["cached_tokens"])
+                if call.reply is not None:
+                    message = call.reply.message
+                    calls = bool(message.get("tool_calls"))
+                    span.set_attribute("gen_ai.response.finish_reasons",
+                                       ["tool_calls" if calls else "stop"])
+                    if self.capture_content:
+                        reason = "tool_call" if calls else "stop"
+                        out = {**_message(message), "finish_reason": reason}
+                        span.set_attribute("gen_ai.output.messages", _json([out]))
+
+    @contextlib.contextmanager
+    def tool_run(self, agent: Agent, run: probes.ToolRun) -> Iterator[object]:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": run.name,
+            "gen_ai.tool.call.id": run.id,
+            "gen_ai.tool.type": "function",
+        }
+        tool = agent.tool_named(run.name)
+        if tool is not None and tool.description:
+            attributes["gen_ai.tool.description"] = tool.description
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = _json(run.arguments)
+        with self._span(f"execute_tool {run.name}", "INTERNAL", attributes) as span:
+            yield span
+            if self.capture_content:
+                try:
+                    result = serialize_result(run.result)
+                except Exception:  # the run loop stores its own error text for this result
+                    result = repr(run.result)[:2000]
+                span.set_attribute("gen_ai.tool.call.result", result)
+
+    @contextlib.contextmanager
+    def _span(self, name: str, kind: str, attributes: dict[str, Any]) -> Iterator[Span]:
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        with self.tracer.start_as_current_span(
+            name, kind=SpanKind[kind], attributes=attributes, record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                span.set_attribute("error.type", type(exc).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, _one_line(exc)))
+                if isinstance(exc, Exception):
+                    span.record_exception(exc)
+                raise
+
+
+def _provider(agent: Agent) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"gen_ai.provider.name": PROVIDER, "gen_ai.system": PROVIDER}
+    try:
+        where = urlsplit(agent.fragola.base_url)
+        host, port = where.hostname, where.port
+    except ValueError:  # a base URL the client took but urllib cannot read: say nothing
+        return attributes
+    if host:
+        attributes["server.address"] = host
+        if port:
+            attributes["server.port"] = port
+    return attributes
+
+
+def _usage(span: Span, calls: Any) -> None:
+    """The turn's tokens, when every call of it reported its usage (a partial sum would be
+    read as the whole)."""
+    if calls and all(call.reported for call in calls):
+        span.set_attribute("gen_ai.usage.input_tokens", sum(c.prompt_tokens for c in calls))
+        span.set_attribute("gen_ai.usage.output_tokens",
+                           sum(c.completion_tokens for c in calls))
+
+
+def _input_messages(messages: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """A request's messages in the conventions' form: the system instructions apart."""
+    system: list[Any] = []
+    rest: list[Any] = []
+    for message in messages:
+        if message.get("role") in ("system", "developer") and not rest:
+            system += _parts(message.get("content"))
+        else:
+            rest.append(_message(message))
+    return system, rest
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    role = message.get("role")
+    if role == "tool":
+        parts: list[Any] = [{"type": "tool_call_response", "id": message.get("tool_call_id"),
+                             "response": message.get("content")}]
+        return {"role": "tool", "parts": parts}
+    parts = _parts(message.get("content"))
+    if message.get("refusal"):
+        parts.append({"type": "text", "content": message["refusal"]})
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        try:
+            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            pass  # kept as the text the model sent
+        parts.append({"type": "tool_call", "id": call.get("id"), "name": function.get("name"),
+                      "arguments": arguments})
+    return {"role": "system" if role == "developer" else role, "parts": parts}
+
+
+def _parts(content: Any) -> list[Any]:
+    if content is None or content == "":
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[Any] = []
+    for part in content if isinstance(content, list) else [content]:
+        if isinstance(part, dict) and part.get("type") == "text":
+            parts.append({"type": "text", "content": part.get("text")})
+        else:
+            parts.append(part)  # an image or audio part, as sent
+    return parts
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__qualname__}: {text}"[:500] if text else type(exc).__qualname__
