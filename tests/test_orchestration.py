@@ -430,3 +430,18 @@ def test_the_views_escape_what_the_agents_said(fragola: Fragola) -> None:
     assert "&lt;b&gt;researcher&lt;/b&gt;" in shown
     assert "<b>researcher</b>" not in shown
 
+
+
+def test_remove_keeps_what_was_changed_in_the_instructions_since(fragola: Fragola) -> None:
+    lead, researcher, writer = team(fragola)
+    orchestration = orchestrate(lead, [lead, researcher, writer],
+                                [(lead, researcher), ("*", writer)])
+    assert orchestration.routes == {lead: (researcher, writer), researcher: (writer,)}
+    lead.set_instructions(f"{lead.instructions}\nBe brief.")
+    researcher.set_instructions("Something else entirely.")
+
+    orchestration.remove()
+
+    assert lead.instructions == "You lead the team.\nBe brief."
+    assert researcher.instructions == "Something else entirely."
+    assert writer.instructions is None
