@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from .checks import META
 from .errors import BadUsage, TurnRefused, exception_text
 from .events import AiMessageEvent, UserMessageEvent
-from .render import text_of
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -125,6 +124,8 @@ class Guardrail:
             agent.on(event, listener)
 
     async def _check(self, message: dict[str, Any], role: str) -> None:
+        from .render import text_of  # render imports this module (rejection_of)
+
         text = text_of(message.get("content"))
         for number, guard in enumerate(self.guards, 1):
             name = _name(guard, number)

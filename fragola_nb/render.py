@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from .guardrails import rejection_of
+
 __all__ = [
     "CSS",
     "conversation_html",
@@ -166,6 +168,10 @@ def message_html(message: dict[str, Any], tool_names: dict[str, str] | None = No
         )
     else:
         body.append(f'<div class="fragola-text">{escape(text)}</div>')
+    rejection = rejection_of(message)
+    if rejection is not None:  # kept by a guardrail, never sent
+        body.append(f'<div class="fragola-error">rejected by {escape(rejection[0])}: '
+                    f'{escape(rejection[1])}</div>')
     return (
         f'<div class="fragola-msg fragola-msg-{escape(role)}"{attrs}>'
         f'<div class="fragola-role">{escape(role)}</div>{"".join(body)}</div>'
@@ -219,6 +225,9 @@ def transcript_text(messages: Sequence[dict[str, Any]]) -> str:
         text = text_of(message.get("content"))
         if text:
             lines.append(f"[{role}] {text}")
+        rejection = rejection_of(message)
+        if rejection is not None:
+            lines.append(f"[{role} rejected by {rejection[0]}] {rejection[1]}")
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             lines.append(f"[{role} calls {function.get('name', '?')}] "

@@ -92,3 +92,14 @@ def test_a_rejected_fragola_cell_fails_in_one_line_and_the_agent_goes_on(
     model.push(reply("ok"))
     assert run(shell, "%%fragola\nhello").success
     assert agent.state.messages == [user("hello"), {"role": "assistant", "content": "ok"}]
+
+
+def test_the_html_and_text_views_show_the_rejection_escaped() -> None:
+    from fragola_nb.render import conversation_html, transcript_text
+
+    messages = [{"role": "user", "content": "sk-1",
+                 "fragola_nb": {"rejected": {"guard": "no<secrets>", "reason": "a <b>key</b>"}}}]
+
+    assert ('<div class="fragola-error">rejected by no&lt;secrets&gt;: a &lt;b&gt;key&lt;/b&gt;'
+            '</div>') in conversation_html(messages, title="t")
+    assert transcript_text(messages) == "[user] sk-1\n[user rejected by no<secrets>] a <b>key</b>"
