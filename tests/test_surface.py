@@ -84,6 +84,7 @@ LAZY_MODULES = (
     "jsonschema",  # raw JSON Schemas
     "markdown_it",  # Markdown in panels and exports
     "fragola_nb.orchestration",  # orchestrate(): agents messaging each other
+    "fragola_nb.guardrails",  # guardrail(): checks on what enters an agent
     "fragola_nb.tracing",  # instrument(): OpenTelemetry spans, the otel extra
     "opentelemetry",
 )
