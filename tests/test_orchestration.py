@@ -445,3 +445,21 @@ def test_remove_keeps_what_was_changed_in_the_instructions_since(fragola: Fragol
     assert lead.instructions == "You lead the team.\nBe brief."
     assert researcher.instructions == "Something else entirely."
     assert writer.instructions is None
+
+
+async def test_stopping_the_target_answers_the_sender_and_its_run_goes_on(
+        fragola: Fragola) -> None:
+    lead, researcher, _ = team(fragola)
+    orchestration = orchestrate(lead, [lead, researcher], [(lead, researcher)])
+    fragola.script(lead, [send(researcher, "Take your time."), reply("It stopped.")])
+    fragola.script(researcher, [hang()])
+    turn = asyncio.create_task(lead.user_message("go"))
+    await until_async(lambda: researcher.status == "generating")
+
+    researcher.stop_sync()  # its panel's Stop button
+    state = await turn
+
+    assert tool_result(lead, "m1") == "researcher was stopped before answering."
+    assert state.messages[-1] == {"role": "assistant", "content": "It stopped."}
+    assert orchestration.log[0].status == "unfinished"
+    assert researcher.status == "idle"
