@@ -148,9 +148,10 @@ class _Tracing:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attributes[name] = value
         stop = request.get("stop")
-        if stop:
-            attributes["gen_ai.request.stop_sequences"] = [stop] if isinstance(stop, str) else [
-                str(s) for s in stop]
+        if isinstance(stop, str):
+            stop = [stop]
+        if isinstance(stop, list) and stop:
+            attributes["gen_ai.request.stop_sequences"] = [str(s) for s in stop]
         if isinstance(request.get("response_format"), dict):
             attributes["gen_ai.output.type"] = "json"
         if self.capture_content:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -409,3 +411,82 @@ def test_bad_arguments_are_one_line_errors() -> None:
         instrument("jaeger")  # type: ignore[arg-type]
     with pytest.raises(BadUsage, match="capture_content must be True or False"):
         instrument(capture_content="yes")  # type: ignore[arg-type]
+
+
+async def test_stop_and_the_step_limit_end_the_turn_span_with_their_outcome(
+    model: ScriptedModel, exporter: InMemorySpanExporter
+) -> None:
+    @tool
+    def halt(context: Any) -> str:
+        """Stops the run after this call."""
+        context.stop()
+        return "halting"
+
+    stopping = make_agent(model, halt, name="stopping")
+    limited = make_agent(model, add, name="limited", max_step=1)
+    model.push(tool_calls(call("halt", {}, id="c1")),
+               tool_calls(call("add", {"a": 1, "b": 1}, id="c2")))
+
+    await stopping.user_message("stop soon")
+    await limited.user_message("add")
+
+    turns = {attrs(s)["gen_ai.agent.name"]: s for s in exporter.get_finished_spans()
+             if s.name.startswith("invoke_agent")}
+    assert {name: attrs(span)["fragola.outcome"] for name, span in turns.items()} == {
+        "stopping": "stopped", "limited": "step_limit"}
+    assert all(span.status.status_code == StatusCode.UNSET for span in turns.values())
+
+
+def test_a_keyboard_interrupt_in_a_handler_ends_the_tool_and_turn_spans_as_errors(
+    model: ScriptedModel, exporter: InMemorySpanExporter
+) -> None:
+    def interrupt() -> str:
+        raise KeyboardInterrupt
+
+    agent = make_agent(model, tool(name="interrupt", description="Ctrl-C.", handler=interrupt))
+    model.push(tool_calls(call("interrupt", {}, id="c1")))
+
+    async def main() -> Any:
+        try:
+            return await agent.user_message("go")
+        finally:
+            await agent.fragola.aclose()
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+
+    chat, tool_span, turn = exporter.get_finished_spans()
+    assert (chat.name, tool_span.name) == ("chat gpt-4o-mini", "execute_tool interrupt")
+    assert parent_of(tool_span) == span_id(turn)
+    assert attrs(tool_span)["error.type"] == attrs(turn)["error.type"] == "KeyboardInterrupt"
+    assert turn.status.status_code == StatusCode.ERROR
+    assert agent.status == "idle"
+    assert_valid_history(agent.state.messages)
+
+
+def test_instrument_without_a_provider_uses_the_global_one_even_when_set_later(
+    tmp_path: Any,
+) -> None:
+    script = tmp_path / "traced.py"
+    script.write_text(
+        "import asyncio\n"
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import "
+        "InMemorySpanExporter\n"
+        "from fragola_nb import Fragola\n"
+        "from fragola_nb.scripted import reply\n"
+        "from fragola_nb.tracing import instrument\n"
+        "instrument()\n"
+        "exporter = InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "fragola = Fragola.scripted([reply('hi')])\n"
+        "asyncio.run(fragola.agent(name='late').user_message('hello'))\n"
+        "print([span.name for span in exporter.get_finished_spans()])\n"
+    )
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert result.stdout.strip() == "['chat scripted', 'invoke_agent late']"
