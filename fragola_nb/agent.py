@@ -202,8 +202,9 @@ class Agent(Listening):
     async def step(self, *, by: int | None = None) -> AgentState:
         """Run without a new user message; also resumes a paused agent."""
         self._check_can_start(resuming=True)
-        if not len(self._history) and self.options.instructions is None:
-            # The request would hold no message at all, which the API always refuses.
+        if self.options.instructions is None and not sent(self._history.to_list()):
+            # The request would hold no message at all (none, or only notes such as rejected
+            # messages, which are never sent), which the API always refuses.
             raise BadUsage(f"agent {self.name!r} has no message to send: use user_message()")
         budget = self._budget(by, after_user_message=False)
         return await driver.drive(self, None, budget, resuming=True)

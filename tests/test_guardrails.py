@@ -253,3 +253,41 @@ def test_a_marked_message_that_would_break_the_request_is_refused() -> None:
     with pytest.raises(BadUsage, match=r"messages\[0\] is marked 'fragola_nb' \(never sent\)"):
         agent.reset([call_message, answered("c1", "x")])
     assert agent.state.messages == []
+
+
+async def test_step_after_only_rejected_messages_is_a_usage_error_not_an_empty_request(
+        model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    guardrail(agent, no_secrets)
+    with pytest.raises(GuardrailRejected):
+        await agent.user_message("sk-1")
+
+    with pytest.raises(BadUsage, match="has no message to send: use user_message"):
+        await agent.step()
+
+    assert model.requests == [] and agent.status == "idle"
+
+
+async def test_agent_json_is_guarded_too(model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    guardrail(agent, no_secrets, on_reject="remove")
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    with pytest.raises(GuardrailRejected, match="rejected by no_secrets"):
+        await agent.json("count the keys in sk-1", schema)
+
+    assert model.requests == [] and agent.state.messages == []
+    model.push(reply('{"n": 2}'))
+    assert (await agent.json("count to two", schema)).data == {"n": 2}
+
+
+async def test_a_batch_runs_each_input_through_the_guards(model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    guardrail(agent, no_secrets)
+    model.push(reply("fine"))
+
+    result = await agent.batch(["hello", "sk-1"], concurrency=1, progress=False)
+
+    assert result.answers[0] == "fine" and result.failed == 1
+    assert "rejected by no_secrets: it holds an API key" in str(result[1].error)
+    assert len(model.requests) == 1 and agent.state.messages == []
