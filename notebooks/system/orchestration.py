@@ -66,7 +66,7 @@ def cells(md: Callable[[str], Cell], code: Callable[[str], Cell]) -> list[Cell]:
             tool_calls(call("search", {"query": "tides"})),
             reply("The Moon's gravity pulls the oceans."),
         ])
-        office.script(writer, [reply("The Moon tugs, the sea follows.")])
+        office.script(writer, [reply("The Moon tugs, the sea follows.")]);
         """),
         md("""
         Each agent's panel shows its own part. Open the researcher's and the writer's panels,
