@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from fragola_nb import BadUsage, ModelHTTPError
+from fragola_nb import BadUsage, ModelHTTPError, run_sync
 from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
 from fragola_nb.tools import tool
 from fragola_nb.tracing import instrument, uninstrument
@@ -490,3 +490,19 @@ def test_instrument_without_a_provider_uses_the_global_one_even_when_set_later(
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             timeout=60, check=True)
     assert result.stdout.strip() == "['chat scripted', 'invoke_agent late']"
+
+
+def test_a_turn_run_by_run_sync_is_a_child_of_the_callers_span(
+    model: ScriptedModel, provider_and_exporter: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    provider, exporter = provider_and_exporter
+    instrument(provider)
+    agent = make_agent(model)
+    model.push(reply("hi"))
+
+    with provider.get_tracer("test").start_as_current_span("a cell") as cell:
+        run_sync(agent.user_message("hello"))  # the turn runs on fragola_nb's own loop
+
+    chat, turn = exporter.get_finished_spans()[:2]
+    assert parent_of(turn) == cell.get_span_context().span_id
+    assert parent_of(chat) == span_id(turn)
