@@ -14,7 +14,8 @@ each model call is a span ``chat MODEL`` and each tool handler that runs is a sp
 by hand or left pending, has none: the model call before it shows what was asked). A span
 made inside a tool (another agent's turn, an HTTP client's) is the tool span's child, and a
 turn started inside a span of yours is that span's child: each turn runs in a task of its
-own, so concurrent agents never share a parent.
+own, so concurrent agents never share a parent. An ``agent.json`` call that falls back to
+another strategy after a refusal is one span per strategy tried (the refused one an ERROR).
 
 Attributes (``gen_ai.*``): ``operation.name`` (``invoke_agent``, ``chat``,
 ``execute_tool``), ``provider.name`` and ``system`` (``openai``: the Chat Completions API,
