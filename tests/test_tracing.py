@@ -24,6 +24,7 @@ from opentelemetry.trace import StatusCode
 
 from fragola_nb import BadUsage, ModelHTTPError, run_sync
 from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
+from fragola_nb.scripted.refusals import check_refuse
 from fragola_nb.tools import tool
 from fragola_nb.tracing import instrument, uninstrument
 
@@ -365,6 +366,22 @@ async def test_agent_json_is_a_turn_whose_chat_asks_for_json(
     chat, turn = exporter.get_finished_spans()
     assert attrs(chat)["gen_ai.output.type"] == "json"
     assert parent_of(chat) == span_id(turn)
+
+
+async def test_an_agent_json_fallback_is_one_turn_span_per_strategy_tried(
+    model: ScriptedModel, exporter: InMemorySpanExporter
+) -> None:
+    model.refuse = check_refuse(("json_schema",))  # as llama-cpp-python's server does
+    model.push(reply('{"answer": 4}'))
+    agent = make_agent(model)
+
+    result = await agent.json("2 + 2 as JSON", {
+        "type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})
+
+    assert result.json_mode == "json_object"
+    turns = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert [(attrs(t).get("error.type"), attrs(t).get("fragola.outcome")) for t in turns] == [
+        ("ModelHTTPError", None), (None, "finished")]
 
 
 async def test_a_listener_that_raises_ends_the_turn_span_as_an_error(
