@@ -86,6 +86,8 @@ LAZY_MODULES = (
     "fragola_nb.orchestration",  # orchestrate(): agents messaging each other
     "fragola_nb.guardrails",  # guardrail(): checks on what enters an agent
     "fragola_nb.tracing",  # instrument(): OpenTelemetry spans, the otel extra
+    "fragola_nb.mcptools",  # mcp_tools(): an MCP server's tools, the mcp extra
+    "mcp",
     "opentelemetry",
 )
 
