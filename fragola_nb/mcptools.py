@@ -33,9 +33,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import shlex
+import sys
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from .errors import BadUsage, FragolaError, InvalidToolDefinition, exception_text
 from .redact import redact_text
@@ -164,7 +166,14 @@ class MCPConnection:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        return f"MCPConnection({self._link.label!r}, {state}, tools={self.names!r})"
+        link = self._link
+        return (f"MCPConnection(name={link.name!r}, server={link.where!r}, {state}, "
+                f"tools={self.names!r})")
+
+    @property
+    def name(self) -> str | None:
+        """The name the server gave itself (``serverInfo``), if any."""
+        return self._link.name
 
 
 class _Link:
@@ -176,13 +185,22 @@ class _Link:
                  timeout: float | None) -> None:
         self.target = target
         self.headers = headers
-        self.label = label
+        self.where = label
+        """The command or URL, credentials redacted."""
+        self.name: str | None = None
+        """The name the server gave itself when it connected, if any."""
         self.timeout = timeout
         self.closed = False
         self._client: Client | None = None
         self._holder: asyncio.Task[None] | None = None
         self._closing: asyncio.Event | None = None
         self._lost: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How messages name the server: ``'notes'`` once it said its name, else where it
+        is (``python notes_server.py``, an URL)."""
+        return repr(self.name) if self.name else self.where
 
     async def open(self, connect_timeout: float) -> None:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -210,6 +228,7 @@ class _Link:
         """Enter the client, wait for ``close()``, leave it: all in this one task, as anyio
         requires of the SDK's task groups."""
         from mcp import Client
+        from mcp.client.stdio import stdio_client
 
         assert self._closing is not None
         try:
@@ -218,8 +237,13 @@ class _Link:
                 if isinstance(transport, str):
                     transport = await stack.enter_async_context(_http_transport(
                         transport, self.headers))
+                else:
+                    transport = stdio_client(transport, errlog=_server_errlog(stack))
                 client = Client(transport, cache=None, read_timeout_seconds=self.timeout)
                 self._client = await stack.enter_async_context(client)
+                info = self._client.server_info
+                if info is not None and info.name:
+                    self.name = redact_text(info.name)[:60]
                 ready.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:
@@ -321,6 +345,20 @@ async def _http_transport(url: str, headers: dict[str, str]) -> Any:
         yield streamable_http_client(url, http_client=http)
 
 
+def _server_errlog(stack: contextlib.ExitStack | contextlib.AsyncExitStack) -> TextIO:
+    """Where a stdio server's stderr goes: the process's own stderr. In a kernel,
+    ``sys.stderr`` writes to the cell and has no file descriptor for a child process to
+    inherit; ``sys.__stderr__`` is the terminal the kernel runs in (or nothing at all)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (OSError, ValueError, AttributeError):
+            continue
+    return stack.enter_context(open(os.devnull, "w"))  # closed by the stack
+
+
 def _target(server: Any, *, headers: Mapping[str, str] | None,
             env: Mapping[str, str] | None) -> tuple[Any, str]:
     """What ``mcp.Client`` connects to, and how the server is named in messages (without
@@ -374,7 +412,7 @@ def _build(remote: list[RemoteTool], link: _Link, *, prefix: str,
     made: list[Tool] = []
     for item in remote:
         name = prefix + item.name
-        where = f"the MCP server {link.label}'s tool {item.name!r}"
+        where = f"the tool {item.name!r} of the MCP server {link.label}"
         if not TOOL_NAME.match(name):
             raise InvalidToolDefinition(
                 f"{where} cannot be offered to the model as {name!r}: a name is 1 to 64 "

@@ -4,6 +4,7 @@ agent turns on the scripted model."""
 
 from __future__ import annotations
 
+import io
 import socket
 import subprocess
 import sys
@@ -78,7 +79,8 @@ async def test_the_servers_tools_are_listed_page_by_page_with_their_descriptions
         assert add.parameters["properties"] == {"a": {"title": "A", "type": "integer"},
                                                 "b": {"title": "B", "type": "integer"}}
         quiet = connection.tools[2]
-        assert quiet.description == f"A tool of the MCP server {' '.join(paged)}."
+        assert quiet.description == "A tool of the MCP server 'demo'."
+        assert connection.name == "demo"
 
 
 async def test_an_agent_turn_calls_the_remote_tool(model: ScriptedModel,
@@ -121,9 +123,8 @@ async def test_an_is_error_result_is_read_by_the_model_and_the_run_goes_on(
 
     state = await agent.user_message("try")
 
-    label = " ".join(STDIO)
     assert state.messages[2:] == [
-        answered("c1", FAILED.format("fail") + f"fail failed on the MCP server {label}: "
+        answered("c1", FAILED.format("fail") + "fail failed on the MCP server 'demo': "
                  "Error executing tool fail: disk full"),
         answered("c2", "still here"),
         {"role": "assistant", "content": "noted"},
@@ -172,7 +173,7 @@ async def test_a_call_that_takes_too_long_is_answered_with_the_timeout(
 
         state = await agent.user_message("wait")
         assert state.messages[2] == answered(
-            "c1", FAILED.format("slow") + f"the MCP server {' '.join(STDIO)} did not answer "
+            "c1", FAILED.format("slow") + "the MCP server 'demo' did not answer "
             "slow within 0.5 s (the call may still run there)")
         # The connection still works after a timeout.
         state = await agent.user_message("again")
@@ -236,7 +237,7 @@ async def test_remove_from_takes_out_exactly_those_tools_and_close_ends_the_serv
     state = await agent.user_message("echo")
     assert state.messages[2] == answered(
         "c1", FAILED.format("echo") + "echo cannot run: the connection to the MCP server "
-        f"{' '.join(STDIO)} is closed")
+        "'demo' is closed")
     await connection.aclose()  # again: nothing happens
 
 
@@ -261,7 +262,8 @@ async def test_streamable_http_with_headers_that_stay_out_of_the_repr(
         assert state.messages[2] == answered("c1", secret)
         shown = repr(connection)
         assert "hunter22" not in shown and "sk-live" not in shown
-        assert shown.startswith(f"MCPConnection('{http_url}?token=[redacted]', open, tools=[")
+        assert shown.startswith(
+            f"MCPConnection(name='demo', server='{http_url}?token=[redacted]', open, tools=[")
 
 
 async def test_a_broken_remote_schema_names_the_tool_and_filter_can_leave_it_out() -> None:
@@ -269,7 +271,7 @@ async def test_a_broken_remote_schema_names_the_tool_and_filter_can_leave_it_out
     with pytest.raises(InvalidToolDefinition) as caught:
         await mcp_tools(broken)
     assert str(caught.value).startswith(
-        f"the MCP server {' '.join(broken)}'s tool 'broken': the JSON Schema is broken: ")
+        "the tool 'broken' of the MCP server 'demo': the JSON Schema is broken: ")
     until(lambda: not servers_running())
     async with await mcp_tools(broken, filter=lambda t: t.name != "broken") as connection:
         assert "broken" not in connection.names
@@ -294,3 +296,11 @@ async def test_bad_arguments_are_refused(server: object, options: dict[str, obje
                                          message: str) -> None:
     with pytest.raises(BadUsage, match=message):
         await mcp_tools(server, **options)  # type: ignore[arg-type]
+
+
+async def test_a_stdio_server_starts_where_sys_stderr_has_no_file_descriptor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # As in a Jupyter kernel, where sys.stderr writes to the cell.
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    async with await mcp_tools(STDIO) as connection:
+        assert "echo" in connection.names
