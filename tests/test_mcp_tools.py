@@ -4,10 +4,12 @@ agent turns on the scripted model."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from helpers import answered, asked, assert_valid_history, make_agent, until, us
 
 from fragola_nb import BadUsage, InvalidToolDefinition, run_sync, tool
 from fragola_nb.mcptools import MCPConnection, MCPConnectionError, mcp_tools
+from fragola_nb.runloop import INTERRUPTED
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 
 SERVER = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
@@ -304,3 +307,23 @@ async def test_a_stdio_server_starts_where_sys_stderr_has_no_file_descriptor(
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     async with await mcp_tools(STDIO) as connection:
         assert "echo" in connection.names
+
+
+async def test_stop_sync_during_a_call_returns_at_once_and_the_connection_goes_on(
+        model: ScriptedModel, demo: MCPConnection) -> None:
+    agent = make_agent(model, *demo.tools)
+    model.push(tool_calls(call("slow", {"seconds": 60}, id="c1")),
+               tool_calls(call("echo", {"text": "after"}, id="c2")), reply("fine"))
+    calling = asyncio.Event()
+    agent.on_before_tool_call(lambda event: calling.set())
+
+    turn = asyncio.create_task(agent.user_message("wait"))
+    await calling.wait()
+    started = time.monotonic()
+    agent.stop_sync()
+    state = await turn
+
+    assert time.monotonic() - started < 5
+    assert state.messages[2] == answered("c1", INTERRUPTED)
+    state = await agent.user_message("again")
+    assert state.messages[-2] == answered("c2", "after")
