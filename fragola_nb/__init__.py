@@ -25,6 +25,7 @@ from .errors import (
     ModelResponseError,
     ModelTimeout,
     SessionError,
+    TurnRefused,
 )
 from .events import EVENT_NAMES, Subscription, ToolCallConfig
 from .fragola import Fragola
@@ -35,7 +36,16 @@ from .tools import Tool, tool
 
 if typing.TYPE_CHECKING:
     from .experiments import BatchResult, Comparison
+    from .guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
     from .jsonmode import JsonResult
+    from .mcptools import MCPConnection, MCPConnectionError, MCPToolError, mcp_tools
+    from .orchestration import (
+        Orchestration,
+        OrchestrationError,
+        OrchestrationMessage,
+        Veto,
+        orchestrate,
+    )
     from .sessions import (
         Session,
         export_html,
@@ -45,6 +55,7 @@ if typing.TYPE_CHECKING:
         load_session,
         save_session,
     )
+    from .tracing import instrument, uninstrument
     from .usage import Usage, tree_usage
 
 # Imported on first use (module __getattr__, PEP 562): most programs never save a session,
@@ -63,6 +74,23 @@ _LAZY = {
     "save_session": "sessions",
     "Usage": "usage",
     "tree_usage": "usage",
+    # The rest of the Fragola system: optional modules (mcp_tools and instrument import their
+    # extras, mcp and opentelemetry, only when called).
+    "Guardrail": "guardrails",
+    "GuardrailRejected": "guardrails",
+    "Rejection": "guardrails",
+    "guardrail": "guardrails",
+    "MCPConnection": "mcptools",
+    "MCPConnectionError": "mcptools",
+    "MCPToolError": "mcptools",
+    "mcp_tools": "mcptools",
+    "Orchestration": "orchestration",
+    "OrchestrationError": "orchestration",
+    "OrchestrationMessage": "orchestration",
+    "Veto": "orchestration",
+    "orchestrate": "orchestration",
+    "instrument": "tracing",
+    "uninstrument": "tracing",
 }
 
 __all__ = [
@@ -77,35 +105,51 @@ __all__ = [
     "Decision",
     "Fragola",
     "FragolaError",
+    "Guardrail",
+    "GuardrailRejected",
     "InvalidArguments",
     "InvalidListenerResult",
     "InvalidToolDefinition",
     "JsonModeError",
     "JsonResult",
     "ListenerError",
+    "MCPConnection",
+    "MCPConnectionError",
+    "MCPToolError",
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
     "ModelResponseError",
     "ModelTimeout",
+    "Orchestration",
+    "OrchestrationError",
+    "OrchestrationMessage",
     "PendingCall",
+    "Rejection",
     "Session",
     "SessionError",
     "Store",
     "Subscription",
     "Tool",
     "ToolCallConfig",
+    "TurnRefused",
     "Usage",
+    "Veto",
     "create_store",
     "export_html",
     "export_markdown",
     "export_tree_html",
     "export_tree_markdown",
+    "guardrail",
+    "instrument",
     "load_session",
+    "mcp_tools",
+    "orchestrate",
     "run_sync",
     "save_session",
     "tool",
     "tree_usage",
+    "uninstrument",
 ]
 __version__ = "0.1.0"
 

@@ -1795,6 +1795,11 @@ def _system() -> list[Cell]:
         """),
         code("""
         %load_ext fragola_nb
+        from fragola_nb import Fragola
+
+        # The model API the environment names, else the scripted model (and a line saying
+        # so). The sections below use scripted models of their own, to show fixed answers.
+        fragola = Fragola.from_env()
         """),
     ]
     for name in SYSTEM_PARTS:
