@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import html
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -49,6 +48,7 @@ from typing import Any, Literal
 from .agent import Agent
 from .context import AgentContext
 from .errors import BadUsage, exception_text
+from .render import escape
 from .state import AgentState
 from .tools import Tool, tool
 
@@ -300,9 +300,11 @@ class Orchestration:
         printer.text(f"{self!r}\n{self.graph()}\n\n{self.transcript()}")
 
     def _repr_html_(self) -> str:
-        body = html.escape(f"{self.graph()}\n\n{self.transcript()}")
-        return (f"<div><b>{html.escape(repr(self))}</b>"
-                f"<pre style='white-space:pre-wrap'>{body}</pre></div>")
+        # escaped, direction and zero-width controls written out (a name "file\u202egnp.exe"
+        # would otherwise turn the rest of its line around), long words wrapped
+        body = escape(f"{self.graph()}\n\n{self.transcript()}")
+        return (f"<div style='overflow-wrap:anywhere'><b>{escape(repr(self))}</b>"
+                f"<pre style='white-space:pre-wrap;overflow-wrap:anywhere'>{body}</pre></div>")
 
     def __repr__(self) -> str:
         state = ", removed" if self.removed else ""
