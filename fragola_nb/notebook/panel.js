@@ -114,6 +114,20 @@ function callEl(call) {
   return box;
 }
 
+// A long text of a row shows its start; the rest on demand.
+function clampLong(node, part) {
+  const length = part.textContent.length;
+  if (length <= LONG) return;
+  const all = "show all " + length.toLocaleString() + " characters";
+  part.classList.add("fragola-clamped");
+  const more = button(all, "fragola-more");
+  more.addEventListener("click", () => {
+    more.textContent = part.classList.toggle("fragola-clamped") ? all : "show less";
+    node.dispatchEvent(new Event("toggle")); // the window measures the row again
+  });
+  node.append(more);
+}
+
 function rowEl(row) {
   const role = String(row.role).replace(/[^a-z]/g, "") || "other";
   const node = h("div", "fragola-msg fragola-msg-" + role);
@@ -130,20 +144,14 @@ function rowEl(row) {
       body.textContent = row.text;
     }
     node.append(body);
-    const length = body.textContent.length;
-    if (length > LONG) { // a long message shows its start; the rest on demand
-      body.classList.add("fragola-clamped");
-      const more = button("show all " + length.toLocaleString() + " characters", "fragola-more");
-      more.addEventListener("click", () => {
-        const open = body.classList.toggle("fragola-clamped");
-        more.textContent = open ? "show all " + length.toLocaleString() + " characters" : "show less";
-        node.dispatchEvent(new Event("toggle")); // the window measures the row again
-      });
-      node.append(more);
-    }
+    clampLong(node, body);
   }
   if (row.refusal) node.append(h("div", "fragola-refusal", "refused: " + row.refusal));
-  if (row.rejected) node.append(h("div", "fragola-refusal fragola-rejected", row.rejected));
+  if (row.rejected) { // a guard's reason can be as long as the message it quotes
+    const line = h("div", "fragola-refusal fragola-rejected", row.rejected);
+    node.append(line);
+    clampLong(node, line);
+  }
   for (const call of row.calls || []) node.append(callEl(call));
   return node;
 }

@@ -54,6 +54,86 @@ def no_markup(target: Any, page: Any, bold: int = 0) -> None:
     assert page.evaluate(NOT_PWNED)
 
 
+GUARD_SCRIPT = f'''\
+from fragola_nb.guardrails import Rejection, guardrail
+EVIL = {EVIL!r}
+LONG = {LONG!r}
+fragola = Fragola.scripted([reply("never asked")])
+guarded = fragola.agent(name="guarded")
+
+def hostile(text):
+    return Rejection("<b>no</b> " + EVIL + LONG, guard='<img src=x onerror="window.__pwned=1">')
+
+rails = guardrail(guarded, hostile, on_reject="annotate")
+'''
+SETUP, PANEL, TURN = 1, 2, 3
+
+
+def test_a_rejected_message_in_the_panel_and_the_cell_hostile_narrow_dark(ui: UI) -> None:
+    scenarios.write(ui.lab.root / "guard14.ipynb", scenarios.SETUP + "\n" + GUARD_SCRIPT,
+                    "%fragola_panel guarded", f"%%fragola guarded\n{EVIL}{LONG}",
+                    title="Guardrails")
+    dialogs: list[str] = []
+    ui.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    ui.open_and_run_all("guard14.ipynb")
+    page = ui.page
+    panel = h.cell(page, PANEL).locator(".fragola-panel")
+    row = panel.locator(".fragola-msg-user")
+    expect(row).to_have_count(1)
+    line = row.locator(".fragola-rejected")
+    expect(line).to_have_text(
+        shown('rejected by <img src=x onerror="window.__pwned=1">: <b>no</b> ' + EVIL + LONG))
+    expect(row.locator(".fragola-body")).to_have_text(shown(EVIL + LONG))
+    expect(panel.locator(".fragola-status")).to_have_text("idle")
+    no_markup(panel, page)
+    # a reason of 5,000 characters shows its start, like a long message; the rest on demand
+    assert line.bounding_box()["height"] < 320, line.bounding_box()
+    more = row.locator(".fragola-more")
+    expect(more).to_have_count(2)  # the message's, the line's
+    expect(more.nth(1)).to_have_text(f"show all {len(line.text_content() or ''):,} characters")
+
+    # the cell: one line of error (and the %tb hint) naming the guard; nothing drawn as HTML
+    out = h.cell(page, TURN).locator(".jp-OutputArea")
+    error = out.locator("[data-mime-type='application/vnd.jupyter.stderr']")
+    expect(error).to_have_count(1)
+    text, hint = error.inner_text().strip().split("\n")
+    assert hint == "(%tb shows the full traceback)" and "Traceback" not in text, text[:400]
+    assert text.startswith("GuardrailRejected: rejected by <img"), text[:200]
+    assert "\u202e" not in text and "\u200b" not in text, text[:400]
+    no_markup(out, page)
+    ui.shot("rejected-1280", h.cell(page, PANEL))
+    # the turn's own panel says why the turn ended, in a bounded box
+    notice = out.locator(".fragola-panel .fragola-notice-text")
+    expect(notice).to_contain_text("GuardrailRejected: rejected by <img")
+    assert notice.bounding_box()["height"] < 320, notice.bounding_box()
+    ui.shot("turn-panel", out.locator(".fragola-panel"))
+
+    page.set_viewport_size({"width": 700, "height": 1000})
+    try:
+        panel.scroll_into_view_if_needed()
+        inside(panel, 700)
+        inside(out, 700)
+        ui.shot("rejected-700px", h.cell(page, PANEL))
+        ui.shot("turn-panel-700px", out.locator(".fragola-panel"))
+        set_theme(page, "JupyterLab Dark")
+        ratios = panel.locator(".fragola-rejected, .fragola-body, .fragola-role, .fragola-more"
+                               ).evaluate_all(CONTRAST_JS)
+        ratios += out.locator(".fragola-notice-text").evaluate_all(CONTRAST_JS)
+        assert len(ratios) >= 6 and [r for r in ratios if r["ratio"] < 4.5] == [], ratios
+        inside(panel, 700)
+        ui.shot("rejected-700px-dark", h.cell(page, PANEL))
+        more.nth(1).click()  # the whole reason, wrapped inside the panel
+        expect(more.nth(1)).to_have_text("show less")
+        assert line.bounding_box()["height"] > 320
+        inside(panel, 700)
+        ui.shot("rejected-shown-all-dark", h.cell(page, PANEL))
+    finally:
+        set_theme(page, "JupyterLab Light")
+        page.set_viewport_size({"width": 1280, "height": 1100})
+    assert dialogs == [] and page.evaluate(NOT_PWNED)
+    ui.assert_clean()
+
+
 ORCHESTRA_SCRIPT = f'''\
 from fragola_nb.orchestration import orchestrate
 EVIL = {EVIL!r}
