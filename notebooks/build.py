@@ -233,6 +233,7 @@ QUICKSTART: list[Cell] = [
       `{var}` in cells.
     - `teaching_example.ipynb`: a lesson, step by step, with a trace of the events.
     - `experiments.ipynb`: prompt experiments: token usage and cost, compare, batch, replay.
+    - `system.ipynb`: MCP tools, guardrails, orchestration, OpenTelemetry traces.
     """),
 ]
 
