@@ -120,13 +120,16 @@ async def profile(library: str, k: int, stream: bool, runs: int, base_url: str
 
 
 async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
-    """fragola_nb's own CPU per model call, with ``ModelClient.complete`` replaced by a stub
+    """fragola_nb's own CPU per model call, with ``ModelClient.reply`` replaced by a stub
     answering what the lean server would (no openai client, no HTTP): what fragola_nb adds
     on top of the floor, measured without the noise of the network path."""
     from lean_server import answer
     from workloads import make_fragola
 
-    async def stub(request: dict[str, Any], on_chunk: Any = None) -> dict[str, Any]:
+    from fragola_nb.model_client.reported import ModelReply
+
+    async def stub(request: dict[str, Any], on_chunk: Any = None, exchange: Any = None
+                   ) -> ModelReply:
         content, calls, _ = answer(request)
         message: dict[str, Any] = {"role": "assistant"}
         if content:
@@ -135,10 +138,11 @@ async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
             message["tool_calls"] = [{"id": i, "type": "function",
                                       "function": {"name": n, "arguments": a}}
                                      for i, n, a in calls]
-        return message
+        return ModelReply(message, None)
 
     run = make_fragola("http://127.0.0.1:9/v1")
-    run.fragola._model.complete = stub  # type: ignore[attr-defined]
+    # The run loop asks the model client for a reply (the message and its usage).
+    run.fragola._model.reply = stub  # type: ignore[attr-defined]
     for _ in range(20):
         await run(k, False)
     best = float("inf")

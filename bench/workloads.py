@@ -98,8 +98,10 @@ def make_floor(base_url: str) -> Run:
 async def _floor_stream(
     bare: openai.AsyncOpenAI, messages: list[dict[str, Any]]
 ) -> tuple[str | None, list[dict[str, Any]]]:
+    # fragola_nb asks a stream for its usage (agent.usage): the floor asks the same.
     stream = await bare.chat.completions.create(
-        model=MODEL, messages=messages, tools=FLOOR_TOOLS, stream=True  # type: ignore[arg-type]
+        model=MODEL, messages=messages, tools=FLOOR_TOOLS, stream=True,  # type: ignore[arg-type]
+        stream_options={"include_usage": True},
     )
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
