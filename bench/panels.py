@@ -30,7 +30,7 @@ import comm
 from comm.base_comm import BaseComm
 from fork import conversation
 
-RECORDS: list[tuple[str, str, int, bool]] = []  # (comm id, message type, bytes, sets "value")
+RECORDS: list[tuple[str, str, int, bool]] = []  # (comm id, message type, bytes, streamed text)
 
 
 class RecordingComm(BaseComm):  # type: ignore[misc]
@@ -39,7 +39,9 @@ class RecordingComm(BaseComm):  # type: ignore[misc]
         size = len(json.dumps(data, default=str, separators=(",", ":")))
         size += len(json.dumps(metadata or {}, separators=(",", ":")))
         size += sum(len(memoryview(b)) for b in buffers or ())
-        RECORDS.append((self.comm_id, msg_type, size, "value" in (data or {}).get("state", {})))
+        content = (data or {}).get("content")
+        streamed = isinstance(content, dict) and content.get("t") == "stream"
+        RECORDS.append((self.comm_id, msg_type, size, streamed))
 
 
 def _install_recording_comm() -> None:
@@ -102,10 +104,8 @@ async def _streamed_reply(base_url: str, tokens: int, rate: int) -> dict[str, An
     fragola = Fragola(model="bench-model", api_key="bench", base_url=base_url, max_retries=0)
     agent = fragola.agent("bench", model_settings={"stream": True})
     panel = AgentPanel(agent)
-    view = panel.streaming
-    stream_ids = {view.comm.comm_id, *(part.comm.comm_id for part in view.children)}
-    view.observe(lambda change: stream_ids.update(p.comm.comm_id for p in change["new"]),
-                 names="children")
+    # The streamed text goes to the browser as the panel's own custom messages ("t": "stream").
+    stream_ids = {panel.comm.comm_id}
     RECORDS.clear()
     chunks = 0
 
@@ -124,7 +124,7 @@ async def _streamed_reply(base_url: str, tokens: int, rate: int) -> dict[str, An
     await fragola.aclose()
     return {"tokens": tokens, "rate": rate, "seconds": seconds, "chunks": chunks,
             "updates": len(updates), "updates_per_s": len(updates) / seconds,
-            "comm_messages": len(to_view), "parts": len(stream_ids) - 1,
+            "comm_messages": len(to_view), "parts": 0,
             "bytes_total": sum(size for _, size, _ in to_view),
             "bytes_max": max(updates, default=0),
             "all_widgets_bytes": sum(size for _, _, size, _ in RECORDS)}
