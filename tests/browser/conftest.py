@@ -156,8 +156,7 @@ class UI:
     def open_and_run_all(self, path: str, timeout: float = 120_000) -> None:
         """Open the notebook, wait for its kernel, Run All, wait until every cell ran."""
         h.open_notebook(self.page, self.lab, path)
-        h.run_all_cells(self.page)
-        h.wait_all_executed(self.page, timeout)
+        h.run_all_and_wait(self.page, timeout)
 
     def console_errors(self) -> list[str]:
         return [text for tab in (*self.old_tabs, self.tab) for kind, text in tab.console

@@ -275,9 +275,47 @@ _ALL_EXECUTED_JS = """(sel) => {
 }"""
 
 
+# Each code cell's prompt ("[3]:", "[*]:", "[ ]:") and the start of its output's text.
+_CELL_STATES_JS = """(sel) => [...document.querySelectorAll(sel)]
+  .filter(c => c.classList.contains('jp-CodeCell'))
+  .map(c => [(c.querySelector('.jp-InputArea-prompt') || {}).textContent || '',
+             ((c.querySelector('.jp-OutputArea') || {}).innerText || '').slice(0, 400)])"""
+
+
+def cell_states(page: Any) -> list[tuple[str, str]]:
+    return [(p, o) for p, o in page.evaluate(_CELL_STATES_JS, SEL_CELLS)]
+
+
+def run_all_and_wait(page: Any, timeout: float = 120_000) -> None:
+    """Run > Run All Cells, then wait until every code cell ran and the kernel is idle.
+
+    A Run All that started nothing within 20 s (the click landed while JupyterLab was still
+    wiring the notebook: every prompt still reads "[ ]:") is clicked once more; nothing ran,
+    so nothing runs twice. On a timeout, the error names each cell's prompt and the start of
+    its output, so a failure on a CI machine says which cell stopped and why."""
+    run_all_cells(page)
+    started = "(sel) => [...document.querySelectorAll(sel)].some(c => /\\[(\\d+|\\*)\\]/.test(" \
+        "(c.querySelector('.jp-InputArea-prompt') || {}).textContent || ''))"
+    try:
+        page.wait_for_function(started, arg=SEL_CELLS, timeout=20_000)
+    except Exception:
+        run_all_cells(page)
+    wait_all_executed(page, timeout)
+
+
 def wait_all_executed(page: Any, timeout: float = 90_000) -> None:
     """Wait until Run All has gone through every code cell and the kernel is idle."""
-    page.wait_for_function(_ALL_EXECUTED_JS, arg=SEL_CELLS, timeout=timeout)
+    try:
+        page.wait_for_function(_ALL_EXECUTED_JS, arg=SEL_CELLS, timeout=timeout)
+    except Exception as exc:
+        try:
+            states = cell_states(page)
+        except Exception:  # the page itself is gone: the original error says enough
+            raise exc from None
+        listing = "\n".join(f"  cell {i} {prompt!r}: {out!r}"
+                             for i, (prompt, out) in enumerate(states))
+        raise AssertionError(f"not every code cell ran within {timeout / 1000:.0f} s; "
+                             f"the code cells:\n{listing}") from exc
     wait_kernel_idle(page, timeout)
 
 
