@@ -36,6 +36,7 @@ from .tools import Tool, tool
 
 if typing.TYPE_CHECKING:
     from .experiments import BatchResult, Comparison
+    from .experiments.raybackend import RayBackend
     from .guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
     from .jsonmode import JsonResult
     from .mcptools import MCPConnection, MCPConnectionError, MCPToolError, mcp_tools
@@ -91,6 +92,8 @@ _LAZY = {
     "orchestrate": "orchestration",
     "instrument": "tracing",
     "uninstrument": "tracing",
+    # agent.batch(..., backend=RayBackend(...)): imports ray only when a batch uses it.
+    "RayBackend": "experiments.raybackend",
 }
 
 __all__ = [
@@ -125,6 +128,7 @@ __all__ = [
     "OrchestrationError",
     "OrchestrationMessage",
     "PendingCall",
+    "RayBackend",
     "Rejection",
     "Session",
     "SessionError",

@@ -35,6 +35,7 @@ from .usage import Usage
 
 if TYPE_CHECKING:
     from .experiments import BatchResult, Comparison
+    from .experiments.raybackend import RayBackend
     from .fragola import Fragola
     from .jsonmode import JsonResult
 
@@ -247,6 +248,7 @@ class Agent(Listening):
         *,
         resume: str | PathLike[str] | None = None,
         progress: bool = True,
+        backend: str | RayBackend = "local",
     ) -> BatchResult:
         """Send each input (a string, or a list of content parts) with ``user_message`` on
         a fresh fork of this agent, at most ``concurrency`` at once; this agent's history is
@@ -259,6 +261,10 @@ class Agent(Listening):
         finished ones kept. ``resume=PATH`` appends each finished row to a JSON Lines file and
         skips the inputs it already answered when run again. ``progress`` shows a tqdm bar.
 
+        ``backend="ray"`` (or ``RayBackend(address=..., workers=...)``) runs the inputs on Ray
+        workers, ``concurrency`` at once on each, and gives the same rows: see
+        ``fragola_nb.experiments.raybackend`` (``pip install "fragola_nb[ray]"``).
+
         >>> result = await agent.batch(["2 + 2?", "3 + 3?"], resume="rows.jsonl")  # doctest: +SKIP
         >>> result.answers, result.failed                                # doctest: +SKIP
         (['4', '6'], 0)
@@ -267,7 +273,8 @@ class Agent(Listening):
         """
         from .experiments.batch import run_batch
 
-        return await run_batch(self, inputs, concurrency, resume=resume, progress=progress)
+        return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
+                               backend=backend)
 
     def _experiment_began(self, stopper: Callable[[bool], None], what: str) -> None:
         """A ``compare``/``batch`` started on this agent's forks: ``stop()`` reaches it, and

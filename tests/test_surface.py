@@ -89,6 +89,8 @@ LAZY_MODULES = (
     "fragola_nb.mcptools",  # mcp_tools(): an MCP server's tools, the mcp extra
     "mcp",
     "opentelemetry",
+    "fragola_nb.experiments.raybackend",  # agent.batch(backend="ray"), the ray extra
+    "ray",
 )
 
 

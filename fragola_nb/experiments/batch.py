@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,7 @@ async def run_batch(
     *,
     resume: str | PathLike[str] | None,
     progress: bool,
+    backend: Any = "local",
 ) -> BatchResult:
     """``agent.batch``: see the module's docstring."""
     items = _checked_inputs(inputs)
@@ -71,13 +72,23 @@ async def run_batch(
     if agent.status != "idle":
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: a batch starts from an idle "
                        "agent (await or stop() what runs, decide what waits)")
+    # One snapshot to fork every input from: the prefix stays what it was when the batch
+    # began. It is in no tree, and no listener hears of it being made.
+    base = agent._copy(f"{agent.name}-batch")
+    on_ray = definition = None
+    if backend != "local":  # everything is checked before anything starts or is opened
+        from .raybackend import backend_of, definition_of
+
+        on_ray = backend_of(backend)
+        if on_ray is not None:
+            definition = definition_of(base, agent.name, on_ray)
     file = None if resume is None else ResumeFile(resume, items, agent.fragola.prices)
     batch: _Batch | None = None
     try:
-        # A listener of the agent's after_state_update that raises on the snapshot's fork, or
-        # on the "experiment" event, ends the call here with nothing left behind.
+        # A listener of the agent's after_state_update that raises on the "experiment"
+        # event ends the call here with nothing left behind.
         with undone_on_error(agent):
-            batch = _Batch(agent, items, file, progress)
+            batch = _Batch(agent, base, items, file, progress)
             agent._experiment_began(batch.stop, f"batch of {len(items):,} inputs")
     except BaseException:
         if batch is not None:
@@ -88,7 +99,12 @@ async def run_batch(
             file.close()
         raise
     try:
-        await batch.run(concurrency)
+        if on_ray is not None and definition is not None:
+            from .raybackend import run_on_ray
+
+            await run_on_ray(batch, on_ray, concurrency, definition)
+        else:
+            await batch.run(concurrency)
     finally:
         experiment_ended(agent, batch.stop)
         batch.close()
@@ -111,16 +127,15 @@ def _checked_inputs(inputs: Iterable[Any]) -> list[Any]:
 class _Batch:
     """One ``agent.batch`` call in flight: the rows so far, the forks running, the bar."""
 
-    def __init__(self, agent: Agent, items: list[Any], file: ResumeFile | None,
+    def __init__(self, agent: Agent, base: Agent, items: list[Any], file: ResumeFile | None,
                  progress: bool) -> None:
         # A notebook widget under a kernel, else a line on stderr.
         from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
 
-        # One snapshot to fork every input from: the prefix stays what it was when the batch
-        # began. The snapshot and the inputs' forks are in no tree, and no listener hears of
-        # them being made (a thousand fork events would say nothing); each fork's own run is
-        # heard as any fork's, by the listeners it inherits.
-        self.base = agent._copy(f"{agent.name}-batch")
+        # The inputs' forks are made from ``base`` and are in no tree either (a thousand
+        # fork events would say nothing); each fork's own run is heard as any fork's, by the
+        # listeners it inherits.
+        self.base = base
         self.agent, self.items, self.file = agent, items, file
         self.rows: dict[int, BatchRow] = dict(file.rows) if file is not None else {}
         todo = [i for i in range(len(items)) if i not in self.rows]
@@ -129,6 +144,8 @@ class _Batch:
         self.todo = iter(todo)
         self.running: dict[int, Agent] = {}
         self.stopping = False
+        self.on_stop: Callable[[bool], None] | None = None
+        """Told of a stop too: the Ray backend passes it on to its workers."""
         self.started = time.perf_counter()
         self.done, self.failed = len(self.rows), 0
         self.tokens = sum(row.tokens or 0 for row in self.rows.values())
@@ -167,7 +184,7 @@ class _Batch:
             except Exception as exc:
                 row = self._row(index, fork, started, "failed", error_line(exc))
             else:
-                row = self._row(index, fork, started, *_verdict(fork, state))
+                row = self._row(index, fork, started, *verdict(fork, state))
             finally:
                 self.running.pop(index, None)
             self._finish(row)
@@ -202,6 +219,8 @@ class _Batch:
         """The stopper ``agent.stop()`` (``at_once=False``) and ``agent.stop_sync()``
         (``True``) call: nothing more starts; at once, the running inputs are stopped too."""
         self.stopping = True
+        if self.on_stop is not None:
+            self.on_stop(at_once)
         if not at_once:
             return
         here: StopNow | None = None
@@ -226,7 +245,7 @@ class _Batch:
                            stopped=self.stopping)
 
 
-def _verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:
+def verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:
     """The status and error of an input whose ``user_message`` returned ``state``."""
     if state.outcome == "finished":
         return "done", None

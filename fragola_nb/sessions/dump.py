@@ -131,7 +131,7 @@ class _Dump:
                 "tools": [tool.name for tool in options.tools],
             },
             "stores": _stores(agent._stores.values()),
-            "pending": [_pending(call) for call in agent._pending.values()],
+            "pending": [pending_record(call) for call in agent._pending.values()],
             "listeners": self.listeners(agent) if self.with_listeners else {},
             **({"credentials_not_saved": removed} if removed else {}),
             **({"usage": [_call_usage(call) for call in agent.usage.calls]}
@@ -176,7 +176,7 @@ def _call_usage(call: CallUsage) -> dict[str, Any]:
     return {**record, "cached_tokens": call.cached_tokens} if call.cached_tokens else record
 
 
-def _pending(call: PendingCall) -> dict[str, Any]:
+def pending_record(call: PendingCall) -> dict[str, Any]:
     decision = call.decision
     made: dict[str, Any] | None = None
     if decision is not None and decision.kind == "approve":

@@ -219,7 +219,7 @@ def _history_nodes(histories: list[dict[str, Any]]) -> list[History]:
     return nodes
 
 
-def _pending(call: dict[str, Any], tool: Tool, who: str) -> PendingCall:
+def pending_call(call: dict[str, Any], tool: Tool, who: str) -> PendingCall:
     decision = call["decision"]
     try:
         params = tool.parse_arguments(call["arguments"])
@@ -265,7 +265,7 @@ def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str,
         agent._outcome = record["outcome"]
         agent._usage = Usage(tuple(_call_usage(call) for call in record.get("usage", ())),
                              fragola.prices)  # priced as the Fragola loaded into prices
-        agent._pending = {call["id"]: _pending(call, tools[call["name"]], label(record))
+        agent._pending = {call["id"]: pending_call(call, tools[call["name"]], label(record))
                           for call in record["pending"]}
         for event, names in record["listeners"].items():
             for name in names:

@@ -1,0 +1,476 @@
+"""``agent.batch(..., backend="ray")`` against a real local Ray instance (2 CPUs) and the
+scripted model: the same rows as the local backend, forks rebuilt here, progress, stop,
+stop_sync, resume, a worker killed mid-batch, and what cannot be sent to workers refused
+before anything starts. Ray is a required component: these tests fail, never skip, without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+from helpers import assert_valid_history, user
+
+from fragola_nb import Agent, BadUsage, Fragola, RayBackend, tool
+from fragola_nb.experiments.raybackend import definition_of
+from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
+
+# The tools and brains below are defined in this test module, which Ray's workers cannot
+# import (pytest puts tests/ on the path of this process only): they are sent by value, as a
+# notebook's own functions are.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(240)
+
+FEW_SHOT = [user("2 + 2?"), {"role": "assistant", "content": "4"}]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_instance() -> Any:
+    """One local Ray instance with 2 CPUs for the module, as CI's machine has."""
+    assert not ray.is_initialized()
+    ray.init(num_cpus=2, object_store_memory=100 * 1024 * 1024, include_dashboard=False,
+             logging_level=logging.WARNING)
+    yield
+    ray.shutdown()
+
+
+@tool
+def double(x: int) -> int:
+    """Double a whole number."""
+    return 2 * x
+
+
+@tool(require_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (a person approves it)."""
+    return f"deleted {path}"
+
+
+def last_user(request: dict[str, Any]) -> str:
+    return str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
+
+
+def brain(request: dict[str, Any]) -> Item:
+    """Answers from the input alone (so every worker's scripted model answers alike): tool
+    call ids are made from the input too, as a server's numbering would differ per worker."""
+    text, last = last_user(request), request["messages"][-1]
+    system = request["messages"][0]["content"]
+    if last["role"] == "tool":
+        return reply(f"{text} -> {last['content']} ({system})")
+    words = text.split()
+    if words[0] == "double":
+        return tool_calls(call("double", {"x": int(words[1])}, id=f"call-{words[1]}"))
+    if words[0] == "delete":
+        return tool_calls(call("delete_file", {"path": words[1]}, id=f"call-{words[1]}"))
+    if words[0] == "fail":
+        return fail(500, f"the server broke on {text}")
+    if words[0] == "slow":
+        return hang(float(words[1]), then=reply(f"late: {text} from pid {os.getpid()}"))
+    return reply(f"echo: {text} ({system})")
+
+
+def shouted(event: Any) -> Any:
+    """A user_message listener: part of the agent's definition, sent to the workers."""
+    message = dict(event.message)
+    message["content"] = str(message["content"]).upper() if str(
+        message["content"]).startswith("shout") else message["content"]
+    return message
+
+
+def make_agent(**fragola_options: Any) -> Agent:
+    fragola = Fragola.scripted(brain=brain, **fragola_options)
+    agent = fragola.agent(name="calc", instructions="Be brief.", tools=[double, delete_file],
+                          messages=FEW_SHOT)
+    agent.on_user_message(shouted)
+    return agent
+
+
+def row_key(row: Any) -> tuple[Any, ...]:
+    return (row.index, row.input, row.answer, row.error, row.status, row.tokens)
+
+
+INPUTS = ([f"double {i}" for i in range(40)] + [f"hello {i}" for i in range(40)]
+          + [f"shout {i}" for i in range(20)] + [f"fail {i}" for i in range(10)]
+          + [[{"type": "text", "text": f"parts {i}"}] for i in range(10)])
+
+
+async def test_the_ray_backend_gives_the_rows_of_the_local_one() -> None:
+    agent = make_agent()
+    before = agent.state.messages
+
+    local = await agent.batch(INPUTS, progress=False)
+    remote = await agent.batch(INPUTS, backend="ray", progress=False)
+
+    assert [row_key(row) for row in remote] == [row_key(row) for row in local]
+    assert (remote.done, remote.failed) == (local.done, local.failed) == (110, 10)
+    assert remote.usage == local.usage and remote.usage.total_tokens > 0
+    assert remote[3].answer == "double 3 -> 6 (Be brief.)"  # the tool ran on the worker
+    assert remote[80].answer == "echo: SHOUT 0 (Be brief.)"  # the listener ran on the worker
+    assert remote[100].error == local[100].error and "the server broke on fail 0" in str(
+        remote[100].error)
+    for mine, theirs in zip(remote, local, strict=True):
+        # Each row's fork is rebuilt here, holding what the worker's fork held.
+        assert mine.fork is not None and theirs.fork is not None
+        assert mine.fork.state.messages == theirs.fork.state.messages
+        assert mine.fork.usage == theirs.fork.usage
+        assert (mine.fork.name, mine.fork.fork_of, mine.fork.step_count, mine.fork.status) == (
+            theirs.fork.name, agent.id, theirs.fork.step_count, "idle")
+        assert mine.fork.parent is None and mine.fork.fragola is agent.fragola
+        assert_valid_history(mine.fork.state.messages)
+    assert agent.state.messages == before and not agent.forks
+    # A rebuilt fork goes on here, on this kernel's Fragola.
+    state = await remote[1].fork.user_message("hello again")
+    assert state.messages[-1]["content"] == "echo: hello again (Be brief.)"
+
+
+async def test_a_waiting_row_comes_back_waiting_and_is_decided_here() -> None:
+    agent = make_agent()
+
+    result = await agent.batch(["delete a.txt", "hello"], backend="ray", progress=False)
+
+    row = result[0]
+    assert row.status == "failed" and row.error is not None and row.error.startswith("waiting")
+    fork = row.fork
+    assert fork is not None and fork.status == "waiting"
+    assert [call.id for call in fork.state.pending] == ["call-a.txt"]
+    fork.approve("call-a.txt")
+    state = await fork.step()
+    assert state.messages[-1]["content"] == "delete a.txt -> deleted a.txt (Be brief.)"
+    assert result[1].answer == "echo: hello (Be brief.)"
+
+
+async def test_rows_arrive_one_by_one_and_the_progress_bar_follows(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    agent = make_agent()
+    inputs = [f"slow 0.2 {i}" for i in range(60)]
+    file = tmp_path / "rows.jsonl"
+    seen: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            seen.append(len(file.read_text().splitlines()) if file.exists() else 0)
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        result = await agent.batch(inputs, concurrency=3, backend="ray", resume=file)
+    finally:
+        watcher.cancel()
+
+    assert result.done == 60
+    # Rows were written as they came, not all at the end.
+    assert len({count for count in seen if 0 < count < 60}) >= 5, seen
+    bar = capsys.readouterr().err
+    assert "batch calc" in bar and "60/60" in bar and "done=60, failed=0" in bar
+    shown = {int(count) for count in re.findall(r"\| *(\d+)/60 ", bar)}
+    assert len(shown) >= 3, bar  # the bar advanced more than once
+
+
+async def test_stop_starts_nothing_more_and_resume_runs_the_rest(tmp_path: Path) -> None:
+    agent = make_agent()
+    inputs = [f"slow 0.1 {i}" for i in range(80)]
+    file = tmp_path / "rows.jsonl"
+    task = asyncio.ensure_future(agent.batch(inputs, concurrency=2, backend="ray",
+                                             resume=file, progress=False))
+    await wait_for_lines(file, 6)
+
+    agent.stop()
+    first = await task
+
+    assert first.stopped and 6 <= first.done < 80 and first.failed == 0
+    assert {row.status for row in first} == {"done", "not run"}
+    done = {row.index for row in first if row.status == "done"}
+    assert len(file.read_text().splitlines()) == len(done)
+
+    second = await agent.batch(inputs, concurrency=4, backend="ray", resume=file,
+                               progress=False)
+
+    assert second.done == 80 and not second.stopped
+    assert {row.index for row in second if row.resumed} == done
+    assert all(row.answer is not None and row.answer.startswith(f"late: slow 0.1 {row.index}")
+               for row in second)
+
+
+async def test_stop_sync_cancels_the_running_inputs_and_keeps_the_finished_ones(
+        tmp_path: Path) -> None:
+    agent = make_agent()
+    inputs = [f"slow 0.1 {i}" for i in range(20)] + [f"slow 60 {i}" for i in range(20)]
+    file = tmp_path / "rows.jsonl"
+    task = asyncio.ensure_future(agent.batch(inputs, concurrency=4, backend="ray",
+                                             resume=file, progress=False))
+    await wait_for_lines(file, 20)  # the quick ones are done; the slow ones wait a minute
+
+    started = time.monotonic()
+    agent.stop_sync()
+    result = await task
+
+    assert time.monotonic() - started < 15
+    assert result.stopped and result.done == 20 and result.failed == 0
+    assert {row.status for row in result[20:]} <= {"stopped", "not run"}
+    assert any(row.status == "stopped" for row in result[20:])
+    for row in result:
+        if row.status == "stopped":
+            assert row.fork is not None and row.fork.status == "idle"
+            assert_valid_history(row.fork.state.messages)
+    # The agent is usable at once, Ray too.
+    again = await agent.batch(["hello"], backend="ray", progress=False)
+    assert again[0].answer == "echo: hello (Be brief.)"
+
+
+async def test_a_worker_killed_mid_batch_has_its_inputs_run_again(tmp_path: Path) -> None:
+    agent = make_agent()
+    inputs = [f"slow 0.1 {i}" for i in range(120)]
+    file = tmp_path / "rows.jsonl"
+    task = asyncio.ensure_future(agent.batch(inputs, concurrency=4, backend="ray",
+                                             resume=file, progress=False))
+    victim = await kill_a_worker(file)
+
+    result = await task
+
+    assert len(result) == 120 and result.done == 120 and result.failed == 0
+    for row in result:
+        assert row.answer is not None and row.answer.startswith(f"late: slow 0.1 {row.index} ")
+    pids = {row.answer.rsplit(" ", 1)[1] for row in result if row.answer}
+    assert str(victim) in pids  # it answered before it was killed
+
+
+async def test_without_retries_a_killed_workers_inputs_are_failed_rows(tmp_path: Path) -> None:
+    agent = make_agent()
+    inputs = [f"slow 0.1 {i}" for i in range(120)]
+    file = tmp_path / "rows.jsonl"
+    task = asyncio.ensure_future(agent.batch(
+        inputs, concurrency=4, backend=RayBackend(retries=0), resume=file, progress=False))
+    await kill_a_worker(file)
+
+    result = await task
+
+    assert len(result) == 120 and result.done + result.failed == 120  # none lost
+    assert result.failed >= 1
+    for row in result:
+        if row.status == "failed":
+            assert row.error is not None and row.error.startswith(
+                "worker lost: the Ray worker running this input died (1 time)")
+        else:
+            assert row.answer is not None and row.answer.startswith(f"late: slow 0.1 {row.index} ")
+    # Failed rows are not kept as answered: resume runs exactly those again.
+    again = await agent.batch(inputs, concurrency=4, backend="ray", resume=file,
+                              progress=False)
+    assert again.done == 120
+    assert {row.index for row in again if not row.resumed} == {
+        row.index for row in result if row.status == "failed"}
+
+
+def test_a_tool_that_cannot_be_sent_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    lock = threading.Lock()
+
+    @tool
+    def locked(x: int) -> int:
+        """Uses a lock, which cannot be pickled."""
+        with lock:
+            return x
+
+    fragola = Fragola.scripted(brain=brain)
+    agent = fragola.agent(name="calc", tools=[locked])
+    file = tmp_path / "rows.jsonl"
+
+    with pytest.raises(BadUsage, match=r"^tool 'locked' cannot be sent to Ray workers "
+                       r"\(TypeError: cannot pickle '_thread.lock' object\): define it"):
+        asyncio.run(agent.batch(["hello"], backend="ray", resume=file))
+
+    assert not file.exists() and agent.status == "idle"
+
+
+def test_a_listener_that_cannot_be_sent_is_named() -> None:
+    agent = make_agent()
+    handle = socket.socket()
+    try:
+        def log(event: Any) -> None:
+            handle.send(str(event).encode())
+
+        agent.on_after_step(log)
+        with pytest.raises(BadUsage, match=r"^listener '.*log' cannot be sent to Ray workers"):
+            asyncio.run(agent.batch(["hello"], backend="ray"))
+    finally:
+        handle.close()
+
+
+async def test_a_tool_the_workers_cannot_import_is_one_clear_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "private_tools.py").write_text(textwrap.dedent('''
+        from fragola_nb import tool
+
+        def louder(text):
+            return text.upper()
+
+        @tool
+        def shout(text: str) -> str:
+            """Shout."""
+            return louder(text)
+    '''))
+    # This process finds the module, the workers do not. The tool itself is sent by value
+    # (its name in the module is the Tool, not the function), but the helper it calls is
+    # sent by import path.
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from private_tools import shout  # type: ignore[import-not-found]
+
+    agent = Fragola.scripted(brain=brain).agent(name="calc", tools=[shout])
+    with pytest.raises(BadUsage) as caught:
+        await agent.batch(["hello"], backend="ray", progress=False)
+
+    line = str(caught.value)
+    assert "\n" not in line
+    assert line.startswith("the Ray workers could not set up the agent: ")
+    assert "No module named 'private_tools'" in line and "register_pickle_by_value" in line
+
+
+async def test_a_worker_that_cannot_make_its_fragola_is_one_clear_line() -> None:
+    def no_key() -> Fragola:
+        return Fragola(api_key=os.environ.get("NO_SUCH_VARIABLE_HERE"))
+
+    agent = make_agent()
+    with pytest.raises(BadUsage) as caught:
+        await agent.batch(["hello"], backend=RayBackend(fragola=no_key), progress=False)
+
+    assert str(caught.value).startswith(
+        "the Ray workers could not set up the agent: fragola_nb.errors.BadUsage: no API key: "
+        "pass api_key= or set OPENAI_API_KEY")
+
+
+async def test_a_factory_makes_each_workers_fragola() -> None:
+    def workers_model() -> Fragola:
+        return Fragola.scripted(brain=lambda request: reply(f"worker {last_user(request)}"))
+
+    agent = make_agent()
+    result = await agent.batch(["a", "b", "c"], backend=RayBackend(fragola=workers_model),
+                               progress=False)
+
+    assert result.answers == ["worker a", "worker b", "worker c"]
+
+
+def test_fragolas_that_cannot_be_rebuilt_on_a_worker_are_refused() -> None:
+    scripted = Fragola.scripted([reply("one"), reply("two")])
+    with pytest.raises(BadUsage, match="a scripted model with a script answers in order"):
+        asyncio.run(scripted.agent(name="a").batch(["x"], backend="ray"))
+    import openai
+
+    own = Fragola(client=openai.AsyncOpenAI(api_key="sk-x", base_url="http://127.0.0.1:9/v1"))
+    with pytest.raises(BadUsage, match=r"its client= or http_client= cannot be made again "
+                                       r"elsewhere\); pass RayBackend\(fragola=\.\.\.\)"):
+        asyncio.run(own.agent(name="a").batch(["x"], backend="ray"))
+
+
+async def test_credentials_are_never_sent_to_workers(
+        caplog: pytest.LogCaptureFixture) -> None:
+    secret, header_secret, setting_secret = ("sk-proj-KEY1234567890abcdef", "hdr-SECRET-42",
+                                             "Bearer set-SECRET-77")
+    with ScriptedModel(brain=brain) as server:
+        fragola = Fragola(api_key=secret, base_url=server.base_url, max_retries=0,
+                          default_headers={"X-Api-Key": header_secret, "X-Team": "blue"})
+        agent = fragola.agent(name="calc", instructions="Be brief.", model_settings={
+            "extra_headers": {"Authorization": setting_secret}, "temperature": 0})
+
+        definition = definition_of(agent._copy("snapshot"), "calc", RayBackend())
+        sent = ray.cloudpickle.dumps(definition)
+        for text in (secret, header_secret, setting_secret, "set-SECRET-77"):
+            assert text.encode() not in sent
+        assert b"X-Team" in sent and b"temperature" in sent
+        assert "X-Api-Key" in caplog.text and "extra_headers.Authorization" in caplog.text
+
+        # The workers' Fragola reads its key from their environment (none here: the local
+        # server gets the placeholder), and answers as the local backend does.
+        result = await agent.batch(["hello"], backend="ray", progress=False)
+        assert result[0].answer == "echo: hello (Be brief.)"
+        assert all(secret not in json.dumps(headers) for headers in server.headers)
+
+
+def test_bad_backends_are_refused() -> None:
+    agent = make_agent()
+    with pytest.raises(BadUsage, match=r'^backend must be "local", "ray" or a RayBackend'):
+        asyncio.run(agent.batch(["x"], backend="spark"))
+    for options, message in [({"workers": 0}, "workers must be a whole number >= 1"),
+                             ({"retries": -1}, "retries must be a whole number >= 0"),
+                             ({"num_cpus": 0}, "num_cpus must be a number > 0"),
+                             ({"fragola": "Fragola()"}, "fragola must be a function")]:
+        with pytest.raises(BadUsage, match=message):
+            RayBackend(**options)
+
+
+def test_a_local_batch_imports_no_ray_and_ray_missing_is_one_line() -> None:
+    script = textwrap.dedent('''
+        import asyncio, sys
+        from fragola_nb import Fragola, BadUsage
+        agent = Fragola.scripted().agent(name="a")
+        asyncio.run(agent.batch(["hi"], progress=False))
+        print("ray loaded:", "ray" in sys.modules)
+        sys.modules["ray"] = None  # as if the extra were not installed
+        try:
+            asyncio.run(agent.batch(["hi"], backend="ray", progress=False))
+        except BadUsage as exc:
+            print(exc)
+    ''')
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert result.stdout.splitlines() == [
+        "ray loaded: False", 'backend="ray" needs Ray: pip install "fragola_nb[ray]"']
+
+
+def test_with_no_ray_running_a_batch_starts_a_local_instance(tmp_path: Path) -> None:
+    """``ray.init()`` with no address, from the batch itself, as on a laptop (a process of
+    its own: this module's Ray is already running), then from run_sync's thread."""
+    script = textwrap.dedent('''
+        import asyncio, ray
+        from fragola_nb import Fragola, RayBackend, run_sync
+        agent = Fragola.scripted().agent(name="a")
+        assert not ray.is_initialized()
+        backend = RayBackend(init={"num_cpus": 2, "include_dashboard": False,
+                                   "object_store_memory": 80 * 1024 * 1024})
+        result = asyncio.run(agent.batch(["hi", "there"], backend=backend, progress=False))
+        print(result.answers, ray.is_initialized(), ray.cluster_resources()["CPU"])
+        ray.shutdown()
+        result = run_sync(agent.batch(["again"], backend=backend, progress=False))
+        print(result.answers)
+    ''')
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=200, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    said = "(scripted model) You said: "
+    assert lines[0] == f"['{said}hi', '{said}there'] True 2.0"
+    assert lines[1] == f"['{said}again']"
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+async def wait_for_lines(file: Path, count: int, timeout: float = 60) -> list[dict[str, Any]]:
+    """The resume file's rows, once it has ``count`` of them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if file.exists():
+            rows = [json.loads(line) for line in file.read_text().splitlines()]
+            if len(rows) >= count:
+                return rows
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{file} never had {count} rows")
+
+
+async def kill_a_worker(file: Path) -> int:
+    """SIGKILL the worker process that answered the latest row, mid-batch."""
+    rows = await wait_for_lines(file, 10)
+    pid = int(rows[-1]["answer"].rsplit(" ", 1)[1])
+    os.kill(pid, signal.SIGKILL)
+    return pid
