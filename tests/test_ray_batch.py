@@ -232,6 +232,29 @@ async def test_stop_sync_cancels_the_running_inputs_and_keeps_the_finished_ones(
     assert again[0].answer == "echo: hello (Be brief.)"
 
 
+async def test_cancelling_the_batch_raises_and_frees_the_workers(tmp_path: Path) -> None:
+    """A kernel interrupt cancels the task awaiting the batch: it raises, the workers go
+    (their CPUs come back), and the rows finished by then are in the resume file."""
+    agent = make_agent()
+    inputs = [f"slow 0.1 {i}" for i in range(10)] + [f"slow 60 {i}" for i in range(10)]
+    file = tmp_path / "rows.jsonl"
+    task = asyncio.ensure_future(agent.batch(inputs, concurrency=4, backend="ray",
+                                             resume=file, progress=False))
+    await wait_for_lines(file, 10)
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert len(file.read_text().splitlines()) == 10 and agent.status == "idle"
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert ray.available_resources().get("CPU", 0) == 2
+    again = await agent.batch(inputs[:10], backend="ray", resume=file, progress=False)
+    assert again.done == 10 and all(row.resumed for row in again)
+
+
 async def test_a_worker_killed_mid_batch_has_its_inputs_run_again(tmp_path: Path) -> None:
     agent = make_agent()
     inputs = [f"slow 0.1 {i}" for i in range(120)]

@@ -341,9 +341,10 @@ class _RayRun:
             reported: set[int] = set()
             try:
                 async for ref in stream:
-                    report: RowReport = await ref
-                    reported.add(report.index)
-                    self.take(report)
+                    reports: list[RowReport] = await ref
+                    for report in reports:
+                        reported.add(report.index)
+                        self.take(report)
             except errors.TaskCancelledError:
                 if self.batch.stopping:  # stop_sync(): what had not reported was running
                     for index in chunk:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -123,15 +124,19 @@ class BatchWorker:
         """The worker's process id, once its ``Fragola`` and snapshot are ready."""
         return os.getpid()
 
-    async def run(self, chunk: list[tuple[int, Any]]) -> AsyncIterator[RowReport]:
-        """Run ``(index, input)`` pairs, yielding each one's report as it finishes."""
+    async def run(self, chunk: list[tuple[int, Any]]) -> AsyncIterator[list[RowReport]]:
+        """Run ``(index, input)`` pairs, yielding the reports of those that finished since
+        the last yield (one by one when inputs are slow, a few at a time when they are
+        quick: each yield is a Ray object, which costs more than a scripted answer)."""
         if self._gate is None:  # made on the actor's own loop
             self._gate = asyncio.Semaphore(self.concurrency)
         gate = self._gate
         tasks = [asyncio.ensure_future(self._one(gate, index, item)) for index, item in chunk]
         try:
-            for finished in asyncio.as_completed(tasks):
-                yield await finished
+            waiting = set(tasks)
+            while waiting:
+                done, waiting = await asyncio.wait(waiting, return_when=FIRST_COMPLETED)
+                yield [task.result() for task in tasks if task in done]
         finally:  # cancelled (ray.cancel, a stopped batch): nothing is left running
             for task in tasks:
                 task.cancel()
