@@ -1723,6 +1723,32 @@ EXPERIMENTS: list[Cell] = [
     assert second.answers[:3] == first.answers
     """),
     md("""
+    ### The same batch on Ray
+
+    A batch of tens of thousands of inputs, or one that should outlive the kernel, can run on
+    [Ray](https://docs.ray.io) workers: `backend="ray"`. With no Ray running, it starts a
+    local Ray instance (about 10 s), so this cell runs on a laptop;
+    `RayBackend(address="ray://head:10001", workers=16)` joins a cluster. Each worker gets the
+    agent (instructions, examples, tools, listeners) and makes its own `Fragola`, with the key
+    from its own environment: no key is ever sent. The rows come back in input order, as the
+    local backend's, and the bar, Stop and `resume=` work the same. Ray is an extra:
+    `pip install "fragola_nb[ray]"`.
+    """),
+    code("""
+    try:
+        import ray
+    except ImportError:
+        ray = None
+        print('Ray is not installed here: pip install "fragola_nb[ray]", then run this again')
+    if ray is not None:
+        on_ray = await grader.batch(questions, backend="ray")
+        print(on_ray)
+        def shown(rows):
+            return [(row.index, row.status, row.answer, row.tokens) for row in rows]
+        print("the same rows as the local backend:", shown(on_ray) == shown(results))
+        assert shown(on_ray) == shown(results)
+    """),
+    md("""
     ## 4. Replay a real model, offline
 
     A recording made once with a key (`Fragola.record("lesson.jsonl", model="gpt-4o-mini")`,

@@ -27,6 +27,9 @@ from the file (``fork`` None, ``resumed`` True); failed ones run again.
 
 Progress is a ``tqdm.auto`` bar (a widget in a notebook, a line on stderr in a terminal) with
 the counts done and failed and the tokens; ``progress=False`` turns it off.
+
+``backend="ray"`` (or a ``RayBackend``) runs the inputs on Ray workers instead of this event
+loop, with the same rows, bar, stopping and resume file: see ``raybackend``.
 """
 
 from __future__ import annotations
@@ -211,9 +214,9 @@ class _Batch:
         self._show()
         self.bar.update()  # tqdm redraws at most every mininterval (0.1 s)
 
-    def _show(self) -> None:
+    def _show(self, refresh: bool = False) -> None:
         self.bar.set_postfix_str(f"done={self.done}, failed={self.failed}, "
-                                 f"tokens={self.tokens:,}", refresh=False)
+                                 f"tokens={self.tokens:,}", refresh=refresh)
 
     def stop(self, at_once: bool) -> None:
         """The stopper ``agent.stop()`` (``at_once=False``) and ``agent.stop_sync()``

@@ -305,12 +305,11 @@ class _RayRun:
             raise BadUsage(f"the Ray workers could not set up the agent: {cause}") from exc
 
     async def run(self) -> None:
-        if not self.queue:
-            return
         workers, chunk = self.sizes()
         self.slots = [_Slot(self.new_actor()) for _ in range(workers)]
         try:
             await self.ready([slot.actor for slot in self.slots])
+            self.batch._show(refresh=True)
             self.batch.on_stop = self.stop
             feeders = [asyncio.ensure_future(self.feed(slot, chunk))
                        for slot in self.slots for _ in range(IN_FLIGHT)]
@@ -455,9 +454,17 @@ class _RayRun:
 async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,
                      definition: Definition) -> None:
     """Run what ``batch`` has left on Ray workers; rows arrive through ``batch._finish``."""
+    if len(batch.rows) == len(batch.items):  # all read back from the resume file
+        return
     ray = import_ray()
-    connect(ray, backend)
-    await _RayRun(batch, backend, concurrency, ray, definition).run()
+    try:
+        if not ray.is_initialized():
+            batch.bar.set_postfix_str("starting Ray…", refresh=True)  # ray.init takes seconds
+        connect(ray, backend)
+        batch.bar.set_postfix_str("starting the Ray workers…", refresh=True)
+        await _RayRun(batch, backend, concurrency, ray, definition).run()
+    finally:
+        batch._show(refresh=True)
 
 
 async def _awaited(ref: Any) -> Any:
