@@ -123,6 +123,11 @@ class Guardrail:
         for event, listener in self._listeners.items():
             agent.on(event, listener)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled with the agent's listeners when a batch runs on Ray workers: the guards
+        # go, not the agent they were put on (each worker's agent is its own).
+        return {**self.__dict__, "agent": None}
+
     async def _check(self, message: dict[str, Any], role: str) -> None:
         from .render import text_of  # render imports this module (rejection_of)
 

@@ -25,7 +25,7 @@ import pytest
 import ray
 from helpers import assert_valid_history, user
 
-from fragola_nb import Agent, BadUsage, Fragola, RayBackend, tool
+from fragola_nb import Agent, BadUsage, Fragola, RayBackend, guardrail, tool
 from fragola_nb.experiments.raybackend import definition_of
 from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
 
@@ -136,6 +136,40 @@ async def test_the_ray_backend_gives_the_rows_of_the_local_one() -> None:
     # A rebuilt fork goes on here, on this kernel's Fragola.
     state = await remote[1].fork.user_message("hello again")
     assert state.messages[-1]["content"] == "echo: hello again (Be brief.)"
+
+
+def no_secrets(text: str) -> str | None:
+    """A guard: refuses a message that gives a password."""
+    return "gives a password" if "password" in text else None
+
+
+async def test_guardrails_guard_the_workers_inputs_as_the_local_ones() -> None:
+    agent = make_agent()
+    guardrail(agent, no_secrets)
+    inputs = ["hello", "my password is hunter2", "bye"]
+
+    local = await agent.batch(inputs, progress=False)
+    remote = await agent.batch(inputs, backend="ray", progress=False)
+
+    assert [row_key(row) for row in remote] == [row_key(row) for row in local]
+    assert remote[1].error == "GuardrailRejected: rejected by no_secrets: gives a password"
+    assert remote[1].fork is not None and local[1].fork is not None
+    # The rejected message is kept, marked, on the rebuilt fork as on the local one.
+    assert remote[1].fork.state.messages == local[1].fork.state.messages
+    assert remote[1].fork.usage.requests == 0
+
+
+async def test_more_workers_than_the_cluster_can_start_is_one_clear_line() -> None:
+    agent = make_agent()
+    with pytest.raises(BadUsage, match=r"^1 of 3 Ray workers did not start within 5 s \(the "
+                       r"cluster has \d CPUs free, each worker asks num_cpus=1\): ask for fewer"):
+        await agent.batch([f"hello {i}" for i in range(30)], progress=False,
+                          backend=RayBackend(workers=3, ready_timeout=5))
+    # The workers that did start are gone again.
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert ray.available_resources().get("CPU", 0) == 2
 
 
 async def test_a_waiting_row_comes_back_waiting_and_is_decided_here() -> None:

@@ -290,8 +290,9 @@ class _RayRun:
             await asyncio.wait_for(asyncio.gather(*waits), self.backend.ready_timeout)
         except TimeoutError:
             free = self.ray.available_resources().get("CPU", 0)
+            late = sum(1 for wait in waits if not wait.done() or wait.cancelled())
             raise BadUsage(
-                f"{len(actors)} Ray worker(s) did not start within "
+                f"{late} of {len(actors)} Ray workers did not start within "
                 f"{self.backend.ready_timeout:g} s (the cluster has {free:g} CPUs free, each "
                 f"worker asks num_cpus={self.backend.num_cpus:g}): ask for fewer workers= or "
                 "a smaller num_cpus=") from None
