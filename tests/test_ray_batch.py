@@ -332,6 +332,27 @@ async def test_without_retries_a_killed_workers_inputs_are_failed_rows(tmp_path:
         row.index for row in result if row.status == "failed"}
 
 
+async def test_when_no_worker_is_left_the_inputs_not_sent_are_failed_rows(
+        tmp_path: Path) -> None:
+    agent = make_agent()
+    inputs = [f"slow 0.1 {i}" for i in range(80)]
+    file = tmp_path / "rows.jsonl"
+    task = asyncio.ensure_future(agent.batch(
+        inputs, concurrency=2, backend=RayBackend(workers=1, retries=0, chunk_size=4),
+        resume=file, progress=False))
+    await kill_a_worker(file)
+
+    result = await task
+
+    assert len(result) == 80 and result.done + result.failed == 80
+    errors = [row.error or "" for row in result if row.status == "failed"]
+    lost = [e for e in errors if e.startswith("worker lost: the Ray worker running this input")]
+    never = [e for e in errors if e.startswith("not run: no Ray worker was left to run it "
+                                               "(the last died: ")]
+    assert lost and never and len(lost) + len(never) == len(errors)
+    assert len(lost) <= 2 * 4  # at most the two chunks the worker held
+
+
 def test_a_tool_that_cannot_be_sent_is_refused_before_anything_starts(tmp_path: Path) -> None:
     lock = threading.Lock()
 
@@ -452,6 +473,10 @@ async def test_credentials_are_never_sent_to_workers(
         # server gets the placeholder), and answers as the local backend does.
         result = await agent.batch(["hello"], backend="ray", progress=False)
         assert result[0].answer == "echo: hello (Be brief.)"
+        # The row's fork, made here, keeps the settings the workers were not sent.
+        fork = result[0].fork
+        assert fork is not None
+        assert fork.options.model_settings["extra_headers"] == {"Authorization": setting_secret}
         assert all(secret not in json.dumps(headers) for headers in server.headers)
 
 

@@ -143,6 +143,7 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
     snapshot (its credentials in model settings are dropped here, with a warning)."""
     pickle = import_ray().cloudpickle
     recipe = _recipe(base.fragola, backend)
+    base = base._copy(base.name)  # the rows' forks are made from ``base``: it keeps them all
     settings, removed = scrub(base.options.model_settings)
     if removed:
         base.options.model_settings = settings
@@ -323,6 +324,7 @@ class _RayRun:
                 raise
             if self.queue and not self.batch.stopping:  # every worker is gone
                 self.lost(list(self.queue), final=True)
+                self.queue.clear()
         finally:
             self.batch.on_stop = None
             for slot in self.slots:
@@ -406,15 +408,17 @@ class _RayRun:
         retries left, else failed rows that say so."""
         why = cause or self.last_death or "no worker left"
         for index in indices:
-            tries = self.attempts[index] = self.attempts.get(index, 0) + 1
-            if final or tries > self.backend.retries:
-                self.batch._finish(BatchRow(
-                    index=index, input=self.batch.items[index], answer=None,
-                    error=(f"worker lost: the Ray worker running this input died "
-                           f"({tries} time{'s' if tries > 1 else ''}): {why}")[:500],
-                    status="failed"))
+            if final:  # never sent: every worker was gone
+                error = f"not run: no Ray worker was left to run it (the last died: {why})"
             else:
-                self.queue.appendleft(index)
+                tries = self.attempts[index] = self.attempts.get(index, 0) + 1
+                if tries <= self.backend.retries:
+                    self.queue.appendleft(index)
+                    continue
+                error = (f"worker lost: the Ray worker running this input died ({tries} "
+                         f"time{'s' if tries > 1 else ''}): {why}")
+            self.batch._finish(BatchRow(index=index, input=self.batch.items[index],
+                                        answer=None, error=error[:500], status="failed"))
 
     async def replace(self, slot: _Slot, generation: int) -> None:
         """A fresh actor in place of the dead one (once per death, however many streams
