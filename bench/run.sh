@@ -23,6 +23,22 @@ if [ "${1:-}" = "--quick" ]; then
 else
     "$venv/bin/python" "$here/batch.py"
 fi
+# The Ray backend of agent.batch (bench/ray_batch.py): Ray from the project's own venv when
+# it has the ray extra, else the extra goes into bench/.venv (once).
+py="$root/.venv/bin/python"
+if ! { [ -x "$py" ] && "$py" -c "import ray, fragola_nb" 2>/dev/null; }; then
+    py="$venv/bin/python"
+    if ! "$py" -c "import ray" 2>/dev/null \
+            && ! "$venv/bin/pip" install -q -e "$root[ray]" >> "$venv/install.log" 2>&1; then
+        cat "$venv/install.log" >&2
+        exit 1
+    fi
+fi
+if [ "${1:-}" = "--quick" ]; then
+    "$py" "$here/ray_batch.py" --quick
+else
+    "$py" "$here/ray_batch.py"
+fi
 # Panel in the browser (bench/panel_browser.py): JupyterLab and Playwright come from the
 # project's own venv (the `test` extra), the browser is Debian's chromium; it adds its
 # section to the results.md that run.py has just written.
