@@ -35,13 +35,14 @@ import argparse
 import asyncio
 import datetime
 import gc
+import importlib
 import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,6 @@ import ray
 from common import median, report, write_section
 
 from fragola_nb import Agent, Fragola, RayBackend
-from fragola_nb.experiments import raybackend
 from fragola_nb.scripted import Item, hang, reply
 
 SECTION = "## Ray backend (issue 15)"
@@ -117,9 +117,22 @@ STARTS: list[float] = []
 ``Fragola`` made and the agent loaded), appended as batches run."""
 
 
+def ray_run_class() -> Any:
+    """The backend's private ``_RayRun`` (in ``rayrun`` since that module split off
+    ``raybackend``; in ``raybackend`` before)."""
+    for name in ("rayrun", "raybackend"):
+        with suppress(ImportError):
+            found = getattr(importlib.import_module(f"fragola_nb.experiments.{name}"),
+                            "_RayRun", None)
+            if found is not None:
+                return found
+    raise SystemExit("fragola_nb.experiments has no _RayRun: update timed_worker_starts()")
+
+
 @contextmanager
 def timed_worker_starts() -> Iterator[None]:
-    ready = raybackend._RayRun.ready
+    run_class = ray_run_class()
+    ready = run_class.ready
 
     async def timed(self: Any, actors: list[Any]) -> None:
         t0 = time.perf_counter()
@@ -128,11 +141,11 @@ def timed_worker_starts() -> Iterator[None]:
         finally:
             STARTS.append(time.perf_counter() - t0)
 
-    raybackend._RayRun.ready = timed  # type: ignore[method-assign]
+    run_class.ready = timed
     try:
         yield
     finally:
-        raybackend._RayRun.ready = ready  # type: ignore[method-assign]
+        run_class.ready = ready
 
 
 def row_key(row: Any) -> tuple[Any, ...]:
@@ -149,6 +162,8 @@ async def one_batch(agent: Agent, inputs: list[str], backend: Any, concurrency: 
                                backend=backend)
     wall, driver = time.perf_counter() - wall0, time.process_time() - cpu0
     ray_cpu = cpu.total() - ray0
+    if backend != LOCAL and not STARTS:
+        raise SystemExit("the workers' start was not measured: _RayRun.ready was not called")
     if result.failed or result.done != len(inputs):
         raise SystemExit(f"{backend!r}: {result.failed} failed, {result.done} done of "
                          f"{len(inputs)}; first: {next(iter(result)).error}")
