@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import re
 import signal
@@ -27,6 +26,7 @@ from helpers import assert_valid_history, user
 
 from fragola_nb import Agent, BadUsage, Fragola, RayBackend, guardrail, tool
 from fragola_nb.experiments.raybackend import definition_of
+from fragola_nb.experiments.rayrun import connect
 from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
 
 # The tools and brains below are defined in this test module, which Ray's workers cannot
@@ -43,8 +43,11 @@ FEW_SHOT = [user("2 + 2?"), {"role": "assistant", "content": "4"}]
 def ray_instance() -> Any:
     """One local Ray instance with 2 CPUs for the module, as CI's machine has."""
     assert not ray.is_initialized()
-    ray.init(num_cpus=2, object_store_memory=100 * 1024 * 1024, include_dashboard=False,
-             logging_level=logging.WARNING)
+    # Through the backend's own start (it tries once more when Ray's raylet misses its
+    # start-up deadline on a busy machine, a known Ray bug).
+    connect(ray, RayBackend(init={"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024,
+                                  "include_dashboard": False}))
+    assert ray.cluster_resources()["CPU"] == 2
     yield
     ray.shutdown()
 

@@ -103,7 +103,7 @@ async def run_batch(
         raise
     try:
         if on_ray is not None and definition is not None:
-            from .raybackend import run_on_ray
+            from .rayrun import run_on_ray
 
             await run_on_ray(batch, on_ray, concurrency, definition)
         else:

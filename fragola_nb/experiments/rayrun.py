@@ -1,0 +1,335 @@
+"""How ``agent.batch(..., backend="ray")`` runs: start or join Ray, start the workers, feed
+them chunks of inputs, turn each report into the batch's row (and its fork), run again what a
+dead worker had not reported, and pass ``stop()``/``stop_sync()`` on. See ``raybackend`` for
+what the user sees; ``rayworker`` for the other side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BadUsage
+from ..redact import redact_text
+from ..usage import Usage
+from .batchrows import BatchRow
+from .comparison import error_line, row_tokens
+from .raybackend import RayBackend, import_ray
+from .rayworker import BatchWorker, Definition, RowReport
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from .batch import _Batch
+
+__all__ = ["connect", "run_on_ray"]
+
+_log = logging.getLogger("fragola_nb")
+
+STOP_GRACE = 5.0
+"""Seconds ``stop_sync()`` leaves the workers to report their stopped inputs before their
+streams are cancelled."""
+IN_FLIGHT = 2
+"""Chunks each worker is given at once, so it never waits for the next."""
+
+
+def connect(ray: Any, backend: RayBackend) -> None:
+    """Start or join Ray. Ray's own processes die with the thread that started them, so
+    off the main thread (``run_sync``'s loop, a thread of the user's) it is started on a
+    thread of ours that never ends."""
+    if ray.is_initialized():
+        return
+    options = {"logging_level": logging.WARNING, **backend.init}
+
+    def start() -> None:
+        try:
+            ray.init(address=backend.address, **options)
+        except Exception as exc:
+            # Ray's raylet gives its agent process 15 s to start and dies past that, which a
+            # busy or cold machine can miss once (ray-project/ray#65983): once more, warm.
+            if "timed out during startup" not in str(exc):
+                raise
+            _log.warning("fragola_nb: Ray did not start in time (%s); trying once more",
+                         str(exc).splitlines()[0])
+            ray.shutdown()
+            ray.init(address=backend.address, **options)
+
+    if threading.current_thread() is threading.main_thread():
+        start()
+        return
+    started: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def keep() -> None:
+        try:
+            start()
+        except BaseException as exc:
+            started.set_exception(exc)
+            return
+        started.set_result(None)
+        threading.Event().wait()  # Ray lives as long as this thread: until the process ends
+
+    threading.Thread(target=keep, name="fragola_nb-ray", daemon=True).start()
+    started.result()
+
+
+@dataclass
+class _Slot:
+    """One worker place: its actor (None once it could not be replaced)."""
+
+    actor: Any
+    generation: int = 0
+
+
+class _RayRun:
+    def __init__(self, batch: _Batch, backend: RayBackend, concurrency: int, ray: Any,
+                 definition: Definition) -> None:
+        self.batch, self.backend, self.ray = batch, backend, ray
+        self.concurrency = concurrency
+        self.queue: deque[int] = deque(i for i in range(len(batch.items))
+                                       if i not in batch.rows)
+        self.attempts: dict[int, int] = {}
+        self.streams: set[Any] = set()
+        self.slots: list[_Slot] = []
+        self.started = 0
+        self.last_death = ""
+        self.loop = asyncio.get_running_loop()
+        self.remote = ray.remote(BatchWorker).options(num_cpus=backend.num_cpus,
+                                                      max_restarts=0)
+        self.definition = ray.put(definition)
+
+    # The sizes: enough chunks to balance the workers, none bigger than 2x concurrency.
+    def sizes(self) -> tuple[int, int]:
+        todo = len(self.queue)
+        if self.backend.workers is not None:
+            workers = self.backend.workers
+        else:
+            free = self.ray.available_resources().get("CPU", 1.0)
+            workers = max(1, int(free // self.backend.num_cpus))
+        chunk = self.backend.chunk_size or max(1, min(2 * self.concurrency,
+                                                      -(-todo // (workers * 4))))
+        return max(1, min(workers, -(-todo // chunk))), chunk
+
+    def new_actor(self) -> Any:
+        self.started += 1
+        return self.remote.remote(self.definition, self.concurrency)
+
+    async def ready(self, actors: list[Any]) -> None:
+        """Wait until ``actors`` have made their ``Fragola`` and loaded the agent, or the
+        batch is stopped meanwhile (then nothing is sent to them)."""
+        waits = [asyncio.ensure_future(_awaited(actor.ready.remote())) for actor in actors]
+        deadline = self.loop.time() + self.backend.ready_timeout
+        pending = set(waits)
+        try:
+            while pending and not self.batch.stopping:
+                left = deadline - self.loop.time()
+                if left <= 0:
+                    raise TimeoutError
+                done, pending = await asyncio.wait(pending, timeout=min(0.2, left))
+                for wait in done:
+                    wait.result()  # a worker that could not set up
+        except TimeoutError:
+            free = self.ray.available_resources().get("CPU", 0)
+            raise BadUsage(
+                f"{len(pending)} of {len(actors)} Ray workers did not start within "
+                f"{self.backend.ready_timeout:g} s (the cluster has {free:g} CPUs free, each "
+                f"worker asks num_cpus={self.backend.num_cpus:g}): ask for fewer workers= or "
+                "a smaller num_cpus=") from None
+        except self.ray.exceptions.RayError as exc:
+            cause = _cause(exc)
+            if "ModuleNotFoundError" in cause:
+                cause += (" (the workers import a tool, listener or brain by its module: "
+                          "install it on the workers, pass RayBackend(init={'runtime_env': "
+                          "{'py_modules': [module]}}), or send it by value with "
+                          "ray.cloudpickle.register_pickle_by_value(module))")
+            raise BadUsage(f"the Ray workers could not set up the agent: {cause}") from exc
+        finally:
+            for wait in waits:
+                wait.cancel()
+
+    async def run(self) -> None:
+        workers, chunk = self.sizes()
+        self.slots = [_Slot(self.new_actor()) for _ in range(workers)]
+        try:
+            await self.ready([slot.actor for slot in self.slots])
+            self.batch._show(refresh=True)
+            self.batch.on_stop = self.stop
+            feeders = [asyncio.ensure_future(self.feed(slot, chunk))
+                       for slot in self.slots for _ in range(IN_FLIGHT)]
+            try:
+                await asyncio.gather(*feeders)
+            except BaseException:
+                for feeder in feeders:
+                    feeder.cancel()
+                await asyncio.wait(feeders)
+                raise
+            if self.queue and not self.batch.stopping:  # every worker is gone
+                self.lost(list(self.queue), final=True)
+                self.queue.clear()
+        finally:
+            self.batch.on_stop = None
+            for slot in self.slots:
+                if slot.actor is not None:
+                    with contextlib.suppress(Exception):
+                        self.ray.kill(slot.actor)
+
+    async def feed(self, slot: _Slot, size: int) -> None:
+        errors = self.ray.exceptions
+        while self.queue and not self.batch.stopping and slot.actor is not None:
+            chunk = [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
+            actor, generation = slot.actor, slot.generation
+            pairs = [(index, self.batch.items[index]) for index in chunk]
+            stream = actor.run.options(num_returns="streaming").remote(pairs)
+            self.streams.add(stream)
+            reported: set[int] = set()
+            try:
+                async for ref in stream:
+                    reports: list[RowReport] = await ref
+                    for report in reports:
+                        reported.add(report.index)
+                        self.take(report)
+            except errors.TaskCancelledError:
+                if self.batch.stopping:  # stop_sync(): what had not reported was running
+                    for index in chunk:
+                        if index not in reported:
+                            self.batch._finish(self.stopped_row(index))
+                    return
+                self.lost([i for i in chunk if i not in reported], cause="cancelled")
+            except errors.RayError as exc:  # the worker died, or its task failed outright
+                self.last_death = _cause(exc)
+                self.lost([i for i in chunk if i not in reported])
+                await self.replace(slot, generation)
+            except BaseException:
+                self.queue.extendleft(reversed([i for i in chunk if i not in reported]))
+                with contextlib.suppress(Exception):
+                    self.ray.cancel(stream)
+                raise
+            finally:
+                self.streams.discard(stream)
+
+    def take(self, report: RowReport) -> None:
+        if report.status == "not run":  # stopped before it started: runs again on resume
+            return
+        fork = self.fork(report)
+        usage = fork.usage if fork is not None else Usage()
+        self.batch._finish(BatchRow(
+            index=report.index, input=self.batch.items[report.index], answer=report.answer,
+            error=report.error, status=report.status,  # type: ignore[arg-type]
+            tokens=row_tokens(usage), seconds=report.seconds, fork=fork, usage=usage))
+
+    def fork(self, report: RowReport) -> Agent | None:
+        """``row.fork``, made here from what the worker's fork held."""
+        if report.messages is None:
+            return None
+        from ..sessions.restore import pending_call
+
+        base, agent = self.batch.base, self.batch.agent
+        fork = base._copy(f"{agent.name}-batch{report.index}")
+        fork.fork_of = agent.id
+        for message in report.messages:
+            fork._history.append(message)
+        fork._usage = Usage(report.calls, agent.fragola.prices)
+        fork._step_count, fork._outcome = report.step_count, report.outcome  # type: ignore[assignment]
+        fork._status = report.agent_status  # type: ignore[assignment]
+        who = f"agent {fork.name!r}"
+        for call in report.pending:
+            tool = fork.tool_named(call["name"])
+            if tool is not None:
+                fork._pending[call["id"]] = pending_call(call, tool, who)
+        return fork
+
+    def stopped_row(self, index: int) -> BatchRow:
+        from .batch import STOPPED
+
+        return BatchRow(index=index, input=self.batch.items[index], answer=None,
+                        error=STOPPED, status="stopped")
+
+    def lost(self, indices: list[int], *, final: bool = False, cause: str = "") -> None:
+        """Inputs whose worker went away before reporting them: run again while they have
+        retries left, else failed rows that say so."""
+        why = cause or self.last_death or "no worker left"
+        for index in indices:
+            if final:  # never sent: every worker was gone
+                error = f"not run: no Ray worker was left to run it (the last died: {why})"
+            else:
+                tries = self.attempts[index] = self.attempts.get(index, 0) + 1
+                if tries <= self.backend.retries:
+                    self.queue.appendleft(index)
+                    continue
+                error = (f"worker lost: the Ray worker running this input died ({tries} "
+                         f"time{'s' if tries > 1 else ''}): {why}")
+            self.batch._finish(BatchRow(index=index, input=self.batch.items[index],
+                                        answer=None, error=error[:500], status="failed"))
+
+    async def replace(self, slot: _Slot, generation: int) -> None:
+        """A fresh actor in place of the dead one (once per death, however many streams
+        saw it), while the batch goes on and the restarts stay within bounds."""
+        if slot.generation != generation:
+            return
+        slot.generation += 1
+        with contextlib.suppress(Exception):
+            self.ray.kill(slot.actor)
+        limit = len(self.slots) * (self.backend.retries + 1)
+        if self.batch.stopping or not self.queue or self.started >= limit:
+            slot.actor = None
+            return
+        slot.actor = self.new_actor()
+        try:
+            await self.ready([slot.actor])
+        except BadUsage as exc:
+            self.last_death = str(exc)
+            slot.actor = None
+
+    def stop(self, at_once: bool) -> None:
+        """From ``_Batch.stop``, on any thread: the workers start nothing more; at once,
+        they stop their running inputs, and streams still open after ``STOP_GRACE`` s are
+        cancelled."""
+        for slot in list(self.slots):
+            if slot.actor is not None:
+                with contextlib.suppress(Exception):
+                    slot.actor.stop.remote(at_once)
+        if at_once:
+            self.loop.call_soon_threadsafe(self.loop.call_later, STOP_GRACE, self.cancel)
+
+    def cancel(self) -> None:
+        for stream in list(self.streams):
+            with contextlib.suppress(Exception):
+                self.ray.cancel(stream)
+
+
+async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,
+                     definition: Definition) -> None:
+    """Run what ``batch`` has left on Ray workers; rows arrive through ``batch._finish``."""
+    if len(batch.rows) == len(batch.items):  # all read back from the resume file
+        return
+    ray = import_ray()
+    try:
+        if not ray.is_initialized():
+            batch.bar.set_postfix_str("starting Ray…", refresh=True)  # ray.init takes seconds
+        connect(ray, backend)
+        batch.bar.set_postfix_str("starting the Ray workers…", refresh=True)
+        await _RayRun(batch, backend, concurrency, ray, definition).run()
+    finally:
+        batch._show(refresh=True)
+
+
+async def _awaited(ref: Any) -> Any:
+    return await ref
+
+
+_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Usage|Refused|Exit)): (.+)$")
+
+
+def _cause(exc: BaseException) -> str:
+    """The one line that says why: the last ``SomeError: text`` line of a Ray error (which
+    carries the worker's whole traceback), credentials redacted."""
+    lines = str(exc).splitlines()
+    for line in reversed(lines):
+        if _ERROR_LINE.match(line.strip()):
+            return redact_text(line.strip())[:300]
+    return error_line(exc)[:300]
