@@ -539,6 +539,43 @@ def test_with_no_ray_running_a_batch_starts_a_local_instance(tmp_path: Path) -> 
     assert lines[1] == f"['{said}again']"
 
 
+def test_an_address_joins_a_running_cluster(tmp_path: Path) -> None:
+    """A Ray head started apart (``ray start --head``, as on a cluster's head node) and a
+    batch given its address: the batch joins it rather than starting Ray itself."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ray_cli = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen(
+        [str(ray_cli), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+         "--include-dashboard=false", "--node-ip-address=127.0.0.1",
+         "--object-store-memory=80000000", "--disable-usage-stats"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    script = textwrap.dedent(f'''
+        import asyncio, ray
+        from fragola_nb import Fragola, RayBackend
+        agent = Fragola.scripted().agent(name="a")
+        backend = RayBackend(address="127.0.0.1:{port}")
+        for attempt in range(60):  # the head takes a few seconds to come up
+            try:
+                result = asyncio.run(agent.batch(["hi"], backend=backend, progress=False))
+                break
+            except ConnectionError:
+                import time; time.sleep(1)
+        print(result.answers, ray.get_runtime_context().gcs_address)
+    ''')
+    try:
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                                text=True, timeout=200, cwd=tmp_path)
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers, gcs = result.stdout.splitlines()[-1].rsplit(" ", 1)
+    assert answers == "['(scripted model) You said: hi']"
+    assert gcs.endswith(f":{port}")  # the head started apart, not a Ray of its own
+
+
 # -- helpers ----------------------------------------------------------------------------------
 
 async def wait_for_lines(file: Path, count: int, timeout: float = 60) -> list[dict[str, Any]]:
