@@ -10,10 +10,12 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -483,6 +485,17 @@ async def test_credentials_are_never_sent_to_workers(
         assert all(secret not in json.dumps(headers) for headers in server.headers)
 
 
+def test_a_backends_repr_shows_no_credential() -> None:
+    backend = RayBackend(address="ray://admin:hunter2secret@head:10001", init={
+        "runtime_env": {"env_vars": {"OPENAI_API_KEY": "sk-proj-abcdef1234567890",
+                                     "REGION": "eu"}}})
+
+    shown = repr(backend)
+
+    assert "hunter2secret" not in shown and "sk-proj-abcdef1234567890" not in shown
+    assert "'REGION': 'eu'" in shown and "head:10001" in shown and "retries=2" in shown
+
+
 def test_bad_backends_are_refused() -> None:
     agent = make_agent()
     with pytest.raises(BadUsage, match=r'^backend must be "local", "ray" or a RayBackend'):
@@ -546,8 +559,13 @@ def test_an_address_joins_a_running_cluster(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     ray_cli = Path(sys.executable).with_name("ray")
+    # A temp dir of its own: `ray start` records its address in the temp dir's
+    # ray_current_cluster, which every later ray.init() without an address would join
+    # (after this head is gone, too). Short: Ray's socket paths must fit in 107 bytes.
+    temp = tempfile.mkdtemp(prefix="rayhead-", dir="/tmp")
     head = subprocess.Popen(
         [str(ray_cli), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+         f"--temp-dir={temp}",
          "--include-dashboard=false", "--node-ip-address=127.0.0.1",
          "--object-store-memory=80000000", "--disable-usage-stats"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -570,6 +588,9 @@ def test_an_address_joins_a_running_cluster(tmp_path: Path) -> None:
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         head.wait(60)
+        shutil.rmtree(temp, ignore_errors=True)
+    recorded = Path("/tmp/ray/ray_current_cluster")  # what ray.init() would join
+    assert f":{port}" not in (recorded.read_text() if recorded.exists() else "")
     assert result.returncode == 0, result.stderr[-3000:]
     answers, gcs = result.stdout.splitlines()[-1].rsplit(" ", 1)
     assert answers == "['(scripted model) You said: hi']"

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BadUsage, SessionError
 from ..events import is_transient
-from ..redact import redact_text, scrub
+from ..redact import redact_text, redacted, scrub
 from .comparison import error_line
 from .rayworker import Definition, Recipe
 
@@ -100,6 +100,13 @@ class RayBackend:
             raise BadUsage("RayBackend: fragola must be a function returning a Fragola")
         if not isinstance(self.init, Mapping):
             raise BadUsage("RayBackend: init must be a dict of ray.init options")
+
+    def __repr__(self) -> str:
+        # ``init`` may carry a runtime_env with keys in its env_vars, ``address`` a password:
+        # never shown.
+        shown = {**vars(self), "init": redacted(dict(self.init)),
+                 "address": None if self.address is None else redact_text(self.address)}
+        return "RayBackend(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
 def backend_of(backend: Any) -> RayBackend | None:
