@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .checks import META
 from .errors import BadUsage, TurnRefused, exception_text
 from .events import AiMessageEvent, UserMessageEvent
+from .redact import redact_text
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -152,7 +153,17 @@ class Guardrail:
     @staticmethod
     def _marked(message: dict[str, Any], guard: str, reason: str) -> dict[str, Any]:
         kept = {key: value for key, value in message.items() if key != "tool_calls"}
-        kept[META] = {"rejected": {"guard": guard, "reason": reason}}
+        # What a guard refused is often a pasted key: the kept copy (shown in panels, saved
+        # in sessions) has every credential in its text redacted, by fragola_nb.redact's rule.
+        content = kept.get("content")
+        if isinstance(content, str):
+            kept["content"] = redact_text(content)
+        elif isinstance(content, list):
+            kept["content"] = [
+                {**part, "text": redact_text(part["text"])}
+                if isinstance(part, dict) and isinstance(part.get("text"), str) else part
+                for part in content]
+        kept[META] = {"rejected": {"guard": guard, "reason": redact_text(reason)}}
         return kept
 
     def remove(self) -> None:

@@ -5,6 +5,7 @@ dropped, and the agent goes on; replies checked before they are stored; forks; u
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pydantic
@@ -55,8 +56,27 @@ async def test_a_rejected_message_ends_the_turn_before_any_model_call(
     assert agent.status == "idle" and agent.outcome is None
     assert agent.state.messages == [
         user("How long for an egg?"), {"role": "assistant", "content": "Boil it."},
-        rejected("my key is sk-live-123", "no_secrets", "it holds an API key"),
+        # Kept to show what was refused, with the credential in it redacted.
+        rejected("my key is [redacted]", "no_secrets", "it holds an API key"),
     ]
+    assert "sk-live" not in json.dumps(agent.state.messages)
+
+
+async def test_a_kept_rejected_message_has_its_credentials_redacted_in_every_part(
+        model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    guardrail(agent, lambda text: "refused")
+
+    with pytest.raises(GuardrailRejected):
+        await agent.user_message([
+            {"type": "text", "text": "use Authorization: Bearer abcdefgh12345678 please"},
+            {"type": "text", "text": "and token sk-proj-abcdefgh12345678"},
+            {"type": "text", "text": "nothing secret here"}])
+
+    kept = agent.state.messages[-1]["content"]
+    assert [part["text"] for part in kept] == [
+        "use Authorization: Bearer [redacted] please", "and token [redacted]",
+        "nothing secret here"]
 
 
 async def test_the_first_failing_guard_wins_and_each_kind_of_verdict_is_read(

@@ -71,12 +71,14 @@ def cells(md: Callable[[str], Cell], code: Callable[[str], Cell]) -> list[Cell]:
         """),
         md("""
         With `on_reject="annotate"` (the default) the refused messages stay in the history,
-        marked `{"fragola_nb": {"rejected": {...}}}`, and the panel shows each one as
+        marked `{"fragola_nb": {"rejected": {...}}}`, with any credential in their text
+        `[redacted]` (the key above is not kept), and the panel shows each one as
         **rejected by GUARD: REASON**. A marked message is never sent to the model: the next
         turn's request is what it would have been without them, so the scripted model's
         answer below lists only the two messages that passed.
         """),
         code("""
+        assert "sk-live" not in str(cook.state.messages)  # the refused key was not kept
         cook.state.messages[2:]
         """),
         code("""
