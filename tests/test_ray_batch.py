@@ -552,6 +552,31 @@ def test_with_no_ray_running_a_batch_starts_a_local_instance(tmp_path: Path) -> 
     assert lines[1] == f"['{said}again']"
 
 
+def test_init_options_refused_by_a_cluster_ray_joins_are_one_line(tmp_path: Path) -> None:
+    """No address, but RAY_ADDRESS names a cluster: Ray joins it and refuses the options of
+    a new instance; the user reads why and what to do, in one line."""
+    script = textwrap.dedent('''
+        import asyncio
+        from fragola_nb import BadUsage, Fragola, RayBackend
+        agent = Fragola.scripted().agent(name="a")
+        try:
+            asyncio.run(agent.batch(["hi"], backend=RayBackend(init={"num_cpus": 2}),
+                                    progress=False))
+        except BadUsage as exc:
+            print(exc)
+        print(agent.status)
+    ''')
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:9"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line, status = result.stdout.splitlines()
+    assert line.startswith("Ray joined a running cluster (RAY_ADDRESS, or the last `ray start` "
+                           "on this machine) and refused RayBackend(init=...): ")
+    assert line.endswith("pass RayBackend(address='local') to start a Ray of its own")
+    assert status == "idle"
+
+
 def test_an_address_joins_a_running_cluster(tmp_path: Path) -> None:
     """A Ray head started apart (``ray start --head``, as on a cluster's head node) and a
     batch given its address: the batch joins it rather than starting Ray itself."""

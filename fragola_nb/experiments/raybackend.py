@@ -57,8 +57,9 @@ _log = logging.getLogger("fragola_nb")
 class RayBackend:
     """Where and how ``agent.batch(..., backend=RayBackend(...))`` runs on Ray.
 
-    ``address``: None starts a local Ray instance (or joins ``RAY_ADDRESS``); ``"auto"``, a
-    ``host:port`` or a ``ray://host:10001`` URL connects to that cluster. ``workers``: Ray
+    ``address``: None joins ``RAY_ADDRESS`` or the last cluster ``ray start`` started on
+    this machine, else starts a local Ray instance; ``"local"`` always starts one; ``"auto"``,
+    a ``host:port`` or a ``ray://host:10001`` URL connects to that cluster. ``workers``: Ray
     actors to start (default: the cluster's free CPUs / ``num_cpus``). ``num_cpus``: CPUs
     each worker reserves (a batch of API calls mostly waits: 0.25 packs four on a CPU).
     ``fragola``: a function each worker calls to make its ``Fragola`` (it must pickle).

@@ -50,6 +50,17 @@ def connect(ray: Any, backend: RayBackend) -> None:
     def start() -> None:
         try:
             ray.init(address=backend.address, **options)
+        except ValueError as exc:
+            if "existing cluster" not in str(exc):
+                raise
+            # No address, but Ray found one to join: RAY_ADDRESS, or the last `ray start`
+            # on this machine (recorded in /tmp/ray/ray_current_cluster), which takes no
+            # resources of ours.
+            raise BadUsage(
+                f"Ray joined a running cluster (RAY_ADDRESS, or the last `ray start` on this "
+                f"machine) and refused RayBackend(init=...): {str(exc).splitlines()[0]} Drop "
+                "those options, or pass RayBackend(address='local') to start a Ray of its "
+                "own") from None
         except Exception as exc:
             # Ray's raylet gives its agent process 15 s to start and dies past that, which a
             # busy or cold machine can miss once (ray-project/ray#65983): once more, warm.
