@@ -26,7 +26,7 @@ import pytest
 import ray
 from helpers import assert_valid_history, user
 
-from fragola_nb import Agent, BadUsage, Fragola, RayBackend, guardrail, tool
+from fragola_nb import Agent, BadUsage, Fragola, RayBackend, create_store, guardrail, tool
 from fragola_nb.experiments.raybackend import definition_of
 from fragola_nb.experiments.rayrun import connect
 from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
@@ -358,6 +358,99 @@ async def test_when_no_worker_is_left_the_inputs_not_sent_are_failed_rows(
     assert len(lost) <= 2 * 4  # at most the two chunks the worker held
 
 
+@tool
+def bump(by: int, context: Any) -> int:
+    """Add to the agent's counter store."""
+    return context.get_store("counter").update(lambda value: value + by)
+
+
+async def test_what_tools_leave_in_the_forks_stores_comes_back_with_the_row() -> None:
+    fragola = Fragola.scripted(brain=lambda request: tool_calls(call(
+        "bump", {"by": int(last_user(request).split()[1])}, id="b"))
+        if request["messages"][-1]["role"] == "user" else reply("bumped"))
+    agent = fragola.agent(name="counter", tools=[bump], stores=[create_store(10, "counter")])
+
+    local = await agent.batch(["bump 5", "bump 7"], progress=False)
+    remote = await agent.batch(["bump 5", "bump 7"], backend="ray", progress=False)
+
+    def counters(result: Any) -> list[int]:
+        return [row.fork._stores["counter"].get() for row in result]
+
+    assert counters(remote) == counters(local) == [15, 17]
+    assert agent._stores["counter"].get() == 10  # the agent's own is left as it was
+
+
+def test_what_cannot_work_on_workers_says_why(tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    # A replayed recording is held by this process: each worker must open it itself.
+
+    lesson = Path(__file__).parent.parent / "notebooks" / "recordings" / "lesson.jsonl"
+    replayed = Fragola.replay(lesson).agent(name="tutor")
+    with pytest.raises(BadUsage, match=r"it replays a recording held in this process\); pass "
+                                       r"RayBackend\(fragola=lambda: Fragola.replay\(PATH\)\)"):
+        asyncio.run(replayed.batch(["x"], backend="ray"))
+
+    # A key a tool holds in what it refers to would travel with it.
+    secret = "sk-proj-INATOOL1234567890abcd"
+
+    @tool
+    def uses_a_key(q: str) -> str:
+        """Looks something up with a key."""
+        return f"{q} with {secret}"
+
+    holder = Fragola.scripted(brain=brain).agent(name="a", tools=[uses_a_key])
+    with pytest.raises(BadUsage, match=r"^tool 'uses_a_key' would carry a credential to the "
+                                       r"Ray workers .*read it from os.environ where it runs"):
+        asyncio.run(holder.batch(["x"], backend="ray"))
+
+    # Options for ray.init once Ray runs are not silently dropped.
+    result = asyncio.run(make_agent().batch(["hello"], backend=RayBackend(
+        address="127.0.0.1:9", init={"runtime_env": {"env_vars": {"REGION": "eu"}}}),
+        progress=False))
+    assert result.done == 1
+    assert ("RayBackend(address=..., init=...) is not used: this process already runs Ray"
+            in caplog.text)
+
+
+def test_an_address_nothing_answers_on_is_one_line_at_once(tmp_path: Path) -> None:
+    """Not minutes of Ray retrying with the kernel frozen (a process of its own: this
+    module's Ray is running, and a running Ray is used as it is)."""
+    script = textwrap.dedent('''
+        import asyncio, time
+        from fragola_nb import BadUsage, Fragola, RayBackend
+        agent = Fragola.scripted().agent(name="a")
+        started = time.monotonic()
+        try:
+            asyncio.run(agent.batch(["hi"], backend=RayBackend(address="127.0.0.1:9"),
+                                    progress=False))
+        except BadUsage as exc:
+            print(exc)
+        print(time.monotonic() - started < 10, agent.status)
+    ''')
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line, after = result.stdout.splitlines()
+    assert line.startswith("nothing answers at the Ray address '127.0.0.1:9' (")
+    assert line.endswith("): is the cluster's head running?")
+    assert after == "True idle"
+
+
+async def test_mcp_tools_are_refused_with_the_reason() -> None:
+    from fragola_nb import mcp_tools
+
+    server = Path(__file__).parent / "mcp_servers" / "demo_server.py"
+    connection = await mcp_tools([sys.executable, str(server), "stdio"])
+    try:
+        agent = Fragola.scripted(brain=brain).agent(name="m", tools=connection.tools)
+        with pytest.raises(BadUsage, match=r"comes from an MCP connection of this process "
+                                           r"\(mcp_tools\): Ray workers cannot use it"):
+            await agent.batch(["x"], backend="ray", progress=False)
+        assert agent.status == "idle"
+    finally:
+        await connection.aclose()
+
+
 def test_a_tool_that_cannot_be_sent_is_refused_before_anything_starts(tmp_path: Path) -> None:
     lock = threading.Lock()
 
@@ -430,8 +523,11 @@ async def test_a_worker_that_cannot_make_its_fragola_is_one_clear_line() -> None
         await agent.batch(["hello"], backend=RayBackend(fragola=no_key), progress=False)
 
     assert str(caught.value).startswith(
-        "the Ray workers could not set up the agent: fragola_nb.errors.BadUsage: no API key: "
+        "the Ray workers could not set up the agent: BadUsage: no API key: "
         "pass api_key= or set OPENAI_API_KEY")
+    assert str(caught.value).endswith(
+        "(each worker reads OPENAI_API_KEY from its own environment; no key is ever sent to "
+        "the workers)")
 
 
 async def test_a_factory_makes_each_workers_fragola() -> None:
@@ -473,6 +569,9 @@ async def test_credentials_are_never_sent_to_workers(
             assert text.encode() not in sent
         assert b"X-Team" in sent and b"temperature" in sent
         assert "X-Api-Key" in caplog.text and "extra_headers.Authorization" in caplog.text
+        # The key given by hand stays here too, and the warning says the workers use theirs.
+        assert "not sent to Ray workers (credentials are never sent): the Fragola's api_key" \
+            in caplog.text
 
         # The workers' Fragola reads its key from their environment (none here: the local
         # server gets the placeholder), and answers as the local backend does.

@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadUsage, SessionError
 from ..events import is_transient
+from ..model_client import NO_KEY
 from ..redact import redact_text, redacted, scrub
 from .comparison import error_line
 from .rayworker import Definition, Recipe
@@ -140,12 +142,17 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
     settings, removed = scrub(base.options.model_settings)
     if removed:
         base.options.model_settings = settings
-        _left_behind(f"agent {name!r}'s model_settings", removed)
+        _left_behind(f"the model_settings of agent {name!r}", removed)
     listeners: dict[str, Any] = {}
     for fns in base._listeners._by_event.values():
         for fn in fns:
             if not is_transient(fn):  # a notebook panel's listener: a view, not the agent
                 listeners[getattr(fn, "__qualname__", type(fn).__qualname__)] = fn
+    for tool in base.options.tools:
+        if getattr(tool.handler, "__module__", None) == "fragola_nb.mcptools":
+            raise BadUsage(
+                f"tool {tool.name!r} comes from an MCP connection of this process "
+                "(mcp_tools): Ray workers cannot use it; run this batch with the local backend")
     parts: list[tuple[str, Any]] = [(f"tool {t.name!r}", t) for t in base.options.tools]
     parts += [(f"listener {key!r}", fn) for key, fn in listeners.items()]
     parts += [("RayBackend(fragola=...)", recipe.factory)] if recipe.factory else []
@@ -153,12 +160,18 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
               ] if recipe.scripted else []
     for what, part in parts:
         try:
-            pickle.dumps(part)
+            data = pickle.dumps(part)
         except Exception as exc:
             raise BadUsage(
                 f"{what} cannot be sent to Ray workers ({error_line(exc)}): define it in a "
                 "module the workers can import (it is then sent by import path), or keep "
                 "what it uses picklable (no open files, locks, sockets or clients)") from exc
+        text = data.decode("latin-1")  # what Ray would send, bytes as they are
+        if redact_text(text) != text:
+            raise BadUsage(
+                f"{what} would carry a credential to the Ray workers (a value shaped like a "
+                "key, in what it refers to): read it from os.environ where it runs, so that "
+                "each worker uses its own")
     from ..sessions import session_to_json
 
     try:
@@ -174,6 +187,11 @@ def _recipe(fragola: Fragola, backend: RayBackend) -> Recipe:
     if backend.fragola is not None:
         return replace(common, factory=backend.fragola)
     scripted = fragola.scripted_model
+    if scripted is not None and type(scripted.brain).__name__ == "Replayer":
+        raise BadUsage(
+            "this Fragola cannot be rebuilt on Ray workers (it replays a recording held in this "
+            "process); pass RayBackend(fragola=lambda: Fragola.replay(PATH)) so that each "
+            "worker reads the recording itself")
     if scripted is not None:
         left = len(scripted._script) + len(scripted._agent_scripts)
         if left:
@@ -197,6 +215,8 @@ def _recipe(fragola: Fragola, backend: RayBackend) -> Recipe:
     options, removed = scrub(dict(client._options))
     if removed:
         _left_behind("the Fragola's client options", removed)
+    if client._api_key not in (NO_KEY, os.environ.get("OPENAI_API_KEY", "").strip()):
+        _left_behind("the Fragola's", ["api_key"])  # given by hand: the workers use theirs
     base_url = client._base_url
     if base_url is not None and redact_text(base_url) != base_url:
         _left_behind("the Fragola's base_url", ["base_url"])
@@ -205,6 +225,6 @@ def _recipe(fragola: Fragola, backend: RayBackend) -> Recipe:
 
 
 def _left_behind(what: str, paths: list[str]) -> None:
-    _log.warning("fragola_nb: %s %s not sent to Ray workers (credentials are never sent): "
-                 "set them in the workers' environment, or pass RayBackend(fragola=...)",
-                 what, ", ".join(paths))
+    _log.warning("fragola_nb: not sent to Ray workers (credentials are never sent): %s %s; "
+                 "the workers use what their own environment holds (OPENAI_API_KEY...), or "
+                 "pass RayBackend(fragola=...)", what, ", ".join(paths))

@@ -10,7 +10,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
 import re
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -44,7 +46,13 @@ def connect(ray: Any, backend: RayBackend) -> None:
     off the main thread (``run_sync``'s loop, a thread of the user's) it is started on a
     thread of ours that never ends."""
     if ray.is_initialized():
+        unused = [name for name in ("address", "init") if getattr(backend, name)]
+        if unused:
+            _log.warning("fragola_nb: RayBackend(%s) is not used: this process already runs "
+                         "Ray, and it is used as it is (ray.shutdown() first to start or "
+                         "join another)", ", ".join(f"{name}=..." for name in unused))
         return
+    _reachable(backend.address or os.environ.get("RAY_ADDRESS") or None)
     options = {"logging_level": logging.WARNING, **backend.init}
 
     def start() -> None:
@@ -87,6 +95,22 @@ def connect(ray: Any, backend: RayBackend) -> None:
 
     threading.Thread(target=keep, name="fragola_nb-ray", daemon=True).start()
     started.result()
+
+
+def _reachable(address: str | None) -> None:
+    """A cluster address that nothing answers on is one line now: Ray itself would retry for
+    minutes, the kernel frozen, and may end the process."""
+    if address in (None, "auto", "local"):
+        return
+    where = address.removeprefix("ray://")
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        return  # a form Ray knows and this does not: let Ray say
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise BadUsage(f"nothing answers at the Ray address {redact_text(address)!r} "
+                       f"({exc.strerror or exc}): is the cluster's head running?") from None
 
 
 @dataclass
@@ -153,6 +177,9 @@ class _RayRun:
                 "a smaller num_cpus=") from None
         except self.ray.exceptions.RayError as exc:
             cause = _cause(exc)
+            if "no API key" in cause:
+                cause += (" (each worker reads OPENAI_API_KEY from its own environment; no "
+                          "key is ever sent to the workers)")
             if "ModuleNotFoundError" in cause:
                 cause += (" (the workers import a tool, listener or brain by its module: "
                           "install it on the workers, pass RayBackend(init={'runtime_env': "
@@ -247,6 +274,10 @@ class _RayRun:
         fork._usage = Usage(report.calls, agent.fragola.prices)
         fork._step_count, fork._outcome = report.step_count, report.outcome  # type: ignore[assignment]
         fork._status = report.agent_status  # type: ignore[assignment]
+        for namespace, value in report.stores:  # what the tools changed on the worker
+            store = fork._stores.get(namespace)
+            if store is not None:
+                store.set(value)
         who = f"agent {fork.name!r}"
         for call in report.pending:
             tool = fork.tool_named(call["name"])
@@ -342,5 +373,5 @@ def _cause(exc: BaseException) -> str:
     lines = str(exc).splitlines()
     for line in reversed(lines):
         if _ERROR_LINE.match(line.strip()):
-            return redact_text(line.strip())[:300]
+            return redact_text(line.strip().removeprefix("fragola_nb.errors."))[:300]
     return error_line(exc)[:300]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import time
 from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -102,6 +103,8 @@ class RowReport:
     outcome: str | None = None
     pending: tuple[dict[str, Any], ...] = ()
     """Calls waiting for a person (session records, see ``sessions.dump``)."""
+    stores: tuple[tuple[str, Any], ...] = ()
+    """The fork's own stores' values, by namespace, as its tools left them."""
 
 
 class BatchWorker:
@@ -180,4 +183,16 @@ def report(index: int, fork: Agent | None, status: str, error: str | None,
         index, status, answer_text(fork, fork.fork_point), error, seconds,
         calls=fork.usage.calls, messages=tuple(fork.messages_since(fork.fork_point)),
         step_count=fork.step_count, agent_status=fork.status, outcome=fork._outcome,
-        pending=tuple(pending_record(call) for call in fork._pending.values()))
+        pending=tuple(pending_record(call) for call in fork._pending.values()),
+        stores=tuple((name, store.get()) for name, store in fork._stores.items()
+                     if _picklable(store.get())))
+
+
+def _picklable(value: Any) -> bool:
+    """A value a report can carry (one that cannot stays on the worker, and the fork made in
+    the notebook keeps the prefix's value)."""
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True
