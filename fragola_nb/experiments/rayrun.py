@@ -115,10 +115,13 @@ def _reachable(address: str | None) -> None:
 
 @dataclass
 class _Slot:
-    """One worker place: its actor (None once it could not be replaced)."""
+    """One worker place: its actor (None once it is gone for good) and ``up``, the task
+    that says whether that actor became ready."""
 
     actor: Any
+    up: asyncio.Task[bool]
     generation: int = 0
+    ever_ready: bool = False
 
 
 class _RayRun:
@@ -144,37 +147,33 @@ class _RayRun:
         if self.backend.workers is not None:
             workers = self.backend.workers
         else:
-            free = self.ray.available_resources().get("CPU", 1.0)
-            workers = max(1, int(free // self.backend.num_cpus))
+            # The cluster's CPUs, not those free this instant: an earlier batch's workers
+            # may still be giving theirs back. A worker that cannot start yet joins later.
+            cpus = self.ray.cluster_resources().get("CPU", 1.0)
+            workers = max(1, int(cpus // self.backend.num_cpus))
         chunk = self.backend.chunk_size or max(1, min(2 * self.concurrency,
                                                       -(-todo // (workers * 4))))
         return max(1, min(workers, -(-todo // chunk))), chunk
+
+    def new_slot(self) -> _Slot:
+        actor = self.new_actor()
+        slot = _Slot(actor, asyncio.ensure_future(self.wait_ready(actor)))
+        return slot
 
     def new_actor(self) -> Any:
         self.started += 1
         return self.remote.remote(self.definition, self.concurrency)
 
-    async def ready(self, actors: list[Any]) -> None:
-        """Wait until ``actors`` have made their ``Fragola`` and loaded the agent, or the
-        batch is stopped meanwhile (then nothing is sent to them)."""
-        waits = [asyncio.ensure_future(_awaited(actor.ready.remote())) for actor in actors]
-        deadline = self.loop.time() + self.backend.ready_timeout
-        pending = set(waits)
+    async def wait_ready(self, actor: Any) -> bool:
+        """True once ``actor`` has made its ``Fragola`` and loaded the agent; False if it
+        could not start within ``ready_timeout`` (no CPU for it); a ``BadUsage`` if it could
+        not set up (no key, a module it cannot import)."""
         try:
-            while pending and not self.batch.stopping:
-                left = deadline - self.loop.time()
-                if left <= 0:
-                    raise TimeoutError
-                done, pending = await asyncio.wait(pending, timeout=min(0.2, left))
-                for wait in done:
-                    wait.result()  # a worker that could not set up
+            await asyncio.wait_for(_awaited(actor.ready.remote()), self.backend.ready_timeout)
         except TimeoutError:
-            free = self.ray.available_resources().get("CPU", 0)
-            raise BadUsage(
-                f"{len(pending)} of {len(actors)} Ray workers did not start within "
-                f"{self.backend.ready_timeout:g} s (the cluster has {free:g} CPUs free, each "
-                f"worker asks num_cpus={self.backend.num_cpus:g}): ask for fewer workers= or "
-                "a smaller num_cpus=") from None
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor)
+            return False
         except self.ray.exceptions.RayError as exc:
             cause = _cause(exc)
             if "no API key" in cause:
@@ -186,15 +185,51 @@ class _RayRun:
                           "{'py_modules': [module]}}), or send it by value with "
                           "ray.cloudpickle.register_pickle_by_value(module))")
             raise BadUsage(f"the Ray workers could not set up the agent: {cause}") from exc
-        finally:
-            for wait in waits:
-                wait.cancel()
+        return True
+
+    async def first_ready(self) -> None:
+        """Wait until one worker is ready (the others join as they come), or the batch is
+        stopped meanwhile; the first that cannot set up ends the batch with its reason."""
+        pending: set[asyncio.Task[bool]] = {slot.up for slot in self.slots}
+        while pending and not self.batch.stopping:
+            done, pending = await asyncio.wait(pending, timeout=0.2,
+                                               return_when=asyncio.FIRST_COMPLETED)
+            for slot in self.slots:
+                if slot.up in done and slot.up.result():
+                    slot.ever_ready = True
+            if any(slot.ever_ready for slot in self.slots):
+                return
+        if not self.batch.stopping:
+            raise BadUsage(self.late_line(len(self.slots), f"did not start within "
+                                          f"{self.backend.ready_timeout:g} s")
+                           + ": ask for fewer workers= or a smaller num_cpus=")
+
+    def late_line(self, late: int, what: str) -> str:
+        free = self.ray.available_resources().get("CPU", 0)
+        return (f"{late} of {len(self.slots)} Ray workers {what} (the cluster has {free:g} "
+                f"CPUs free, each worker asks num_cpus={self.backend.num_cpus:g})")
+
+    async def slot_ready(self, slot: _Slot) -> bool:
+        """Whether ``slot`` has a ready worker; a feeder of a worker still starting waits,
+        unless nothing is left to give it."""
+        while not slot.up.done():
+            if not self.queue or self.batch.stopping or slot.actor is None:
+                return False
+            await asyncio.wait({slot.up}, timeout=0.2)
+        try:
+            ready = slot.up.result()
+        except BadUsage as exc:  # a replacement that could not set up
+            self.last_death, ready = str(exc), False
+        slot.ever_ready = slot.ever_ready or ready
+        if not ready:
+            slot.actor = None
+        return ready and slot.actor is not None  # None: gone, and not replaced
 
     async def run(self) -> None:
         workers, chunk = self.sizes()
-        self.slots = [_Slot(self.new_actor()) for _ in range(workers)]
+        self.slots = [self.new_slot() for _ in range(workers)]
         try:
-            await self.ready([slot.actor for slot in self.slots])
+            await self.first_ready()
             self.batch._show(refresh=True)
             self.batch.on_stop = self.stop
             feeders = [asyncio.ensure_future(self.feed(slot, chunk))
@@ -209,16 +244,23 @@ class _RayRun:
             if self.queue and not self.batch.stopping:  # every worker is gone
                 self.lost(list(self.queue), final=True)
                 self.queue.clear()
+            late = sum(1 for slot in self.slots if not slot.ever_ready)
+            if late:
+                _log.warning("fragola_nb: %s; the batch ran on the others",
+                             self.late_line(late, "never started"))
         finally:
             self.batch.on_stop = None
             for slot in self.slots:
+                slot.up.cancel()
                 if slot.actor is not None:
                     with contextlib.suppress(Exception):
                         self.ray.kill(slot.actor)
 
     async def feed(self, slot: _Slot, size: int) -> None:
         errors = self.ray.exceptions
-        while self.queue and not self.batch.stopping and slot.actor is not None:
+        while self.queue and not self.batch.stopping and await self.slot_ready(slot):
+            if not self.queue:  # taken by another feeder meanwhile
+                return
             chunk = [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
             actor, generation = slot.actor, slot.generation
             pairs = [(index, self.batch.items[index]) for index in chunk]
@@ -310,7 +352,8 @@ class _RayRun:
 
     async def replace(self, slot: _Slot, generation: int) -> None:
         """A fresh actor in place of the dead one (once per death, however many streams
-        saw it), while the batch goes on and the restarts stay within bounds."""
+        saw it), while the batch goes on and the restarts stay within bounds; the slot's
+        feeders wait until it is ready."""
         if slot.generation != generation:
             return
         slot.generation += 1
@@ -321,11 +364,8 @@ class _RayRun:
             slot.actor = None
             return
         slot.actor = self.new_actor()
-        try:
-            await self.ready([slot.actor])
-        except BadUsage as exc:
-            self.last_death = str(exc)
-            slot.actor = None
+        slot.up.cancel()
+        slot.up = asyncio.ensure_future(self.wait_ready(slot.actor))
 
     def stop(self, at_once: bool) -> None:
         """From ``_Batch.stop``, on any thread: the workers start nothing more; at once,
