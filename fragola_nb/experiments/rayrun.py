@@ -245,13 +245,15 @@ class _RayRun:
                 self.lost(list(self.queue), final=True)
                 self.queue.clear()
             late = sum(1 for slot in self.slots if not slot.ever_ready)
-            if late:
+            if late and not self.batch.stopping:
                 _log.warning("fragola_nb: %s; the batch ran on the others",
                              self.late_line(late, "never started"))
         finally:
             self.batch.on_stop = None
             for slot in self.slots:
                 slot.up.cancel()
+                if slot.up.done() and not slot.up.cancelled():
+                    slot.up.exception()  # a late worker's set-up error: seen, not logged
                 if slot.actor is not None:
                     with contextlib.suppress(Exception):
                         self.ray.kill(slot.actor)
