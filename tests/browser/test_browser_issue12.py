@@ -90,7 +90,7 @@ def test_grid_of_eight_hostile_variants_tokens_dark_narrow_and_reopened(
     grid_notebook(ui, "grid12.ipynb")
     dialogs: list[str] = []
     ui.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    ui.open_and_run_all("grid12.ipynb")
+    ui.open_and_run_all("grid12.ipynb", timeout=200_000)  # 8 streaming columns: a slow CI machine
     page, out = ui.page, h.cell(ui.page, GRID).locator(".jp-OutputArea")
     check_grid(ui, out)
     ui.shot("grid-8-variants", out)
