@@ -232,7 +232,7 @@ QUICKSTART: list[Cell] = [
     - `json_and_streaming.ipynb`: structured output (on any server: `json_mode`), streaming,
       `{var}` in cells.
     - `teaching_example.ipynb`: a lesson, step by step, with a trace of the events.
-    - `experiments.ipynb`: prompt experiments: token usage and cost, compare, batch, replay.
+    - `experiments.ipynb`: prompt experiments: token usage and cost, compare, batch (here or on Ray), replay.
     - `system.ipynb`: MCP tools, guardrails, orchestration, OpenTelemetry traces.
     """),
 ]
