@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import typing
 
+from ._version import __version__ as __version__  # re-exported: the one version
 from .agent import Agent
 from .context import AgentContext, AgentOptions
 from .errors import (
@@ -155,7 +156,6 @@ __all__ = [
     "tree_usage",
     "uninstrument",
 ]
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> typing.Any:

@@ -51,7 +51,7 @@ class Fragola:
     ``openai.AsyncOpenAI`` (``timeout``, ``max_retries``, ``default_headers``, ...).
     ``prices`` gives models' prices for ``agent.usage.cost``, in USD per million tokens:
     ``prices={"my-model": {"input": 0.15, "output": 0.60, "cached_input": 0.075}}``; other
-    models are priced by genai-prices when it is installed.
+    models are priced by genai-prices' table (a dependency).
     """
 
     def __init__(

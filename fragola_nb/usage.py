@@ -12,8 +12,8 @@ that it reported nothing) to ``agent.usage``, a ``Usage``: the sums over those c
 A fork starts at zero: it counts its own calls, not its parent's. Counts are never guessed:
 a call whose server sent no usage adds to ``requests`` and ``unreported``, not to the tokens,
 and makes ``cost`` None. ``cost`` (USD) comes from the prices given to ``Fragola(prices=...)``
-for a model, else from the ``genai-prices`` package when it is installed (``pip install
-fragola_nb[prices]``), imported only when a cost is asked for; a model neither knows is None.
+for a model, else from the ``genai-prices`` package (a dependency of fragola_nb, so a plain
+install prices its calls), imported only when a cost is asked for; a model neither knows is None.
 Each call is priced on its own (some models cost more per token above a prompt length), then
 summed.
 """
@@ -33,11 +33,14 @@ from .errors import BadUsage
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["CallUsage", "ModelPrice", "Usage", "check_prices", "tree_usage"]
+__all__ = ["MAX_COUNT", "CallUsage", "ModelPrice", "Usage", "call_read_back", "check_prices",
+           "tree_usage"]
 
 MILLION = Decimal(1_000_000)
 COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
 """The counts a call reports (``cached_tokens``: the part of the prompt read from cache)."""
+MAX_COUNT = 2**53 - 1
+"""The largest count a file may hold: the largest integer every JSON reader keeps exactly."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,30 @@ class CallUsage:
     total_tokens: int = 0
     cached_tokens: int = 0
     reported: bool = True
+
+
+def call_read_back(fields: Any) -> CallUsage:
+    """One call's usage as a file holds it (``dataclasses.asdict`` of a ``CallUsage``: a batch
+    resume row's), checked; ``ValueError`` saying what is wrong otherwise.
+
+    A file can be edited by hand: a negative count would be summed into a negative total
+    (and a negative cost), a huge one into a total no JSON reader keeps, so each count must
+    be a whole number from 0 to ``MAX_COUNT``."""
+    if not isinstance(fields, Mapping):
+        raise ValueError("a call's usage is not an object")
+    names = ("model", *COUNTS, "reported")
+    if set(fields) != set(names):
+        raise ValueError(f"a call's usage must have the fields {', '.join(names)}")
+    if not isinstance(fields["model"], str) or not isinstance(fields["reported"], bool):
+        raise ValueError("a call's 'model' must be a string and 'reported' true or false")
+    for name in COUNTS:
+        count = fields[name]
+        if type(count) is not int or not 0 <= count <= MAX_COUNT:
+            shown = repr(count) if len(repr(count)) <= 30 else repr(count)[:29] + "…"
+            raise ValueError(f"a call's {name!r} must be a whole number from 0 to "
+                             f"{MAX_COUNT}, not {shown}")
+    return CallUsage(fields["model"], *(fields[name] for name in COUNTS),
+                     reported=fields["reported"])
 
 
 @dataclass(frozen=True)
@@ -258,7 +285,8 @@ def _call_cost(call: CallUsage, prices: Mapping[str, ModelPrice]) -> Decimal | N
 
 @functools.lru_cache(maxsize=4096)
 def _listed_cost(model: str, prompt: int, cached: int, completion: int) -> Decimal | None:
-    """The price genai-prices gives for one call, or None (not installed, model unknown)."""
+    """The price genai-prices gives for one call, or None (model unknown; or genai-prices,
+    a dependency, removed from the environment: a cost is then unknown, never an error)."""
     try:
         import genai_prices
     except ImportError:

@@ -1620,8 +1620,8 @@ EXPERIMENTS: list[Cell] = [
     ## 1. What a call costs
 
     Every model call's reported `usage` is kept on the agent that made it. The cost comes from
-    the [genai-prices](https://github.com/pydantic/genai-prices) table when it is installed
-    (`pip install "fragola_nb[prices]"`), or from prices you give
+    the [genai-prices](https://github.com/pydantic/genai-prices) table (installed with
+    fragola_nb), or from prices you give
     (`Fragola(prices={"my-model": {"input": 0.15, "output": 0.60}})`, dollars per million
     tokens); it is `None` when unknown, never a guess.
     """),
