@@ -30,6 +30,7 @@ from .errors import (
 )
 from .events import EVENT_NAMES, Subscription, ToolCallConfig
 from .fragola import Fragola
+from .payloads import ToolCallPayload
 from .state import AgentState, Decision, PendingCall
 from .stores import Store, create_store
 from .sync import run_sync
@@ -137,6 +138,7 @@ __all__ = [
     "Subscription",
     "Tool",
     "ToolCallConfig",
+    "ToolCallPayload",
     "TurnRefused",
     "Usage",
     "Veto",

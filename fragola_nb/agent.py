@@ -15,7 +15,9 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from . import driver
-from .checks import check_content, check_messages, kept_problem, normalize_instructions, sent
+from . import instructions as _instructions
+from . import options as _options
+from .checks import check_content, check_messages, kept_problem, sent
 from .context import AgentContext, AgentOptions
 from .driver import Run, StopNow
 from .errors import BadUsage, InvalidArguments, TurnRefused
@@ -26,6 +28,8 @@ from .events import (
     UserMessageEvent,
 )
 from .history import History
+from .hooks import Hook, Hooks
+from .instructions import Scopes
 from .listening import Listening
 from .schemas import ArgumentsRejected
 from .state import AgentState, Decision, Outcome, PendingCall, Status
@@ -74,6 +78,11 @@ class Agent(Listening):
         self._outcome: Outcome | None = None
         self._pending: dict[str, PendingCall] = {}
         self._listeners = Listeners()
+        self._hooks = Hooks()
+        """The hooks ``use`` put on, and the listeners each registered (``fragola_nb.hooks``)."""
+        self._scopes = Scopes()
+        """The scoped instructions (``fragola_nb.instructions``); the unscoped ones are
+        ``options.instructions``."""
         self._run: Run | None = None
         """The ``user_message``/``step``/``json`` call in flight, if any (see ``driver``)."""
         self._home_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
@@ -100,7 +109,21 @@ class Agent(Listening):
 
     @property
     def instructions(self) -> str | None:
+        """The unscoped instructions (upstream's ``instructions()`` without a scope); the
+        scoped ones are read with ``instructions_for(scope)``, all merged with
+        ``system_prompt``."""
         return self.options.instructions
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The system (or developer) message the model is sent: the unscoped instructions,
+        then each scope's in sorted scope order; None when there are none."""
+        return _instructions.merged(self.options.instructions, self._scopes)
+
+    def instructions_for(self, scope: str | None = None) -> str | None:
+        """The unscoped instructions (``None``), one scope's, or ``"*"``: every scope merged
+        (what the model is sent)."""
+        return _instructions.read(self, scope)
 
     @property
     def model(self) -> str:
@@ -195,6 +218,7 @@ class Agent(Listening):
     ) -> AgentState:
         """Append a user message and run until a final answer, a pause, or the step budget."""
         message = {"role": "user", "content": check_content(content)}
+        await self._hooks.ready()
         self._check_can_start(resuming=False)
         budget = self._budget(by, after_user_message=True)
         return await driver.drive(self, self._user_message_start(message), budget,
@@ -202,8 +226,9 @@ class Agent(Listening):
 
     async def step(self, *, by: int | None = None) -> AgentState:
         """Run without a new user message; also resumes a paused agent."""
+        await self._hooks.ready()
         self._check_can_start(resuming=True)
-        if self.options.instructions is None and not sent(self._history.to_list()):
+        if self.system_prompt is None and not sent(self._history.to_list()):
             # The request would hold no message at all (none, or only notes such as rejected
             # messages, which are never sent), which the API always refuses.
             raise BadUsage(f"agent {self.name!r} has no message to send: use user_message()")
@@ -398,7 +423,8 @@ class Agent(Listening):
         self._decide(self._undecided(call_id), Decision("reject", text=str(reason)))
 
     def inject(self, call_id: str, result: Any) -> None:
-        """Answer a paused call (dynamic or awaiting approval) with ``result`` by hand."""
+        """Answer a paused call (dynamic or awaiting approval) with ``result`` by hand: a
+        value, or a ``ToolCallPayload`` (a failed one reaches the model as its error line)."""
         self._decide(self._undecided(call_id), Decision("inject", text=result))
 
     def _undecided(self, call_id: str) -> PendingCall:
@@ -432,14 +458,60 @@ class Agent(Listening):
     def reset_step_count(self) -> None:
         self._step_count = 0
 
-    def set_instructions(self, instructions: str | list[str] | None) -> None:
-        self.options.instructions = normalize_instructions(instructions)
+    def set_instructions(self, instructions: str | list[str] | None,
+                         scope: str | None = None) -> None:
+        """Set the unscoped instructions, or those of ``scope`` (None clears them); ``"*"``
+        cannot be set. See ``fragola_nb.instructions``."""
+        _instructions.write(self, instructions, scope)
+
+    def remove_instructions(self, scope: str) -> bool:
+        """Take a scope's instructions away; True when it had some."""
+        return _instructions.remove(self, scope)
+
+    # -- at run time: hooks, stores, options --------------------------------------------------
+
+    def use(self, hook: Hook, name: str | None = None) -> Agent:
+        """Put ``hook`` on this agent: ``hook(agent)`` registers listeners (and more) and may
+        return a function that undoes it; an async hook starts as a task. Returns the agent.
+        See ``fragola_nb.hooks``."""
+        self._hooks.use(self, hook, name)
+        return self
+
+    def has_hook(self, name: str) -> bool:
+        return self._hooks.has(name)
+
+    def remove_hook(self, name: str) -> bool:
+        """Take the hook named ``name`` off: the listeners it registered on this agent, then
+        its dispose function. False when there is no such hook."""
+        return self._hooks.remove(self, name)
+
+    def dispose(self) -> None:
+        """Take every hook off, the last put on first (one still starting is cancelled)."""
+        self._hooks.dispose(self)
+
+    async def hooks_ready(self) -> None:
+        """Wait for the async hooks still starting (a turn waits for them by itself)."""
+        await self._hooks.ready()
+
+    def add_store(self, store: Store[Any]) -> None:
+        """Give this agent one more store (a namespace it does not have yet)."""
+        _options.add_store(self, store)
+
+    def remove_store(self, namespace: str) -> bool:
+        """Take the store ``namespace`` off this agent; False when it had none."""
+        return self._stores.pop(namespace, None) is not None
+
+    def set_options(self, **changes: Any) -> None:
+        """Change options at run time (``instructions``, ``description``, ``model_settings``,
+        ``max_step``, ...), checked as ``fragola.agent`` checks them; only when idle."""
+        _options.set_options(self, changes)
 
     def _request_messages(self) -> list[dict[str, Any]]:
         messages = sent(self._history.to_list())  # not the notes beside it (checks.META)
-        if self.options.instructions is not None:
+        system_prompt = self.system_prompt
+        if system_prompt is not None:
             role = "developer" if self.options.use_developer_role else "system"
-            messages.insert(0, {"role": role, "content": self.options.instructions})
+            messages.insert(0, {"role": role, "content": system_prompt})
         return messages
 
     def _append(self, message: dict[str, Any], reason: str) -> None:
@@ -477,8 +549,14 @@ class Agent(Listening):
     # -- fork -------------------------------------------------------------------------------
 
     def fork(self, name: str | None = None) -> Agent:
-        """A new agent that starts where this one is and goes on independently."""
-        child = self._copy(name)
+        """A new agent that starts where this one is and goes on independently.
+
+        A ``name`` one of this agent's forks already has gets the first free suffix
+        (``plain``, then ``plain-2``, ``plain-3``): two compares on one agent, or a fork
+        named twice, leave branches a tree can tell apart by name (a compare's columns and
+        ``comparison[...]`` keep the variant's own name)."""
+        child = self._copy(self._free_fork_name(name or f"{self.name}-fork"
+                                                f"{next(self._fork_names)}"))
         child.parent = self
         self._forks.append(child)
         # Views of the tree (a fork tree widget) learn of the new branch from the parent. A
@@ -493,6 +571,13 @@ class Agent(Listening):
                 self._observe("after_state_update", StateUpdateEvent(self.context, "drop"))
             raise
         return child
+
+    def _free_fork_name(self, name: str) -> str:
+        taken = {fork.name for fork in self._forks}
+        free, n = name, 2
+        while free in taken:
+            free, n = f"{name}-{n}", n + 1
+        return free
 
     def _copy(self, name: str | None) -> Agent:
         """A fork that is in no tree (``parent`` None), and that no listener hears of:
@@ -511,7 +596,8 @@ class Agent(Listening):
         child._outcome = self._outcome
         # child._usage stays at zero: a fork counts its own calls, not its parent's.
         child._pending = dict(self._pending)
-        child._listeners = self._listeners.copy()
+        self._hooks.clone_into(self, child)  # the listeners, and the hooks they belong to
+        child._scopes = self._scopes.copy()
         child.fork_of, child.fork_point = self.id, len(self._history)
         return child
 

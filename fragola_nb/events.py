@@ -14,6 +14,7 @@ event                       attributes (all also have ``context``)     listener 
 ``after_model_invocation``  ``message``, ``config``, ``usage``         -
 ``before_tool_call``        ``config`` (``tool``, ``params``, ...)     ``config``
 ``tool_call``               ``name``, ``params``, ``result``, ``id``   ``result``
+                            (``error``, ``payload``)                   or a payload
 ``after_tool_call``         ``name``, ``params``, ``result``, ...      -
 ``after_step``              ``step``                                   -
 ``after_state_update``      ``reason``, ``message``                    -
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checks import assistant_problem, user_problem
 from .errors import BadUsage, InvalidListenerResult, ListenerError, TurnRefused
+from .payloads import ToolCallPayload, payload_of, unpack
 
 if TYPE_CHECKING:
     from .context import AgentContext
@@ -120,6 +122,19 @@ class ToolCallEvent(Event):
     """None when the handler ran (or a result was injected); otherwise the text that answers
     the call instead (unknown tool, invalid arguments, the handler raised, rejected)."""
 
+    def __post_init__(self) -> None:
+        self.result, self.error = unpack(self.result, self.error)
+
+    @property
+    def payload(self) -> ToolCallPayload:
+        """``result`` and ``error`` as upstream's ``ToolCallPayload``; setting it (or
+        returning one from the listener) sets them."""
+        return payload_of(self.result, self.error)
+
+    @payload.setter
+    def payload(self, payload: ToolCallPayload) -> None:
+        self.result, self.error = unpack(payload, None)
+
 
 @dataclass
 class AfterToolCallEvent(Event):
@@ -131,6 +146,14 @@ class AfterToolCallEvent(Event):
     """The tool message stored in the history."""
     error: str | None = None
     """As ``tool_call``'s: None when the handler ran (or a result was injected)."""
+
+    def __post_init__(self) -> None:
+        self.result, self.error = unpack(self.result, self.error)
+
+    @property
+    def payload(self) -> ToolCallPayload:
+        """``result`` and ``error`` as upstream's ``ToolCallPayload``."""
+        return payload_of(self.result, self.error)
 
 
 @dataclass
@@ -170,6 +193,14 @@ class Mutable:
     attr: str
     what: str
     problem: Callable[[Any], str | None] | None = None
+    settle: Callable[[Any], None] | None = None
+    """Called with the event after each listener: ``tool_call`` reads a returned payload."""
+
+
+def _settle_payload(event: Any) -> None:
+    """A ``tool_call`` listener returned (or left) a ``ToolCallPayload``: read it."""
+    if isinstance(event.result, ToolCallPayload):
+        event.payload = event.result
 
 
 # name -> (event class, what a listener may change, or None for an observer)
@@ -183,7 +214,8 @@ EVENTS: dict[str, tuple[type[Event], Mutable | None]] = {
     "after_model_invocation": (AfterModelInvocationEvent, None),
     "before_tool_call": (
         BeforeToolCallEvent, Mutable("config", "event.config", _tool_config_problem)),
-    "tool_call": (ToolCallEvent, Mutable("result", "the result")),
+    "tool_call": (ToolCallEvent, Mutable("result", "the result (or a ToolCallPayload)",
+                                         settle=_settle_payload)),
     "after_tool_call": (AfterToolCallEvent, None),
     "after_step": (StepEvent, None),
     "after_state_update": (StateUpdateEvent, None),
@@ -278,6 +310,8 @@ class Listeners:
                 continue
             if result is not None:
                 setattr(event, mutable.attr, result)
+            if mutable.settle is not None:
+                mutable.settle(event)
             problem = mutable.problem and mutable.problem(getattr(event, mutable.attr))
             if problem:
                 raise _result_error(name, listener, mutable, problem, returned=result is not None)

@@ -8,8 +8,13 @@ Each returns a ``Subscription`` (call it to unsubscribe) and works as a decorato
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .errors import BadUsage
 from .events import EVENTS, Listener, Listeners, Subscription
+
+if TYPE_CHECKING:
+    from .hooks import Hooks
 
 __all__ = ["Listening"]
 
@@ -18,11 +23,14 @@ class Listening:
     """The listener methods of ``Agent``."""
 
     _listeners: Listeners
+    _hooks: Hooks
 
     def on(self, event: str, listener: Listener) -> Subscription:
         """Subscribe ``listener`` to ``event`` (one of ``EVENT_NAMES``)."""
         _check_event(event)
-        return self._listeners.add(event, listener)
+        subscription = self._listeners.add(event, listener)
+        self._hooks.note(event, listener)  # put on by a hook that is running: it is the hook's
+        return subscription
 
     def off(self, event: str, listener: Listener) -> None:
         """Remove ``listener`` (or the ``Subscription`` that ``on_*`` returned) from ``event``

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import pydantic
 
 from .errors import InvalidToolDefinition
+from .payloads import ToolCallPayload, unpack
 from .schemas import SignatureSchema, ToolSchema, parse_docstring, to_schema
 
 if TYPE_CHECKING:
@@ -224,7 +225,10 @@ def check_tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
 
 
 def serialize_result(result: Any) -> str:
-    """A tool's result as the model reads it: a string as is, anything else as JSON."""
+    """A tool's result as the model reads it: a string as is, anything else as JSON; a
+    ``ToolCallPayload`` as its data, or the one line of its failure."""
+    if isinstance(result, ToolCallPayload):
+        result = unpack(result, None)[0]
     if isinstance(result, str):
         return result
     return json.dumps(result, default=_json_default, ensure_ascii=False)
