@@ -684,8 +684,6 @@ FORKS_AND_TREE: list[Cell] = [
     %load_ext fragola_nb
     """),
     code("""
-    from IPython.display import Markdown
-
     from fragola_nb import Fragola, create_store, tool
 
     fragola = Fragola.from_env()
@@ -840,7 +838,9 @@ FORKS_AND_TREE: list[Cell] = [
     `export_markdown(agent)` writes an agent's branch, from the root to its last message, as
     Markdown (`export_html` as a standalone page with no script). `export_tree_markdown`
     writes the root's conversation, then each fork's additions. Each returns the text, and
-    writes it to a file when given a path. Here, into a temporary folder:
+    writes it to a file when given a path. Here, into a temporary folder. Shown in a notebook,
+    the text is a compact box that scrolls (the file keeps its headings); `print()` it for the
+    Markdown source:
     """),
     code("""
     import tempfile
@@ -850,10 +850,10 @@ FORKS_AND_TREE: list[Cell] = [
 
     workdir = Path(tempfile.mkdtemp(prefix="fragola-guide-"))
     export_html(rome, workdir / "rome.html")
-    Markdown(export_markdown(rome, workdir / "rome.md"))
+    export_markdown(rome, workdir / "rome.md")
     """),
     code("""
-    Markdown(export_tree_markdown(planner))
+    export_tree_markdown(planner)
     """),
     md("""
     ## 6. Save the session, load it back

@@ -13,7 +13,8 @@ images off) inside a page whose Content-Security-Policy forbids scripts and remo
 In Markdown (``markdown``), names and titles are backslash-escaped; message text is kept as
 Markdown only when no renderer could make markup or a line of the transcript from it (no
 heading, no ``<``, no image, only http(s)/mailto links), otherwise it is fenced, like tool
-arguments and results always are; control and bidi characters are written as ``\\uXXXX``.
+arguments and results always are; control and bidi characters are written as ``\\uXXXX``,
+and so is half an emoji a model sent (a lone surrogate, which UTF-8 cannot hold).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from ..render import (
     messages_html,
 )
 from ..render import tool_names_of as _tool_names
+from ..textfile import writable
 from .atomic import atomic_write, entry_path
-from .markdown import fence, inline, messages_markdown
+from .markdown import MarkdownText, fence, inline, messages_markdown
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -44,14 +46,15 @@ Messages = list[dict[str, Any]]
 def export_markdown(agent: Agent, path: str | os.PathLike[str] | None = None, *,
                     title: str | None = None) -> str:
     """The agent's conversation (its branch from the root) as Markdown; written to ``path``
-    when given. Returns the text."""
+    when given. Returns the text (a ``str``; a notebook shows it in a compact scrolling box,
+    ``print()`` shows the source)."""
     messages = agent.state.messages
     lines = [f"# {inline(title or agent.name)}", "", _about(agent, len(messages)), ""]
     if agent.instructions:
         lines += ["## Instructions", "", fence(agent.instructions, "text"), ""]
     lines += ["## Conversation", ""]
     lines += messages_markdown(messages, 0, {})
-    return _written(path, "\n".join(lines).rstrip() + "\n")
+    return MarkdownText(_written(path, "\n".join(lines).rstrip() + "\n"))
 
 
 def export_html(agent: Agent, path: str | os.PathLike[str] | None = None, *,
@@ -82,7 +85,7 @@ def export_tree_markdown(agent: Agent, path: str | os.PathLike[str] | None = Non
         added = messages[start:]
         names = _tool_names(messages[:start])
         lines += messages_markdown(added, start, names) if added else ["*No new messages.*", ""]
-    return _written(path, "\n".join(lines).rstrip() + "\n")
+    return MarkdownText(_written(path, "\n".join(lines).rstrip() + "\n"))
 
 
 def export_tree_html(agent: Agent, path: str | os.PathLike[str] | None = None, *,
@@ -154,6 +157,10 @@ def _page(title: str, body: str) -> str:
 
 
 def _written(path: str | os.PathLike[str] | None, text: str) -> str:
+    """``text`` as it can be written (half an emoji a model sent, a lone surrogate, as its
+    ``\\udXXX`` escape: ``fragola_nb.textfile``), written to ``path`` when given. The text
+    returned is the file's, and can be written by the caller's own ``open`` too."""
+    text = writable(text)
     if path is not None:
         atomic_write(entry_path(path), text, mode=0o644)
     return text

@@ -21,10 +21,10 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..render import pretty_arguments, text_of, visible
+from ..render import markdown_html, pretty_arguments, text_of, visible
 from ..render import tool_names_of as _tool_names
 
-__all__ = ["fence", "inline", "messages_markdown"]
+__all__ = ["MarkdownText", "fence", "inline", "messages_markdown"]
 
 Messages = list[dict[str, Any]]
 # Inline text (names, titles) escapes what Markdown gives meaning to mid-line; "-", "/" and
@@ -124,3 +124,41 @@ def _renders_safely(text: str) -> bool:
             if href is not None and urlsplit(str(href)).scheme.lower() not in _SAFE_SCHEMES:
                 return False
     return True
+
+
+_HEADING = re.compile(r"<(/?)h([1-6])>")
+
+
+class MarkdownText(str):
+    """An export's Markdown: a ``str`` (written, printed, compared as such) that a notebook
+    shows compactly. Rendered as Markdown, an export is a tower of H1/H2 blocks, two or
+    three screens each; here it is drawn in a bounded box that scrolls, its headings bold
+    lines of text size (the file keeps its headings). ``print()`` shows the source."""
+
+    __slots__ = ()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        # markdown_html escapes raw HTML, drops images and refuses unsafe links; the export
+        # itself fenced any message that could make markup.
+        body = _HEADING.sub(_small_heading, markdown_html(str(self)))
+        lines = self.count("\n") + 1
+        return (
+            '<div class="fragola-export" style="max-width:100%">'
+            '<div class="fragola-export-about" style="font-size:12px;margin:0 0 2px">'
+            f"Markdown export, {lines:,} lines, drawn compact here (the text keeps its "
+            "headings; print() shows it)</div>"
+            '<div class="fragola-export-box" style="max-height:24em;overflow:auto;'
+            "border:1px solid var(--jp-border-color1,#bbb);border-radius:4px;"
+            'padding:2px 10px;font-size:13px;overflow-wrap:anywhere">'
+            f"{body}</div></div>")
+
+
+def _small_heading(match: re.Match[str]) -> str:
+    if match.group(1):
+        return "</p>"
+    level = match.group(2)
+    return (f'<p class="fragola-export-h{level}" role="heading" aria-level="{level}" '
+            'style="font-weight:700;font-size:13px;margin:.6em 0 .2em">')
