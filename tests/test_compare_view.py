@@ -16,9 +16,15 @@ from test_compare import by_instructions
 
 from fragola_nb import Comparison, Fragola
 from fragola_nb.experiments.compare import WATCHERS
-from fragola_nb.notebook.compare_view import CompareView, column, diff_segments
+from fragola_nb.notebook.compare_view import (
+    SIMILAR,
+    CompareView,
+    column,
+    diff_segments,
+    word_overlap,
+)
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.scripted import ScriptedModel
+from fragola_nb.scripted import Item, ScriptedModel, reply
 
 HOSTILE = "<script>alert(1)</script> file\u202egnp.exe"
 
@@ -33,6 +39,44 @@ def test_diff_is_word_by_word_against_the_first_answer() -> None:
     assert diff_segments("", "all new") == [["new", "all new"]]
     assert diff_segments("a \u202eb", "a \u202ec") == [["same", "a "], ["gone", "\\u202eb"],
                                                       ["new", "\\u202ec"]]
+
+
+SMOL_FIRST = ("DNS, the Domain Name System, is like the phonebook of the internet. When you "
+              "type a website name, your computer asks a DNS server for its IP address.")
+SMOL_OTHER = ("Arr matey! Ye be askin' about them name-lookin' seas: every ship hath a "
+              "harbour number, and the harbourmaster tells ye which one.")
+
+
+async def test_answers_that_share_little_are_shown_plain_not_struck_through(
+        model: ScriptedModel) -> None:
+    # Two free answers of a real model (SmolLM2 in the teaching notebook) share a few words:
+    # a word diff would strike the first answer through inside the second.
+    assert word_overlap(SMOL_FIRST, SMOL_OTHER) < SIMILAR
+    assert word_overlap("I was told: be brief. DNS maps names.",
+                        "I was told: talk like a pirate. DNS maps names.") >= SIMILAR
+    answers = {"plain": SMOL_FIRST, "pirate": SMOL_OTHER,
+               "close": SMOL_FIRST.replace("phonebook", "address book")}
+
+    def brain(request: dict[str, Any]) -> Item:
+        first = request["messages"][0]
+        told = first["content"] if first["role"] in ("system", "developer") else "plain"
+        return reply(answers[told])
+
+    model.brain = brain
+    agent = make_agent(model)
+    comparison = await agent.compare("What is DNS?", {
+        "plain": {}, "pirate": {"instructions": "pirate"}, "close": {"instructions": "close"}})
+    view = CompareView(comparison)
+    try:
+        first, pirate, close = view.grid.columns
+        assert first["diff"] is None and not first["apart"]
+        # little in common: no word diff, the answer as it is, marked apart
+        assert (pirate["diff"], pirate["apart"], pirate["answer"]) == (None, True, SMOL_OTHER)
+        # much in common: the word diff, and the plain answer for the grid's "plain" toggle
+        assert close["apart"] is False and close["answer"] == answers["close"]
+        assert [k for k, _ in close["diff"]] == ["same", "gone", "new", "same"]
+    finally:
+        view.close()
 
 
 class Grids:
@@ -89,8 +133,12 @@ async def test_the_grid_follows_each_variant_as_it_streams(model: ScriptedModel,
     assert [c["name"] for c in columns] == ["plain", "slow", "evil"]
     first, slow, evil = columns
     assert first["diff"] is None and first["answer"] == "[gpt-4o-mini] following: answer plainly"
-    assert slow["diff"] == [["gone", "[gpt-4o-mini] following: "], ["new", "late: HANG then "],
-                            ["same", "answer plainly"]]
+    # 2 of their 9 words shared: too little for a word diff, shown as it is
+    assert (slow["diff"], slow["apart"]) == (None, True)
+    assert slow["answer"] == "late: HANG then answer plainly"
+    assert diff_segments(first["answer"], slow["answer"]) == [
+        ["gone", "[gpt-4o-mini] following: "], ["new", "late: HANG then "],
+        ["same", "answer plainly"]]
     assert slow["seconds"] > 0 and not slow["streaming"]
     assert slow["tokens"] == comparison["slow"].usage.total_tokens > 0
     # hostile text is data the view draws as text, its invisible characters written out

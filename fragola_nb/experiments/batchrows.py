@@ -157,8 +157,12 @@ class BatchResult(Sequence[BatchRow]):
             body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
         more = len(self._rows) - SHOWN_ROWS
         tail = f"<p>… {more:,} more rows (to_pandas() has them all)</p>" if more > 0 else ""
-        return (f'<div class="fragola-batch"><p><b>BatchResult</b> · {escape(self.summary())}'
-                f"</p><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+        # Cells wrap and the table scrolls in its own box: JupyterLab's fixed table layout
+        # would cut the last columns (tokens, seconds) off in a narrow notebook.
+        return (f'<div class="fragola-batch" style="overflow-x:auto;max-width:100%">'
+                f"<p><b>BatchResult</b> · {escape(self.summary())}</p>"
+                '<table style="table-layout:auto;overflow-wrap:anywhere">'
+                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
                 f"</table>{tail}</div>")
 
 

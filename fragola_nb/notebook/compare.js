@@ -23,9 +23,12 @@ function facts(col) {
   return parts.join(" · ");
 }
 
-function answer(col, first) {
+// How an answer is drawn: "diff" marks the words that differ from the first column (only for
+// answers the kernel found close enough to it, see compare_view.SIMILAR), "plain" shows every
+// answer as it is. The kernel sends both forms, so the toggle costs no diff work here.
+function answer(col, first, mode) {
   const box = h("div", "fragola-compare-answer" + (col.streaming ? " fragola-compare-streaming" : ""));
-  if (Array.isArray(col.diff) && !first) {
+  if (mode === "diff" && Array.isArray(col.diff) && !first) {
     for (const [kind, text] of col.diff) {
       const cls = kind === "new" ? "fragola-diff-new" : kind === "gone" ? "fragola-diff-gone" : "fragola-diff-same";
       const piece = h(kind === "new" ? "ins" : kind === "gone" ? "del" : "span", cls, text);
@@ -38,7 +41,7 @@ function answer(col, first) {
   return box;
 }
 
-function cell(col, index, selected, model, live) {
+function cell(col, index, selected, model, live, mode, firstName) {
   const box = h("section", "fragola-compare-col" + (col.name === selected ? " fragola-compare-selected" : ""));
   const head = h("button", "fragola-compare-head");
   head.type = "button";
@@ -63,8 +66,11 @@ function cell(col, index, selected, model, live) {
     for (const c of col.calls) calls.append(h("li", "", "→\u00a0" + c));
     box.append(calls);
   }
+  if (col.apart && mode === "diff" && index > 0) {
+    box.append(h("div", "fragola-compare-apart", "little in common with " + firstName + ": shown as it is"));
+  }
   if (col.answer || col.diff) {
-    const text = answer(col, index === 0);
+    const text = answer(col, index === 0, mode);
     text.dataset.name = col.name;
     box.append(text);
   }
@@ -76,15 +82,70 @@ function cell(col, index, selected, model, live) {
 function render({ model, el }) {
   el.classList.add("fragola-compare");
   const top = h("div", "fragola-compare-top");
+  // The header's tools: how answers are shown, and, when the columns do not all fit, how
+  // many there are and which way the rest are (a narrow notebook shows two of eight).
+  const tools = h("div", "fragola-compare-tools");
+  const modes = h("span", "fragola-compare-modes");
+  modes.setAttribute("role", "group");
+  modes.setAttribute("aria-label", "answers shown as");
+  const diffButton = h("button", "fragola-compare-mode", "diff words");
+  const plainButton = h("button", "fragola-compare-mode", "plain");
+  diffButton.title = "mark the words that differ from the first column";
+  plainButton.title = "show every answer as it is";
+  for (const b of [diffButton, plainButton]) b.type = "button";
+  modes.append(h("span", "", "answers: "), diffButton, plainButton);
+  const more = h("button", "fragola-compare-more");
+  more.type = "button";
+  more.title = "scroll the columns sideways";
+  tools.append(modes, more);
+  const scroller = h("div", "fragola-compare-scroller");
   const grid = h("div", "fragola-compare-grid");
+  scroller.append(grid);
   const legend = h("div", "fragola-compare-legend");
   legend.append(h("span", "", "differences from the first column: "),
     h("ins", "fragola-diff-new", "added"), h("span", "", " "), h("del", "fragola-diff-gone", "left out"));
   const detached = h("div", "fragola-compare-detached");
-  el.replaceChildren(top, grid, legend, detached);
+  el.replaceChildren(top, tools, scroller, legend, detached);
   // Live once the kernel answers the view's hello; a grid reopened from a saved notebook
   // (no kernel) gets no answer and says it is read-only after a moment.
   const link = { live: false, waited: false };
+  let mode = "diff";
+  // The scroll cue reads the layout: once per frame at most, however fast columns stream.
+  let cueQueued = false;
+  const cue = () => {
+    cueQueued = false;
+    const total = grid.children.length;
+    const overflow = grid.scrollWidth > grid.clientWidth + 1;
+    const atStart = grid.scrollLeft <= 1;
+    const atEnd = grid.scrollLeft + grid.clientWidth >= grid.scrollWidth - 1;
+    scroller.classList.toggle("fragola-compare-more-right", overflow && !atEnd);
+    scroller.classList.toggle("fragola-compare-more-left", overflow && !atStart);
+    if (!overflow) { more.hidden = true; more.textContent = ""; return; }
+    const box = grid.getBoundingClientRect();
+    let inView = 0;
+    for (const c of grid.children) {
+      const r = c.getBoundingClientRect();
+      if (r.left >= box.left - 1 && r.right <= box.right + 1) inView += 1;
+    }
+    more.hidden = false;
+    more.textContent = total + " columns · " + inView + " in view · scroll " + (atEnd ? "←" : "→");
+  };
+  const queueCue = () => {
+    if (cueQueued) return;
+    cueQueued = true;
+    requestAnimationFrame(cue);
+  };
+  more.addEventListener("click", () => {
+    const atEnd = grid.scrollLeft + grid.clientWidth >= grid.scrollWidth - 1;
+    const step = Math.max(grid.clientWidth * 0.8, 200);
+    grid.scrollBy({ left: atEnd ? -grid.scrollWidth : step, behavior: "smooth" });
+  });
+  grid.addEventListener("scroll", queueCue, { passive: true });
+  const resized = typeof ResizeObserver === "function" ? new ResizeObserver(queueCue) : null;
+  if (resized) resized.observe(grid);
+  const setMode = (next) => { mode = next; draw(); };
+  diffButton.addEventListener("click", () => setMode("diff"));
+  plainButton.addEventListener("click", () => setMode("plain"));
   const draw = () => {
     const title = model.get("title") || {};
     const cols = model.get("columns") || [];
@@ -98,17 +159,23 @@ function render({ model, el }) {
       where.set(a.dataset.name, { top: a.scrollTop, end: a.scrollTop + a.clientHeight >= a.scrollHeight - 4 });
     }
     const selected = model.get("selected");
-    grid.replaceChildren(...cols.map((c, i) => cell(c, i, selected, model, link.live)));
+    const firstName = cols.length ? cols[0].name : "";
+    grid.replaceChildren(...cols.map((c, i) => cell(c, i, selected, model, link.live, mode, firstName)));
     grid.scrollLeft = left;
     for (const a of grid.querySelectorAll(".fragola-compare-answer")) {
       const was = where.get(a.dataset.name);
       const streaming = a.classList.contains("fragola-compare-streaming");
       a.scrollTop = streaming && (!was || was.end) ? a.scrollHeight : was ? was.top : 0;
     }
-    legend.hidden = !cols.some((c, i) => i > 0 && Array.isArray(c.diff));
+    const compared = cols.some((c, i) => i > 0 && (Array.isArray(c.diff) || c.apart));
+    modes.hidden = !compared;
+    diffButton.setAttribute("aria-pressed", mode === "diff" ? "true" : "false");
+    plainButton.setAttribute("aria-pressed", mode === "plain" ? "true" : "false");
+    legend.hidden = mode !== "diff" || !cols.some((c, i) => i > 0 && Array.isArray(c.diff));
     const why = model.get("detached");
     detached.textContent = why ? "detached: " + why
       : !link.live && link.waited ? "read-only: no kernel; run the cell again to open a branch's panel" : "";
+    queueCue();
   };
   draw();
   const events = ["change:columns", "change:title", "change:selected", "change:detached"];
@@ -121,6 +188,7 @@ function render({ model, el }) {
   const waited = setTimeout(() => { link.waited = true; draw(); }, 2000);
   return () => {
     clearTimeout(waited);
+    if (resized) resized.disconnect();
     model.off("msg:custom", onMessage);
     for (const e of events) model.off(e, draw);
   };

@@ -3,7 +3,9 @@
 The grid is one anywidget (``CompareGrid``, ``compare.js``/``compare.css``) drawing the synced
 ``columns`` with ``textContent`` only. Each column has the variant's status, its answer (as it
 streams, then, for every column but the first, as word-level differences from the first
-column's answer, computed here with ``difflib``), its tool calls, tokens and seconds, and its
+column's answer, computed here with ``difflib``, when the two share at least half their words
+(``SIMILAR``); else as it is, with a note; a toggle in the grid's header shows every answer
+plain), its tool calls, tokens and seconds, and its
 error. A click on a column's header sets ``selected``; the Python side then shows that fork's
 ``AgentPanel`` below the grid (a second click closes it).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import logging
 import re
 import threading
@@ -36,7 +39,7 @@ from .stream import Stream
 if TYPE_CHECKING:
     from ..events import Subscription
 
-__all__ = ["CompareGrid", "CompareView", "column", "diff_segments"]
+__all__ = ["SIMILAR", "CompareGrid", "CompareView", "column", "diff_segments", "word_overlap"]
 
 _log = logging.getLogger("fragola_nb")
 _HERE = Path(__file__).parent
@@ -46,9 +49,28 @@ CUT = ("stopped", "cancelled")
 """Ends that may cut a reply short: its streamed text is kept on show."""
 
 
+SIMILAR = 0.5
+"""Word differences are drawn only between answers sharing at least this share of their words
+(``difflib``'s ratio): below it, the struck-out first answer and the new one interleave into
+text nobody can read (two free answers of a real model share little), so the column shows
+its answer as it is, with a note."""
+
+
 def diff_segments(reference: str, text: str) -> list[list[str]]:
     """``text`` against ``reference``, word by word: ``[kind, text]`` pieces in reading order,
     kind ``same``, ``new`` (not in the reference) or ``gone`` (in the reference only)."""
+    return [list(piece) for piece in _compared(reference, text)[1]]
+
+
+def word_overlap(reference: str, text: str) -> float:
+    """How much of their words two answers share, 0 to 1 (1: the same words in order)."""
+    return _compared(reference, text)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _compared(reference: str, text: str) -> tuple[float, tuple[tuple[str, str], ...]]:
+    # Cached: the grid is redrawn on every streamed chunk of any column, and each redraw
+    # would diff every finished column against the first again.
     old, new = _WORDS.findall(reference), _WORDS.findall(text)
     segments: list[list[str]] = []
     # Words are matched without their spaces (a line break where the other had a space is
@@ -73,7 +95,8 @@ def diff_segments(reference: str, text: str) -> list[list[str]]:
             add("gone", old[i1:i2])
         if op in ("insert", "replace"):
             add("new", new[j1:j2])
-    return [[kind, visible(piece)] for kind, piece in segments]
+    ratio = matcher.ratio() if old_words or new_words else 1.0
+    return ratio, tuple((kind, visible(piece)) for kind, piece in segments)
 
 
 def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, Any]:
@@ -83,8 +106,13 @@ def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, A
     status = row["status"]
     answer = row["answer"] or ""
     final = status in ENDED
-    diff = diff_segments(reference, answer) if final and reference is not None and answer \
-        else None
+    diff = None
+    apart = False  # too unlike the first column's answer to be read as differences from it
+    if final and reference is not None and answer:
+        if word_overlap(reference, answer) >= SIMILAR:
+            diff = diff_segments(reference, answer)
+        else:
+            apart = True
     note = ""
     if status == "waiting":
         note = "waiting for your decision: open its panel (click the name) to approve"
@@ -94,7 +122,7 @@ def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, A
     return {
         "name": visible(run.name), "status": status,
         "answer": visible(shown),
-        "streaming": bool(streamed) and not final, "diff": diff,
+        "streaming": bool(streamed) and not final, "diff": diff, "apart": apart,
         "calls": [visible(call) for call in row["tool_calls"]],
         "tokens": row["tokens"], "seconds": row["seconds"] if final else None,
         "error": visible(row["error"] or ""), "note": note,
@@ -203,16 +231,21 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         except Exception:
             _log.exception("fragola_nb: the compare grid failed to %s", what)
 
+    def _variant_of(self, fork: Any) -> str | None:
+        """The variant ``fork`` runs: its column's name (a fork's own name may have a suffix,
+        ``plain-2``, when its parent has a fork of that name already)."""
+        return next((run.name for run in self.comparison.runs.values() if run.fork is fork),
+                    None)
+
     @transient
     def _on_chunk(self, event: Any) -> None:
-        stream = self._streams.get(event.context.agent.name)
-        if stream is not None and self.comparison.get(event.context.agent.name) is \
-                event.context.agent:
+        stream = self._streams.get(self._variant_of(event.context.agent) or "")
+        if stream is not None:
             self._guarded("stream", lambda: stream.feed(event.message))
 
     @transient
     def _on_change(self, event: Any) -> None:
-        name = event.context.agent.name
+        name = self._variant_of(event.context.agent)
         if getattr(event, "reason", None) == "ai_message" and name in self._streams:
             self._streams[name].clear()  # the stored message replaces the streamed text
         self._guarded("update", self.refresh)
