@@ -93,8 +93,8 @@ def call_read_back(fields: Any) -> CallUsage:
             shown = repr(count) if len(repr(count)) <= 30 else repr(count)[:29] + "…"
             raise ValueError(f"a call's {name!r} must be a whole number from 0 to "
                              f"{MAX_COUNT}, not {shown}")
-    return CallUsage(fields["model"], *(fields[name] for name in COUNTS),
-                     reported=fields["reported"])
+    return CallUsage(fields["model"], fields["prompt_tokens"], fields["completion_tokens"],
+                     fields["total_tokens"], fields["cached_tokens"], fields["reported"])
 
 
 @dataclass(frozen=True)

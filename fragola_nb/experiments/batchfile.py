@@ -10,8 +10,15 @@ single ``write`` and ``fsync``'d, so a crash loses at most the line being writte
 
 Read back, a line is keyed by its index *and* its input: a file written for other inputs is
 refused, never mixed in (rows past the end of a shorter list are left alone). A later line
-for the same index wins (an input that failed, run again). A last line cut short by a crash
-(no newline at its end) is ignored and cut off before anything is appended. The rows hold the
+for the same index wins (an input that failed, run again). Nothing is cut off or appended
+before the whole file is known to be this batch's: every line a row, the inputs the same.
+Then a last line cut short by a crash (no newline at its end, the start of a row that is not
+JSON) is ignored and cut off before anything is appended; a whole row that only lacks its
+newline (an editor's) is kept, and the next row starts on a line of its own. Anything else
+there, like a line that is not a row, or token counts that are negative or larger than
+``2**53 - 1``, is a ``BadUsage`` naming the file and the line, the file left as it was.
+Any text a model sends is written, half an emoji included (``fragola_nb.textfile``): it
+reads back the same. The rows hold the
 input, the answer, the error (already redacted, see ``comparison.error_line``), the usage and
 the time: no settings, no headers, no key. The file is created readable by its owner only,
 and a symbolic link at ``PATH`` is refused rather than followed. While a batch runs, it holds
@@ -32,18 +39,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadUsage
-from ..usage import CallUsage, ModelPrice, Usage
+from ..textfile import utf8
+from ..usage import ModelPrice, Usage, call_read_back
 from .batchrows import BatchRow
 from .comparison import row_tokens
 
 __all__ = ["ResumeFile"]
 
-_CALL_FIELDS = tuple(f.name for f in dataclasses.fields(CallUsage))
+_ROW_START = b'{"index": '
+"""How every line ``write`` makes begins: a cut line that does not is not one of ours."""
 
 
 def _same(value: Any) -> Any:
-    """``value`` as it reads back from JSON (a list of parts compares with its copy)."""
-    return value if isinstance(value, str) else json.loads(json.dumps(value))
+    """``value`` as it reads back from JSON: a list of parts compares with its copy, and a
+    text holding the two halves of an emoji as two characters with the one they make."""
+    return json.loads(json.dumps(value))
 
 
 class ResumeFile:
@@ -93,18 +103,29 @@ class ResumeFile:
             return
 
     def _read(self, keys: list[Any]) -> dict[int, BatchRow]:
+        """The done rows of the file, by index. The file is changed only once all of it is
+        known to be this batch's (see the module): a user's file given by mistake is refused
+        as it is, never cut."""
         with os.fdopen(os.dup(self._fd), "rb") as file:
             data = file.read()
         complete = data.rfind(b"\n") + 1
-        if complete < len(data):
-            # A line cut short by a crash: dropped, so the next row starts on a line of its own.
-            os.ftruncate(self._fd, complete)
-        os.lseek(self._fd, 0, os.SEEK_END)
+        lines = data[:complete].split(b"\n")[:-1]
+        tail = data[complete:]
+        self._newline = b""  # written before the next row when the last one lacks its own
+        cut = False
+        found: list[tuple[int, BatchRow]] = []
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                found.append((number, self._row(line, number)))
+        if tail.strip():
+            number = len(lines) + 1
+            if _cut_row(tail):
+                cut = True  # a crash in the middle of a write: that row runs again
+            else:
+                found.append((number, self._row(tail, number)))
+                self._newline = b"\n"
         rows: dict[int, BatchRow] = {}
-        for number, line in enumerate(data[:complete].splitlines(), 1):
-            if not line.strip():
-                continue
-            row = self._row(line, number)
+        for number, row in found:
             if row.index >= len(keys):
                 continue  # a longer list ran here before: its first inputs are checked
             if keys[row.index] != row.input:
@@ -117,9 +138,13 @@ class ResumeFile:
                 rows[row.index] = row
             else:
                 rows.pop(row.index, None)  # failed later: it runs again
+        if cut:  # ours, all of it: the cut line is dropped, the next row starts a line
+            os.ftruncate(self._fd, complete)
+        os.lseek(self._fd, 0, os.SEEK_END)
         return rows
 
     def _row(self, line: bytes, number: int) -> BatchRow:
+        problem = "pass another resume path, or delete the file to start over"
         try:
             obj = json.loads(line)
             index, item, status = obj["index"], obj["input"], obj["status"]
@@ -129,14 +154,19 @@ class ResumeFile:
                   and (isinstance(item, str) or isinstance(item, list))
                   and isinstance(answer, (str, type(None)))
                   and isinstance(error, (str, type(None)))
-                  and isinstance(seconds, (int, float, type(None))))
-            counts = None if usage is None else Usage(tuple(_call(call) for call in usage),
-                                                      self.prices)
-        except (ValueError, TypeError, KeyError, AttributeError):
+                  and isinstance(seconds, (int, float, type(None)))
+                  and isinstance(usage, (list, type(None))))
+            counts = None if not ok or usage is None else Usage(
+                tuple(call_read_back(call) for call in usage), self.prices)
+        except RecursionError:
+            ok, problem = False, "it is nested too deeply; " + problem
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             ok = False
+            if str(exc).startswith("a call's"):  # call_read_back's reason
+                problem = f"{exc}; {problem}"
         if not ok:
             raise BadUsage(f"{self.path}, line {number}, is not a row of a batch resume file: "
-                           "pass another resume path, or delete the file to start over")
+                           f"{problem}")
         return BatchRow(index=index, input=item, answer=answer, error=error, status=status,
                         tokens=None if counts is None else row_tokens(counts),
                         seconds=seconds, usage=counts, resumed=True)
@@ -147,7 +177,7 @@ class ResumeFile:
         line = json.dumps({"index": row.index, "input": row.input, "status": row.status,
                            "answer": row.answer, "error": row.error, "usage": usage,
                            "seconds": row.seconds}, ensure_ascii=False) + "\n"
-        data = line.encode("utf-8")
+        data, self._newline = self._newline + utf8(line), b""
         while data:  # one write on a local file; the loop covers a short write
             data = data[os.write(self._fd, data):]
         os.fsync(self._fd)
@@ -156,15 +186,19 @@ class ResumeFile:
         os.close(self._fd)
 
 
-def _call(fields: Any) -> CallUsage:
-    """One call of a row's usage, its fields checked (``TypeError`` when one is not right)."""
-    if set(fields) != set(_CALL_FIELDS):
-        raise TypeError("not the fields of a call")
-    call = CallUsage(**fields)
-    if not isinstance(call.model, str) or not isinstance(call.reported, bool) or any(
-            type(getattr(call, name)) is not int for name in _CALL_FIELDS[1:-1]):
-        raise TypeError("a field of the wrong type")
-    return call
+def _cut_row(tail: bytes) -> bool:
+    """Whether ``tail``, a last line without its newline, is a row ``write`` was cut in the
+    middle of: the start of a row that is not JSON (yet). A line of anything else, JSON or
+    not, is not ours to cut."""
+    if not (tail.startswith(_ROW_START) or _ROW_START.startswith(tail)):
+        return False
+    try:
+        json.loads(tail)
+    except RecursionError:
+        return False
+    except ValueError:
+        return True
+    return False
 
 
 def _shown(value: Any) -> str:

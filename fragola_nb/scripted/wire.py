@@ -53,7 +53,9 @@ class Answer:
 
 def dumps(obj: Any) -> bytes:
     """Compact JSON bytes (the server sends many of these, so skip whitespace)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    # A lone surrogate (half an emoji a replayed recording holds) goes as its JSON escape.
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "backslashreplace")
 
 
 def _words(text: str) -> int:

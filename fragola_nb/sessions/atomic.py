@@ -13,6 +13,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from ..textfile import utf8
+
 __all__ = ["atomic_write", "entry_path"]
 
 
@@ -23,6 +25,9 @@ def entry_path(path: str | os.PathLike[str]) -> Path:
 
 def atomic_write(path: Path, text: str, *, mode: int = 0o600) -> None:
     """Write ``text`` to ``path``: a temporary file beside it, flushed, fsynced, renamed over it.
+
+    ``text`` is written as UTF-8 as it is (no newline translation), a lone surrogate as its
+    escape (``fragola_nb.textfile``): any text a model sent can be saved.
 
     A new file gets ``mode`` (by default readable by its owner only: conversations are
     private); an existing regular file keeps its permissions. A symbolic link at ``path`` is
@@ -36,9 +41,9 @@ def atomic_write(path: Path, text: str, *, mode: int = 0o600) -> None:
         mode = existing.st_mode & 0o777
     descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as file:
+        with os.fdopen(descriptor, "wb") as file:
             os.chmod(name, mode)
-            file.write(text)
+            file.write(utf8(text))
             file.flush()
             os.fsync(file.fileno())
         os.replace(name, path)
