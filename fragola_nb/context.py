@@ -63,8 +63,33 @@ class AgentContext:
         the request being prepared when called from ``before_model_invocation``)."""
         self.agent.options.tools = list(check_tools(tools))
 
-    def set_instructions(self, instructions: str | list[str] | None) -> None:
-        self.agent.set_instructions(instructions)
+    def set_instructions(self, instructions: str | list[str] | None,
+                         scope: str | None = None) -> None:
+        """The agent's instructions, or those of ``scope`` (``fragola_nb.instructions``)."""
+        self.agent.set_instructions(instructions, scope)
+
+    def instructions(self, scope: str | None = None) -> str | None:
+        """Upstream's ``context.instructions(scope?)``: ``agent.instructions_for(scope)``."""
+        return self.agent.instructions_for(scope)
+
+    def remove_instructions(self, scope: str) -> bool:
+        return self.agent.remove_instructions(scope)
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The system message the model is sent: every scope's instructions merged."""
+        return self.agent.system_prompt
+
+    def add_store(self, store: Store[Any]) -> None:
+        self.agent.add_store(store)
+
+    def remove_store(self, namespace: str) -> bool:
+        return self.agent.remove_store(namespace)
+
+    def set_options(self, **changes: Any) -> None:
+        """``agent.set_options``: refused while the agent generates, so not from a listener
+        of a running turn; from a hook, or between turns."""
+        self.agent.set_options(**changes)
 
     def stop(self) -> None:
         """Stop the run gracefully once the operation in flight finishes."""
