@@ -10,7 +10,9 @@ click. What cannot be done is said on the card or in the panel, and nothing chan
     send     text                 bind    var
 
 When the last pending call is decided, the run resumes (``agent.step()``), started by
-:func:`~fragola_nb.notebook.runner.launch` so the kernel stays free for the next click.
+:func:`~fragola_nb.notebook.runner.launch` so the kernel stays free for the next click. The
+runs a control starts belong to the panel's turn (``runner.runs_of``), and the calls decided
+by a click are remembered (:func:`clicked`), so a turn panel can say who decided each one.
 """
 
 from __future__ import annotations
@@ -18,22 +20,31 @@ from __future__ import annotations
 import json
 import keyword
 import re
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FragolaError
 from ..redact import redact_text
 from ..render import visible
-from .runner import launch
+from .runner import launch, runs_of
 
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..state import PendingCall
     from .panel import AgentPanel
 
-__all__ = ["Actions", "error_text"]
+__all__ = ["Actions", "clicked", "error_text"]
 
 CARD_ACTIONS = ("approve", "edit", "reject", "inject")
+
+_CLICKED: set[tuple[str, str]] = set()
+"""(agent id, call id) of the calls decided by a click in a panel, whichever panel: the
+agent's decision does not say who made it, and every view of the agent should say the same."""
+
+
+def clicked(agent: Agent, call_id: str) -> bool:
+    """Was this call of ``agent`` decided by a click on a panel's card (else in code)?"""
+    return (agent.id, call_id) in _CLICKED
 
 
 def error_text(exc: BaseException) -> str:
@@ -91,9 +102,11 @@ class Actions:
         pending = next((p for p in self.agent.pending if p.id == call_id), None)
         if pending is None or pending.decision is not None:
             return  # decided already (a second click) or answered: nothing to do
+        _CLICKED.add((self.agent.id, call_id))  # before the decision's event is heard
         try:
             method(pending, **fields)
         except (Refused, FragolaError, ValueError, TypeError) as exc:
+            _CLICKED.discard((self.agent.id, call_id))
             text = str(exc) if isinstance(exc, Refused) else error_text(exc)
             self.panel.set_card_error(call_id, text)
             return
@@ -101,7 +114,12 @@ class Actions:
         self.panel.sync_now()
         pending_now = self.agent.pending
         if pending_now and all(p.decision is not None for p in pending_now):
-            launch(self.agent.step, on_error=self.panel.show_error)  # the last one: go on
+            self._launch(self.agent.step)  # the last one: go on
+
+    def _launch(self, start: Callable[[], Awaitable[Any]]) -> None:
+        """Start a run that belongs to this panel's turn, without blocking the kernel."""
+        with runs_of(self.panel):  # the task copies the context: the run is the panel's
+            launch(start, on_error=self.panel.show_error)
 
     def _approve(self, pending: PendingCall) -> None:
         if pending.reason == "dynamic":
@@ -149,7 +167,7 @@ class Actions:
             names = ", ".join(f"{p.name} ({p.id})" for p in undecided)
             raise Refused(f"decide these calls first: {names}")
         self.panel.notice = {}
-        launch(agent.step, on_error=self.panel.show_error)
+        self._launch(agent.step)
 
     def _stop(self) -> None:
         # Returns at once; the run settles and the events say so. A compare or batch on the
@@ -173,7 +191,7 @@ class Actions:
         if agent.status == "generating":
             raise Refused("the agent is running: wait for it, or Stop it")
         self.panel.notice = {}
-        launch(lambda: agent.user_message(text), on_error=self.panel.show_error)
+        self._launch(lambda: agent.user_message(text))
 
     def _fork(self, name: str = "", var: str = "") -> None:
         fork = self.agent.fork(name.strip() or None)

@@ -322,6 +322,8 @@ function renderView(store, model, el) {
   // approval cards
   const cardsBox = h("div", "fragola-cards");
   const cards = new Map();
+  // a turn panel's cards once answered: what was decided, and by whom (a click, code)
+  const decisionsBox = h("div", "fragola-decisions");
 
   // controls
   const stop = button("Stop", "fragola-stop", "stop the run (the history stays valid)");
@@ -349,7 +351,8 @@ function renderView(store, model, el) {
   const toolsBox = h("details", "fragola-tools");
   const storesBox = h("details", "fragola-stores");
   const detachedNote = h("div", "fragola-detached");
-  el.replaceChildren(header, instructions, strip, notice, offline, messagesBox, cardsBox, controls,
+  el.replaceChildren(header, instructions, strip, notice, offline, messagesBox, decisionsBox, cardsBox,
+    controls,
     chat, toolsBox, storesBox, detachedNote);
 
   // -- drawing -------------------------------------------------------------------------------
@@ -503,6 +506,15 @@ function renderView(store, model, el) {
     }
   }
 
+  function drawDecisions() {
+    const list = model.get("decisions") || [];
+    decisionsBox.replaceChildren(...list.map((d) => {
+      const line = h("div", "fragola-decision fragola-decision-" + String(d.kind || "").replace(/[^a-z]/g, ""));
+      line.textContent = (d.kind === "reject" ? "✗ " : "✓ ") + d.name + "(" + d.args + ") — " + d.text;
+      return line;
+    }));
+  }
+
   function drawControls() {
     const head = model.get("head") || {};
     const status = head.status;
@@ -608,6 +620,7 @@ function renderView(store, model, el) {
   on("strip", drawStrip);
   on("notice", drawNotice);
   on("cards", drawCards);
+  on("decisions", drawDecisions);
   on("tools", drawTools);
   on("stores", drawStores);
   on("detached", drawControls);
@@ -620,6 +633,7 @@ function renderView(store, model, el) {
   if (el.parentElement) marks.observe(el.parentElement, { attributes: true, attributeFilter: ["class"] });
   cleanups.push(() => marks.disconnect());
   drawCards();
+  drawDecisions();
   drawHead();
   drawStrip();
   drawNotice();

@@ -15,6 +15,13 @@ still shows the conversation without a kernel.
     panel = AgentPanel(agent)            # the whole history
     panel = AgentPanel(agent, since=4)   # a turn panel: messages from index 4 on
     panel.do("approve", id="call_1")     # what a click on Approve does
+
+A turn panel shows one turn for good: the run that starts first after it is shown (its
+``%%fragola`` cell's), the runs that go on from a pause (approvals, decided anywhere), and
+the runs started by its own controls (Step, the message box). A run started elsewhere from
+idle (a later cell's ``user_message`` or ``step``, another panel) is a later turn: the turn
+panel detaches before that run's first message, keeping its turn, status and step count as
+they ended; ``%fragola_panel`` is the view that follows the agent.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ import traitlets
 from ..events import transient
 from ..render import conversation_html, escape, visible
 from . import shown
-from .actions import Actions, error_text
+from .actions import Actions, clicked, error_text
 from .rows import CallFacts, Rows
+from .runner import started_by
 from .stream import Stream
 
 if TYPE_CHECKING:
@@ -100,6 +108,10 @@ class AgentPanel(anywidget.AnyWidget):
     since = traitlets.Int(0).tag(sync=True)
     saved_rows: traitlets.List[Any] = traitlets.List().tag(sync=True)
     """Left empty by the kernel; the browser fills it (see the module's docstring)."""
+    decisions = traitlets.List(traitlets.Dict()).tag(sync=True)
+    """A turn panel's approval cards once their calls are answered: name, args, kind and
+    how and by whom each was decided ("approved in code", "rejected by a click: why"), so
+    the moment a person decides stays readable after Run All and in the saved notebook."""
 
     def __init__(self, agent: Agent, since: int | None = None, *, model: str | None = None,
                  namespace: MutableMapping[str, Any] | None = None) -> None:
@@ -122,6 +134,9 @@ class AgentPanel(anywidget.AnyWidget):
         self._calling_since = time.time()
         self._running: tuple[str, float] | None = None  # the tool running, since when
         self._error = ""
+        self._ran = False  # a turn panel: has its turn's first run started?
+        self._decided: dict[str, dict[str, Any]] = {}  # pending calls decided, as recorded
+        self._static: str | None = None  # the static copy, kept as it was when detached
         self._quiet = True  # no view yet: what the first look finds goes with "hello"
         self.actions = Actions(self)
         self.on_msg(self._on_browser)
@@ -171,6 +186,9 @@ class AgentPanel(anywidget.AnyWidget):
             for unsubscribe in self._store_unsubscribes:
                 unsubscribe()
             self._stream.flush()
+            if self.strip.get("kind") == "step_limit":  # its Step is off now
+                self.strip = {**self.strip, "text": "step budget used"}
+            self._static = self.html()  # nbconvert's copy keeps the turn as it ended too
             self.detached = visible(why)  # the view turns every control off
 
     def close(self) -> None:
@@ -192,8 +210,11 @@ class AgentPanel(anywidget.AnyWidget):
         self.notice = {"kind": "note", "text": visible(text)}
 
     def sync_now(self) -> None:
-        """Show everything as it is now, the streamed text included."""
+        """Show everything as it is now, the streamed text included (a detached panel keeps
+        what it showed)."""
         with self._lock:
+            if self._detached:
+                return
             self._stream.flush()
             self._refresh()
 
@@ -251,6 +272,13 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_status_change(self, event: Any) -> None:
+        if self.turn and event.status == "generating" and event.previous == "idle":
+            mine = not self._ran or started_by() is self
+            self._ran = True
+            if not mine:
+                self.detach(f"its turn ended; a later run of {self.agent.name} is not shown "
+                            "here (%fragola_panel follows the agent)")
+                return
         if event.status == "generating":
             if event.previous == "idle":
                 self._stream.clear()  # a new run: the stopped text and the last error go
@@ -367,7 +395,19 @@ class AgentPanel(anywidget.AnyWidget):
 
     def _refresh_cards(self) -> None:
         errors = {card["raw_id"]: card["error"] for card in self.cards}
-        self.cards = [shown.card(call, errors.get(call.id, "")) for call in self.agent.pending]
+        pending = self.agent.pending
+        self.cards = [shown.card(call, errors.get(call.id, "")) for call in pending]
+        if not self.turn:
+            return
+        # A decided call leaves ``pending`` when the run goes on: its card stays, as decided.
+        now = {call.id for call in pending}
+        answered = [self._decided.pop(raw) for raw in list(self._decided) if raw not in now]
+        if answered:
+            self.decisions = [*self.decisions, *answered]
+        for call in pending:
+            if call.decision is not None and call.id not in self._decided:
+                self._decided[call.id] = shown.decision(
+                    call, clicked=clicked(self.agent, call.id))
 
     def set_card_error(self, call_id: str, text: str) -> None:
         self.cards = [{**card, "error": visible(text)} if card["raw_id"] == call_id else card
@@ -395,6 +435,8 @@ class AgentPanel(anywidget.AnyWidget):
 
     def html(self) -> str:
         """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
+        if self._static is not None:
+            return self._static
         agent = self.agent
         note = ""
         if agent.status != "generating" and agent.outcome in STATIC_OUTCOME_NOTES:

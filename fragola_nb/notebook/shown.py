@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..state import Decision, PendingCall
     from ..usage import Usage
 
-__all__ = ["OUTCOME_TEXT", "card", "head", "stores", "streamed_text", "strip", "tools",
+__all__ = ["OUTCOME_TEXT", "card", "decision", "head", "stores", "streamed_text", "strip", "tools",
            "usage_shown"]
 
 OUTCOME_TEXT = {"stopped": "stopped", "step_limit": "step budget used — Step goes on",
@@ -64,8 +64,8 @@ def strip(agent: Agent, *, model: str, running: tuple[str, float] | None, since:
     if agent._experiments:
         what = " and ".join(agent._experiments.values())
         return {"kind": "experiment", "text": f"{what} running on forks — Stop ends it"}
-    if error:
-        return {"kind": "error", "text": "error: " + short(error.splitlines()[0], 100)}
+    if error:  # the notice below says which error, once; the cell's error stays too
+        return {"kind": "error", "text": "failed"}
     outcome = agent.outcome
     if outcome is None:
         return {"kind": "idle", "text": "ready"}
@@ -85,6 +85,24 @@ def card(call: PendingCall, error: str = "") -> dict[str, Any]:
         "flag": disguised(arguments) or disguised(call.name) or disguised(call.id),
         "decided": decided(call.decision), "error": error,
     }
+
+
+def decision(call: PendingCall, *, clicked: bool) -> dict[str, Any]:
+    """A decided call as its card keeps it once answered: ``text`` says what was decided and
+    by whom ("approved by a click", "approved in code", "rejected in code: why", "answered
+    by hand"); ``kind`` is approve, edit, reject or inject."""
+    made = call.decision
+    assert made is not None
+    by = "by a click" if clicked else "in code"
+    if made.kind == "approve":
+        kind = "approve" if made.params is None else "edit"
+        text = ("approved " if made.params is None else "approved with edited arguments ") + by
+    elif made.kind == "reject":
+        kind, text = "reject", f"rejected {by}" + (f": {visible(made.text)}" if made.text else "")
+    else:
+        kind, text = "inject", "answered by hand" if clicked else "answered in code"
+    return {"id": visible(call.id), "name": visible(call.name),
+            "args": short(compact(call.arguments)), "kind": kind, "text": text}
 
 
 def decided(decision: Decision | None) -> str:

@@ -30,6 +30,7 @@ from ..jsonmode import JsonResult
 from ..schemas import load_json_schema
 from ..state import AgentState
 from .cellargs import CellOptions, interpolate, lookup, parse_options
+from .runner import runs_of
 from .textviews import TextLine, TurnTranscript, say, show
 
 if TYPE_CHECKING:
@@ -141,11 +142,13 @@ class Turn:
     async def run(self) -> None:
         """The turn itself. Errors and interruptions are recorded for ``finish``."""
         try:
-            if self.schema is not None:
-                self.result = await self.agent.json(self.text, self.schema,
-                                                    json_mode=self.options.json_mode)
-            else:
-                self.result = await self.agent.user_message(self.text, by=self.options.by)
+            # The runs of this turn are its panel's, whatever later cells run on the agent.
+            with runs_of(self.panel.panel if self.panel is not None else None):
+                if self.schema is not None:
+                    self.result = await self.agent.json(self.text, self.schema,
+                                                        json_mode=self.options.json_mode)
+                else:
+                    self.result = await self.agent.user_message(self.text, by=self.options.by)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # The agent repaired its history when cancelled; ``finish`` raises TurnInterrupted.
             self.interrupted = True
