@@ -15,20 +15,31 @@ the credentials the request was sent with (its key...) are scrubbed wherever the
 
 Lines are appended under a lock, each in one ``write`` to a file opened for appending, so
 agents recording at once (threads, or processes sharing the file) never interleave halves.
+A file is written to only once its header says it is a recording. A last line cut short (a
+crash in the middle of a write) is dropped before the next exchange is appended, so that one
+starts on a line of its own and the file reads again; a last line that is whole JSON but
+lacks its newline (an editor's) is kept, and a newline added. Any text a server sends is
+written, half an emoji included (``fragola_nb.textfile``): it reads back the same.
+
+A recording holds final answers only: a status from 200 to 599. An informational one (1xx) is
+never written, and refused when read (replaying it would leave the client waiting for the
+answer that follows it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import BadUsage
 from ..redact import REDACTED, redacted
+from ..textfile import utf8
 
 __all__ = ["FORMAT", "Appender", "Exchange", "read_recording"]
 
@@ -49,11 +60,14 @@ def _lock_for(path: Path) -> threading.Lock:
 
 
 def _line(record: dict[str, Any]) -> bytes:
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return (text + "\n").encode()
-    except UnicodeEncodeError:  # a lone surrogate a server sent as "\ud800": keep it escaped
-        return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    # A lone surrogate a server sent as "\ud800" is written as that escape (``utf8``).
+    return utf8(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def final_status(status: Any) -> TypeGuard[int]:
+    """Whether ``status`` is one a recording can hold: a final HTTP status, 200-599 (a 1xx
+    is informational: a client that gets one waits for the answer after it)."""
+    return type(status) is int and 200 <= status <= 599
 
 
 def _header() -> dict[str, Any]:
@@ -87,7 +101,10 @@ class Appender:
     def append(self, record: dict[str, Any], secrets: Iterable[str] = ()) -> None:
         """Scrub ``record`` of credentials and append it as one line. ``secrets`` (the
         credentials the request was sent with) are replaced wherever they appear, whatever
-        their shape: the rule knows only well-known shapes."""
+        their shape: the rule knows only well-known shapes. A record whose status is not a
+        final one (``final_status``) is not written: it is no answer to replay."""
+        if not final_status(record.get("status")):
+            return
         data = _line(redacted(record))
         # Header values are printable ASCII: no JSON escape can hide one in the line. A short
         # one ("ollama") would replace ordinary words.
@@ -98,17 +115,73 @@ class Appender:
 
     def _write(self, data: bytes) -> None:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         except OSError as exc:
             raise BadUsage(f"cannot write the recording {self.path}: {exc.strerror}") from None
         try:
-            if os.fstat(fd).st_size == 0:  # new, or emptied since: a reader needs the header
+            _lock_file(fd)  # released when fd is closed
+            size = os.fstat(fd).st_size
+            if size == 0:  # new, or emptied since: a reader needs the header
                 data = _line(_header()) + data
+            else:
+                data = self._line_start(fd, size) + data
             view = memoryview(data)
             while view:  # a regular file takes it whole; the loop is for the rare short write
                 view = view[os.write(fd, view):]
         finally:
             os.close(fd)
+
+    def _line_start(self, fd: int, size: int) -> bytes:
+        """What makes the next line start on a line of its own, when the file's last line
+        lacks its newline: a newline after a whole line of JSON; a line cut in the middle
+        of its write is dropped (``b""``). The file is a recording (its header was read), and
+        the lock keeps the other writers out while it is cut."""
+        if _read_at(fd, size - 1, 1) == b"\n":
+            return b""
+        start, last = size, b""
+        while start > 0:  # back from the end to the last newline, a block at a time
+            step = min(1 << 16, start)
+            start -= step
+            block = _read_at(fd, start, step)
+            last = block + last
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                start += newline + 1
+                last = last[newline + 1:]
+                break
+        try:
+            json.loads(last)
+            return b"\n"
+        except (ValueError, RecursionError):
+            pass
+        if start == 0:  # the header itself: this is not a recording any more
+            _read_header(self.path)
+            raise BadUsage(f"cannot write the recording {self.path}: its first line is not "
+                           "a whole header")
+        os.ftruncate(fd, start)
+        return b""
+
+
+def _read_at(fd: int, offset: int, count: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    data = b""
+    while len(data) < count:
+        more = os.read(fd, count - len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+def _lock_file(fd: int) -> None:
+    """Wait for the other processes writing this file (an advisory lock; where there is
+    none, Windows or a mount without locks, the thread lock alone is taken)."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 @dataclass(frozen=True)
@@ -139,6 +212,8 @@ def _parse(path: Path, number: int, raw: bytes) -> Any:
         raise _fail(path, number, problem) from None
     except ValueError as exc:  # a number too long to read, say
         raise _fail(path, number, f"is not usable JSON ({exc})") from None
+    except RecursionError:
+        raise _fail(path, number, "is not usable JSON (it is nested too deeply)") from None
 
 
 def _read_header(path: Path) -> None:
@@ -194,7 +269,7 @@ def _what_else(data: bytes) -> str:
         return ""
     try:
         whole = json.loads(data)
-    except ValueError:  # JSON Lines, or not JSON: the lines say what is wrong
+    except (ValueError, RecursionError):  # JSON Lines, or not JSON: the lines say what is wrong
         return ""
     if not isinstance(whole, dict):
         return ""
@@ -211,8 +286,11 @@ def _exchange(path: Path, number: int, entry: Any) -> Exchange:
     request, status, agent = entry.get("request"), entry.get("status"), entry.get("agent")
     if not isinstance(request, dict):
         raise _fail(path, number, "has no 'request' object")
-    if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
-        raise _fail(path, number, "has no HTTP 'status' (a whole number 100-599)")
+    if type(status) is int and 100 <= status <= 199:
+        raise _fail(path, number, f"has the informational status {status}, not an answer (a "
+                                  "recording holds final answers: 200-599)")
+    if not final_status(status):
+        raise _fail(path, number, "has no HTTP 'status' (a whole number 200-599)")
     if agent is not None and not isinstance(agent, str):
         raise _fail(path, number, "has an 'agent' that is not a string")
     chunks, text = entry.get("chunks"), entry.get("text")
@@ -237,5 +315,16 @@ def read_recording(path: str | os.PathLike[str]) -> list[Exchange]:
         raise BadUsage(f"cannot read the recording {where}: {exc.strerror}{hint}") from None
     lines = data.split(b"\n")
     _check_header(where, _first_line(where, lines[0], data), data)
-    return [_exchange(where, number, _parse(where, number, raw))
-            for number, raw in enumerate(lines[1:], 2) if raw.strip()]
+    exchanges = []
+    for number, raw in enumerate(lines[1:], 2):
+        if not raw.strip():
+            continue
+        try:
+            entry = _parse(where, number, raw)
+        except BadUsage as exc:
+            if number < len(lines):
+                raise
+            raise BadUsage(f"{exc}; it has no newline at its end: cut short while it was "
+                           "written? Recording onto the file again drops it") from None
+        exchanges.append(_exchange(where, number, entry))
+    return exchanges
