@@ -279,3 +279,25 @@ async def test_inject_accepts_a_payload(model: ScriptedModel) -> None:
     assert state.messages[3] == answered("c2", "Error: the station is down")
     assert failures[0] == ToolCallPayload(True, {"temp": 21})
     assert failures[1].success is False and failures[1].error == "Error: the station is down"
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+
+def test_a_session_saves_hooks_by_name_and_scopes_and_runs_the_hooks_again_on_load(
+        model: ScriptedModel, tmp_path: Any) -> None:
+    from fragola_nb import SessionError, load_session, save_session
+
+    agent = make_agent(model)
+    agent.use(uppercase, name="upper")
+    agent.set_instructions("Be kind.", scope="kind")
+    branch = agent.fork("branch")
+    path = save_session(tmp_path / "s.json", agent)
+
+    with pytest.raises(SessionError, match="hook 'upper'"):
+        load_session(path, make_fragola(model))
+    root, fork = load_session(path, make_fragola(model), hooks={"upper": uppercase}).agents
+    assert (root.has_hook("upper"), fork.has_hook("upper")) == (True, True)
+    assert fork.name == branch.name and fork.system_prompt == "Be kind."
+    # The hook's listener was saved as the hook, not as a listener too: it is on once.
+    assert len(root._listeners._by_event["ai_message"]) == 1

@@ -20,6 +20,7 @@ from ..errors import BadUsage, SessionError
 from ..events import Listener, is_transient
 from ..fragola import Fragola
 from ..history import History
+from ..hooks import hook_name
 from ..redact import scrub
 from ..state import PendingCall
 from ..stores import Store
@@ -133,6 +134,10 @@ class _Dump:
             "stores": _stores(agent._stores.values()),
             "pending": [pending_record(call) for call in agent._pending.values()],
             "listeners": self.listeners(agent) if self.with_listeners else {},
+            **({"hooks": [{"name": name, "hook": hook_name(hook)}
+                          for name, hook in agent._hooks.names()]}
+               if self.with_listeners and agent._hooks.names() else {}),
+            **({"instruction_scopes": agent._scopes.as_dict()} if len(agent._scopes) else {}),
             **({"credentials_not_saved": removed} if removed else {}),
             **({"usage": [_call_usage(call) for call in agent.usage.calls]}
                if agent.usage.calls else {}),
@@ -140,7 +145,8 @@ class _Dump:
 
     def listeners(self, agent: Agent) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for event, fns in agent._listeners._by_event.items():
+        # A hook's listeners are not saved: the hook is, and puts them on again on load.
+        for event, fns in agent._hooks.listeners_of_its_own(agent._listeners).items():
             for fn in fns:
                 if is_transient(fn):
                     continue  # a notebook panel's listener: part of the view, not the agent

@@ -20,6 +20,8 @@ from ..context import AgentOptions
 from ..errors import SessionError
 from ..events import Listener
 from ..history import History
+from ..hooks import Hook
+from ..instructions import Scopes
 from ..model_client import settings_problem
 from ..runloop import parse_arguments
 from ..schemas import ArgumentsRejected
@@ -188,11 +190,17 @@ def _check_agent(record: dict[str, Any], messages: list[dict[str, Any]]) -> None
 
 
 def missing_names(document: dict[str, Any], tools: Mapping[str, Tool],
-                  listeners: Mapping[str, Listener | None]) -> str:
+                  listeners: Mapping[str, Listener | None],
+                  hooks: Mapping[str, Hook | None] | None = None) -> str:
     """What the caller must still pass to load this document ("" when nothing)."""
     need_tools: dict[str, list[str]] = {}
     need_listeners: dict[str, list[str]] = {}
+    need_hooks: dict[str, list[str]] = {}
     for record in document["agents"]:
+        for saved in record.get("hooks", ()):
+            if _hook_key(saved, hooks or {}) is None:
+                need_hooks.setdefault(saved["name"] or saved["hook"], []).append(
+                    repr(record["options"]["name"]))
         names = [*record["options"]["tools"], *(call["name"] for call in record["pending"])]
         for name in dict.fromkeys(names):
             if name not in tools:
@@ -206,7 +214,17 @@ def missing_names(document: dict[str, Any], tools: Mapping[str, Tool],
              for name, who in need_tools.items()]
     parts += [f"listener {name!r} ({', '.join(dict.fromkeys(who))})"
               for name, who in need_listeners.items()]
+    parts += [f"hook {name!r} (agents {', '.join(dict.fromkeys(who))})"
+              for name, who in need_hooks.items()]
     return "; ".join(parts)
+
+
+def _hook_key(saved: dict[str, Any], hooks: Mapping[str, Hook | None]) -> str | None:
+    """Where ``hooks`` holds a saved hook: under its name, else its ``__qualname__``."""
+    for key in (saved["name"], saved["hook"]):
+        if key is not None and key in hooks:
+            return str(key)
+    return None
 
 
 def _history_nodes(histories: list[dict[str, Any]]) -> list[History]:
@@ -244,12 +262,16 @@ def _call_usage(record: dict[str, Any]) -> CallUsage:
 
 
 def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str, Tool],
-                 listeners: Mapping[str, Listener | None]) -> list[Agent]:
-    """The agents of a checked ``document``, linked into their trees."""
-    missing = missing_names(document, tools, listeners)
+                 listeners: Mapping[str, Listener | None],
+                 hooks: Mapping[str, Hook | None] | None = None) -> list[Agent]:
+    """The agents of a checked ``document``, linked into their trees; each saved hook is
+    run again on its agent once the trees are built."""
+    hooks = hooks or {}
+    missing = missing_names(document, tools, listeners, hooks)
     if missing:
         raise SessionError(f"load_session needs what the session names: {missing}. Pass them "
-                           "as tools=[...] and listeners={name: function}")
+                           "as tools=[...], listeners={name: function} and "
+                           "hooks={name: hook}")
     nodes = _history_nodes(document["histories"])
     by_id: dict[str, Agent] = {}
     for record in document["agents"]:
@@ -272,6 +294,7 @@ def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str,
                 listener = listeners[name]
                 if listener is not None:  # mapped to None: dropped on purpose
                     agent._listeners.add(event, listener)
+        agent._scopes = Scopes(record.get("instruction_scopes", {}))
         if record["fork_of"] is not None:
             parent = by_id[record["fork_of"]]
             agent.fork_of, agent.parent = parent.id, parent
@@ -280,4 +303,9 @@ def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str,
     for agent in by_id.values():
         # Automatic fork names go on from the number of forks, so they do not repeat.
         agent._fork_names = itertools.count(len(agent._forks) + 1)
+    for record in document["agents"]:
+        for saved in record.get("hooks", ()):
+            hook = hooks[str(_hook_key(saved, hooks))]
+            if hook is not None:  # mapped to None: dropped on purpose
+                by_id[record["id"]].use(hook, saved["name"])
     return list(by_id.values())

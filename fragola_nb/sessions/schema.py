@@ -126,10 +126,17 @@ _AGENT = _strict({
     # Written only when something was left out: the paths (never the values) of the model
     # settings that ``fragola_nb.redact`` took for credentials. Older files have none.
     "credentials_not_saved": {"type": "array", "items": {"type": "string", "maxLength": 1000}},
+    # Issue 25 (older files have neither): the hooks ``agent.use`` put on, run again on load
+    # (their listeners are not in "listeners"), and the scoped instructions by scope.
+    "hooks": {"type": "array", "items": _strict({"name": {"oneOf": [{"type": "null"}, _name]},
+                                                  "hook": _name})},
+    "instruction_scopes": {"type": "object",
+                           "propertyNames": {"minLength": 1, "not": {"const": "*"}},
+                           "additionalProperties": _text},
     # The model calls this agent made, oldest first (``agent.usage``); written when there are
     # any. Older files have none: their agents load with no usage.
     "usage": {"type": "array", "items": _CALL_USAGE},
-}, "credentials_not_saved", "usage")
+}, "credentials_not_saved", "usage", "hooks", "instruction_scopes")
 _HISTORY = _strict({
     "base": {"oneOf": [{"type": "null"}, _count]},
     "base_length": _count,

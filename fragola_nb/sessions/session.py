@@ -140,7 +140,8 @@ ListenerSpec = Mapping[str, Listener | None] | Iterable[Listener]
 
 
 def load_session(path: str | os.PathLike[str], fragola: Fragola, *,
-                 tools: Iterable[Tool] = (), listeners: ListenerSpec = ()) -> Session:
+                 tools: Iterable[Tool] = (), listeners: ListenerSpec = (),
+                 hooks: ListenerSpec = ()) -> Session:
     """Load the session at ``path`` into ``fragola`` (which brings the model and the key).
 
     ``tools`` are matched to the saved names by ``tool.name``; ``listeners`` by
@@ -148,19 +149,23 @@ def load_session(path: str | os.PathLike[str], fragola: Fragola, *,
     drops a listener. Anything missing, and any file that is corrupted, truncated or not a
     possible state, raises ``SessionError`` before anything changes. The ``Fragola``'s stores
     get the saved values (a store it lacks is added). ``OSError`` if the file cannot be read.
+    ``hooks`` (``agent.use``) are given like listeners, ``{name: hook}`` or a list matched by
+    ``__qualname__``, and each is run again on the agent that had it.
     """
-    return session_from_json(Path(path).read_bytes(), fragola, tools=tools, listeners=listeners)
+    return session_from_json(Path(path).read_bytes(), fragola, tools=tools, listeners=listeners,
+                             hooks=hooks)
 
 
 def session_from_json(data: bytes | str, fragola: Fragola, *, tools: Iterable[Tool] = (),
-                      listeners: ListenerSpec = ()) -> Session:
+                      listeners: ListenerSpec = (), hooks: ListenerSpec = ()) -> Session:
     """``load_session`` from the file's text."""
     if not isinstance(fragola, Fragola):
         raise BadUsage("load_session needs the Fragola instance to load the agents into")
     document = parse_session(data)
     check_document(document)
     by_name = {tool.name: tool for tool in check_tools(tools)}
-    agents = build_agents(document, fragola, by_name, _listener_map(listeners))
+    agents = build_agents(document, fragola, by_name, _listener_map(listeners),
+                          _listener_map(hooks))
     _report_not_saved(document)
     for saved in document["stores"]:
         store = fragola.get_store(saved["namespace"])
