@@ -49,10 +49,13 @@ def clicked(agent: Agent, call_id: str) -> bool:
 
 def error_text(exc: BaseException) -> str:
     """``ClassName: message``, with the cause when it says more (a ModelError's openai error),
-    and any credential in them (a server that echoes the key it was sent) redacted."""
+    and any credential in them (a server that echoes the key it was sent) redacted. An openai
+    error whose message ours already quotes ("Error code: 401 - Incorrect API key") is left
+    out: the panel says a failure once (the cell's error keeps the chain, ``%tb``)."""
     text = f"{type(exc).__name__}: {exc}"
     cause = exc.__cause__
-    if cause is not None and str(cause) not in text:
+    said = re.sub(r"^Error code: \d+ - ", "", str(cause)) if cause is not None else ""
+    if cause is not None and str(cause) not in text and said not in text:
         text += f"\ncaused by {type(cause).__name__}: {cause}"
     return redact_text(text)
 

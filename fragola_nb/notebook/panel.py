@@ -437,18 +437,21 @@ class AgentPanel(anywidget.AnyWidget):
         """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
         if self._static is not None:
             return self._static
-        agent = self.agent
+        # What the header and strip show (a detached turn panel: as its turn ended), not the
+        # agent as it is now.
+        agent, head, outcome = self.agent, self.head, self.strip.get("kind")
+        status = head.get("status", agent.status)
         note = ""
-        if agent.status != "generating" and agent.outcome in STATIC_OUTCOME_NOTES:
-            note = f" · {STATIC_OUTCOME_NOTES[agent.outcome]}"
-        summary = self.usage.summary()
+        if status != "generating" and outcome in STATIC_OUTCOME_NOTES:
+            note = f" · {STATIC_OUTCOME_NOTES[outcome]}"
+        summary = head.get("usage", {}).get("text", "")
         tokens = f" · {'this turn: ' if self.turn else ''}{summary}" if summary else ""
         last = self._shown[-STATIC_LIMIT:]
         body = conversation_html(
             last,
-            title=agent.name, status=agent.status,
+            title=agent.name, status=status,
             subtitle=f"id {agent.id} · model {self._model()}"
-            f" · steps {agent.step_count}/{agent.options.max_step}{tokens}{note}",
+            f" · steps {head.get('steps', 0)}/{head.get('max_step', 0)}{tokens}{note}",
         )
         if len(self._shown) > len(last):
             left = len(self._shown) - len(last)
