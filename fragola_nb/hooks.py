@@ -37,7 +37,7 @@ from .events import Listener, Listeners, is_transient
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["Hook", "Hooks", "hook_name"]
+__all__ = ["Hook", "Hooks", "hook_name", "mcp_hook", "preset"]
 
 Hook = Callable[["Agent"], Any]
 """A hook: called with the agent; returns None or a dispose function (sync or async)."""
@@ -189,6 +189,45 @@ class Hooks:
         owned = self.owned()
         return {event: [fn for fn in fns if (event, id(fn)) not in owned]
                 for event, fns in listeners._by_event.items()}
+
+
+def preset(make: Callable[..., Any], *args: Any, **kwargs: Any) -> Hook:
+    """Today's presets as hooks, their own code unchanged: ``agent.use(preset(guardrail,
+    no_secrets, on_reject="remove"), name="guard")`` calls ``guardrail(agent, no_secrets,
+    on_reject="remove")`` and undoes it with the returned handle's ``remove()``; likewise
+    ``lead.use(preset(orchestrate, [lead, writer], flow))``."""
+    if not callable(make):
+        raise BadUsage(f"preset() takes a preset such as guardrail, got {type(make).__name__}")
+
+    def hook(agent: Agent) -> Callable[[], Any] | None:
+        handle = make(agent, *args, **kwargs)
+        remove = getattr(handle, "remove", None)
+        return remove if callable(remove) else None
+
+    hook.__qualname__ = f"preset({getattr(make, '__name__', type(make).__name__)})"
+    return hook
+
+
+def mcp_hook(server: Any, **options: Any) -> Hook:
+    """An MCP server's tools as a hook: ``agent.use(mcp_hook(["python", "server.py"]),
+    name="files")`` connects (as a task: a turn waits for it), offers the tools, and on
+    ``remove_hook`` takes them off and closes the connection. ``options`` are
+    ``mcp_tools``'s."""
+
+    async def hook(agent: Agent) -> Callable[[], Any]:
+        from .mcptools import mcp_tools
+
+        connection = await mcp_tools(server, **options)
+        connection.add_to(agent)
+
+        async def dispose() -> None:
+            connection.remove_from(agent)
+            await connection.aclose()
+
+        return dispose
+
+    hook.__qualname__ = "mcp_hook"
+    return hook
 
 
 def _finish(awaitable: Any) -> None:

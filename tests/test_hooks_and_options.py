@@ -301,3 +301,40 @@ def test_a_session_saves_hooks_by_name_and_scopes_and_runs_the_hooks_again_on_lo
     assert fork.name == branch.name and fork.system_prompt == "Be kind."
     # The hook's listener was saved as the hook, not as a listener too: it is on once.
     assert len(root._listeners._by_event["ai_message"]) == 1
+
+
+# -- today's presets as hooks -----------------------------------------------------------------
+
+
+async def test_guardrail_as_a_hook_is_taken_off_by_remove_hook(model: ScriptedModel) -> None:
+    from fragola_nb.guardrails import GuardrailRejected, Rejection, guardrail
+    from fragola_nb.hooks import preset
+
+    def no_football(text: str) -> Rejection | None:
+        return Rejection("not about cooking") if "football" in text else None
+
+    agent = make_agent(model)
+    agent.use(preset(guardrail, no_football, on_reject="remove"), name="topic")
+    branch = agent.fork()
+    with pytest.raises(GuardrailRejected):
+        await agent.user_message("football scores?")
+    with pytest.raises(GuardrailRejected):
+        await branch.user_message("football scores?")  # the fork inherited the hook
+
+    agent.remove_hook("topic")
+    model.push(reply("2-1"))
+    assert (await agent.user_message("football scores?")).messages[-1]["content"] == "2-1"
+    assert len(model.requests) == 1
+
+
+async def test_orchestrate_as_a_hook_adds_the_message_tool_until_removed(
+        model: ScriptedModel) -> None:
+    from fragola_nb.hooks import preset
+    from fragola_nb.orchestration import MESSAGE_TOOL, orchestrate
+
+    fragola = make_fragola(model)
+    lead, writer = fragola.agent("lead"), fragola.agent("writer")
+    lead.use(preset(orchestrate, [lead, writer], [("lead", "writer")]), name="team")
+    assert lead.tool_named(MESSAGE_TOOL) is not None
+    lead.remove_hook("team")
+    assert lead.tool_named(MESSAGE_TOOL) is None and lead.instructions is None
