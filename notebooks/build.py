@@ -477,14 +477,17 @@ TOOLS_AND_APPROVALS: list[Cell] = [
     """),
     md("""
     The panel shows the pending `send_email` call and its controls. 👉 **Click Approve.**
-    The run resumes in the panel and the badge returns to *idle*.
+    The run resumes in the panel and the badge returns to *idle*. The card stays, as decided:
+    *approved by a click*.
 
     Each "decide in code" cell below makes the decision the text asks you to click, and only
-    if the call is still undecided, so *Run All* and headless runs go through.
+    if the call is still undecided, so *Run All* and headless runs go through. After *Run
+    All*, nobody clicked: the cell decided, and the card above says *approved in code*.
     """),
     code("""
+    # By hand: click Approve in the panel above first; this cell then only checks.
     for pending in desk.state.pending:
-        if pending.decision is None:  # nobody clicked
+        if pending.decision is None:  # nobody clicked (Run All): the panel says "in code"
             desk.approve(pending.id)
     if desk.state.status == "waiting":
         await desk.step()
@@ -509,13 +512,16 @@ TOOLS_AND_APPROVALS: list[Cell] = [
     the JSON, then **Approve edited arguments**. They are validated like the model's: try
     `"amount": "a lot"` first and the error appears on the card, with nothing changed.
 
-    👉 Change `250` to `200` and click **Approve edited arguments**.
+    👉 Change `250` to `200` and click **Approve edited arguments**. The card then reads
+    *approved with edited arguments by a click* (after *Run All*, the next cell edits and
+    approves: *... in code*).
     """),
     code("""
     %%fragola desk
     Pay invoice of 250 to "ACME"
     """),
     code("""
+    # By hand: edit and approve in the panel above first; this cell then only checks.
     for pending in desk.state.pending:
         if pending.decision is None:  # nobody clicked: the same edit, in code
             try:
@@ -539,15 +545,17 @@ TOOLS_AND_APPROVALS: list[Cell] = [
     A rejected call does not run; the model is told it was refused, and why.
 
     👉 Type a reason (for example *Mallory is not one of our suppliers*) and click
-    **Reject**.
+    **Reject**. The card keeps the reason: *rejected by a click: ...* (after *Run All*,
+    *rejected in code: ...*).
     """),
     code("""
     %%fragola desk
     Pay invoice of 900 to "Mallory"
     """),
     code("""
+    # By hand: reject in the panel above first; this cell then only checks.
     for pending in desk.state.pending:
-        if pending.decision is None:  # nobody clicked
+        if pending.decision is None:  # nobody clicked (Run All): the panel says "in code"
             desk.reject(pending.id, "Mallory is not one of our suppliers")
     if desk.state.status == "waiting":
         await desk.step()
@@ -582,11 +590,13 @@ TOOLS_AND_APPROVALS: list[Cell] = [
     md("""
     A dynamic call has no Approve button (there is nothing to run): only **Answer by hand**
     and **Reject**. 👉 Click **Answer by hand**, type the manager's answer and click
-    **Send result**.
+    **Send result**. The card then says *answered by hand* (after *Run All*, the next cell
+    answers: *answered in code*).
     """),
     code("""
+    # By hand: answer in the panel above first; this cell then only checks.
     for pending in desk.state.pending:
-        if pending.decision is None:  # nobody clicked
+        if pending.decision is None:  # nobody clicked (Run All): the panel says "in code"
             print(pending.name, pending.reason, pending.params)
             desk.inject(pending.id, "Yes, enjoy your long weekend.")
     if desk.state.status == "waiting":
@@ -638,12 +648,15 @@ TOOLS_AND_APPROVALS: list[Cell] = [
     """),
     md("""
     ACME (30) was paid already. 👉 **Approve** Globex and **Reject** Mallory, in either
-    order: after the first click nothing runs yet; after the second the run goes on.
+    order: after the first click nothing runs yet; after the second the run goes on. Both
+    cards stay, each saying what was decided and by whom (after *Run All*, the next cell
+    decided both: *approved in code*, *rejected in code: not a supplier*).
     """),
     code("""
+    # By hand: decide both cards in the panel above first; this cell then only checks.
     print("pending:", [(pending.name, pending.arguments) for pending in clerk.state.pending])
     for pending in clerk.state.pending:
-        if pending.decision is None:  # nobody clicked
+        if pending.decision is None:  # nobody clicked (Run All): the panel says "in code"
             if pending.arguments["to"] == "Mallory":
                 clerk.reject(pending.id, "not a supplier")
             else:
@@ -1250,7 +1263,11 @@ TEACHING_EXAMPLE: list[Cell] = [
     """),
     md("""
     *Ask the class: what will the model do next?* Then take the next step. `step()` goes on
-    without a new user message (the panel's **Step** button does the same).
+    without a new user message. The panel's **Step** button does the same: click it to see
+    the answer arrive in the panel, or run the next cell. A step taken in code is a later
+    run the panel above does not show: it keeps its turn as it ended (*step budget used*,
+    *steps 1*), which is what you see after *Run All*. `%fragola_panel converter` shows the
+    whole conversation as it goes on.
     """),
     code("""
     state = await converter.step(by=1)
