@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import driver
 from . import instructions as _instructions
 from . import options as _options
-from .checks import check_content, check_messages, kept_problem, sent
+from .checks import check_content, check_messages, kept_problem, sent, withheld
 from .context import AgentContext, AgentOptions
 from .driver import Run, StopNow
 from .errors import BadUsage, InvalidArguments, TurnRefused
@@ -331,8 +331,10 @@ class Agent(Listening):
                 except (StopNow, asyncio.CancelledError, KeyboardInterrupt):
                     # stop_sync(), cancellation or Ctrl-C while a listener ran: the user message
                     # that started the turn is kept, with the changes of the listeners that
-                    # finished.
-                    keep(event.message)
+                    # finished. A guardrail stopped before it passed the message leaves a
+                    # marked copy (never sent) or, with on_reject="remove", nothing to keep.
+                    if not withheld(event.message):
+                        keep(event.message)
                     raise
                 message = event.message
             keep(message)

@@ -25,6 +25,7 @@ __all__ = [
     "normalize_instructions",
     "sent",
     "user_problem",
+    "withheld",
 ]
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -131,6 +132,16 @@ def _assistant_fields(message: dict[str, Any]) -> str | None:
         if not isinstance(function.get("arguments"), str):
             return f"{where}'s function.arguments must be a string (JSON text)"
     return None
+
+
+WITHHELD = {"withheld": True}
+"""The ``META`` a listener (a guardrail) leaves as the message when the turn is stopped before
+the message was passed and nothing may be stored (``on_reject="remove"``)."""
+
+
+def withheld(message: Any) -> bool:
+    """True when ``message`` is the ``WITHHELD`` stand-in: store nothing in its place."""
+    return isinstance(message, dict) and message.get(META) == WITHHELD
 
 
 def sent(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,7 +11,9 @@ A *guard* is a function (sync or async) of the message's text (``content`` parts
 text, joined by newlines). It passes by returning ``None`` or ``True``; it fails by returning
 a reason (a string), ``False`` (no reason), or a ``Rejection`` (a reason and, optionally, the
 name to show instead of the guard's own). A guard that raises, or returns anything else,
-fails too (closed, not open), its error being the reason.
+fails too (closed, not open): the reason names the error's class and where it was raised,
+never its text (``int(text)`` would quote the message); the error itself is ``.error``.
+A reason is shown with its credentials redacted, by ``fragola_nb.redact``'s rule.
 
 The guards run in order on each new user message, as the ``user_message`` listeners added
 before ``guardrail()`` left it; the first that fails ends the turn **before any model call**
@@ -31,6 +33,11 @@ before it is stored: a reply that fails is not stored and none of its tool calls
 
 Either way the agent stays idle and usable, and the history a valid next request.
 
+A message no guard passed is never sent: when ``stop_sync()`` (or a cancellation, or Ctrl-C)
+stops the turn while a guard is deciding, the message is kept marked
+``{"rejected": {"guard": "guardrail", "reason": "stopped before the guards passed it"}}``
+(``"annotate"``) or not stored at all (``"remove"``).
+
 Forks: the guards are listeners of the agent, so a fork made after ``guardrail()`` (and the
 forks ``agent.compare``/``agent.batch`` run on) keeps them; ``remove()`` takes them off the
 agent and off the forks in its tree. ``agent.json(..., ignore_user_message_events=True)``
@@ -40,12 +47,14 @@ skips them, as it skips every ``user_message`` listener.
 from __future__ import annotations
 
 import inspect
+import os
+import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .checks import META
-from .errors import BadUsage, TurnRefused, exception_text
+from .checks import META, WITHHELD
+from .errors import BadUsage, TurnRefused
 from .events import AiMessageEvent, UserMessageEvent
 from .redact import redact_text
 
@@ -76,15 +85,18 @@ class GuardrailRejected(TurnRefused):
 
     ``guard`` is the guard's name, ``reason`` why, ``role`` ``"user"`` or ``"assistant"``,
     and ``refused`` the message as it was refused (not stored with ``on_reject="remove"``).
+    ``error`` is the exception of a guard that raised (else None); it is not chained, since
+    a traceback would print its text, which may quote the message.
     The error's text never quotes the message, only the guard's reason."""
 
     def __init__(self, guard: str, reason: str, *, role: str, refused: dict[str, Any],
-                 keep: dict[str, Any] | None) -> None:
+                 keep: dict[str, Any] | None, error: BaseException | None = None) -> None:
         super().__init__(f"rejected by {guard}: {reason}", keep=keep)
         self.guard = guard
         self.reason = reason
         self.role = role
         self.refused = refused
+        self.error = error
 
 
 def rejection_of(message: dict[str, Any]) -> tuple[str, str] | None:
@@ -109,7 +121,16 @@ class Guardrail:
         names = ",".join(_name(guard, n) for n, guard in enumerate(guards, 1))
 
         async def check_user_message(event: UserMessageEvent) -> None:
-            await self._check(event.message, "user")
+            try:
+                await self._check(event.message, "user")
+            except Exception:
+                raise
+            except BaseException:
+                # stop_sync(), a cancellation or Ctrl-C before the guards passed the message:
+                # what is kept in its place is never sent (marked), or nothing (remove).
+                event.message = (self._marked(event.message, "guardrail", STOPPED)
+                                 if self.on_reject == "annotate" else {META: dict(WITHHELD)})
+                raise
 
         async def check_ai_message(event: AiMessageEvent) -> None:
             await self._check(event.message, "assistant")
@@ -141,29 +162,43 @@ class Guardrail:
                 if inspect.isawaitable(verdict):
                     verdict = await verdict
             except Exception as exc:  # fails closed: a broken guard lets nothing through
-                verdict, cause = f"the guard raised {exception_text(exc)}", exc
+                verdict, cause = _raised(exc), exc
             failed = _failure(verdict, name)
             if failed is None:
                 continue
             shown, reason = failed
+            reason = redact_text(reason, self._known())
             keep = self._marked(message, shown, reason) if self.on_reject == "annotate" else None
-            raise GuardrailRejected(shown, reason, role=role, refused=message,
-                                    keep=keep) from cause
+            # Not chained: a traceback would print the guard's error, which may quote the
+            # message (int(text)); it stays reachable as .error.
+            raise GuardrailRejected(shown, reason, role=role, refused=message, keep=keep,
+                                    error=cause) from None
 
-    @staticmethod
-    def _marked(message: dict[str, Any], guard: str, reason: str) -> dict[str, Any]:
+    def _known(self) -> set[str]:
+        """The credentials the agent sends (its key...): a reason quoting one hides it."""
+        agent: Agent | None = self.agent  # None once pickled for a Ray worker
+        if agent is None:
+            return set()
+        try:
+            return agent.fragola._model.credentials(agent.options.model_settings)
+        except Exception:  # a client made by hand that says nothing of its key: shapes only
+            return set()
+
+    def _marked(self, message: dict[str, Any], guard: str, reason: str) -> dict[str, Any]:
         kept = {key: value for key, value in message.items() if key != "tool_calls"}
         # What a guard refused is often a pasted key: the kept copy (shown in panels, saved
-        # in sessions) has every credential in its text redacted, by fragola_nb.redact's rule.
+        # in sessions) has every credential in its text redacted, by fragola_nb.redact's rule
+        # (the agent's own key, of whatever shape, included).
+        known = self._known()
         content = kept.get("content")
         if isinstance(content, str):
-            kept["content"] = redact_text(content)
+            kept["content"] = redact_text(content, known)
         elif isinstance(content, list):
             kept["content"] = [
-                {**part, "text": redact_text(part["text"])}
+                {**part, "text": redact_text(part["text"], known)}
                 if isinstance(part, dict) and isinstance(part.get("text"), str) else part
                 for part in content]
-        kept[META] = {"rejected": {"guard": guard, "reason": redact_text(reason)}}
+        kept[META] = {"rejected": {"guard": guard, "reason": redact_text(reason, known)}}
         return kept
 
     def remove(self) -> None:
@@ -204,6 +239,21 @@ def guardrail(agent: Agent, *guards: Guard, on_reject: OnReject = "annotate",
     if not isinstance(check_replies, bool):
         raise BadUsage(f"check_replies must be True or False, got {check_replies!r}")
     return Guardrail(agent, guards, on_reject, check_replies)
+
+
+STOPPED = "stopped before the guards passed it"
+"""The reason a message is kept marked with when its turn was stopped while a guard decided."""
+
+
+def _raised(exc: Exception) -> str:
+    """A raising guard's reason: the error's class and where it was raised, not its text
+    (which may quote the message: ``int(text)``'s ``invalid literal ... 'my key is ...'``)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return f"the guard raised {type(exc).__name__}"
+    last = frames[-1]
+    return (f"the guard raised {type(exc).__name__} in {last.name} "
+            f"({os.path.basename(last.filename)}, line {last.lineno})")
 
 
 def _failure(verdict: Any, name: str) -> tuple[str, str] | None:

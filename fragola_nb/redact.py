@@ -13,17 +13,19 @@ words at ``-``, ``_``, ``.``, spaces and camelCase (``x-goog-api-key`` → x, go
 ``apiKey`` → api, key). It names a credential when one word
 
 - contains ``key``, ``token``, ``secret``, ``signature``, ``passw``, ``passphrase``,
-  ``subscription``, ``authoriz``, ``authent``, ``cookie``, ``credential`` or ``bearer``
-  (``X-Amz-Security-Token``, ``Private-Token``, ``apikey``, ``Set-Cookie``, ``client_secret``,
-  ``Proxy-Authorization``, ``X-Amz-Credential``), or
-- is exactly ``sig``, ``auth``, ``pwd`` or ``jwt`` (Azure's ``sig``; not ``signal``,
-  ``author``, ``design`` or ``pass_through``).
+  ``passcode``, ``subscription``, ``authoriz``, ``authent``, ``cookie``, ``credential`` or
+  ``bearer`` (``X-Amz-Security-Token``, ``Private-Token``, ``apikey``, ``Set-Cookie``,
+  ``client_secret``, ``Proxy-Authorization``, ``X-Amz-Credential``), or
+- is exactly ``sig``, ``auth``, ``pwd``, ``jwt``, ``cred`` or ``creds`` (Azure's ``sig``;
+  not ``signal``, ``author``, ``design``, ``credit`` or ``pass_through``).
 
 Exceptions, so that ordinary model settings keep working and round-trip through a session:
 
-- ``tokens`` (plural), ``tokenizer``/``tokenize``, ``detokenize``, ``keyword(s)`` are counts
-  or text, not credentials: ``max_tokens``, ``max_completion_tokens``, ``budget_tokens``,
-  ``skip_special_tokens``, ``tokenizer`` are kept.
+- ``tokens`` (plural) is a count or a list of token numbers (``max_tokens``,
+  ``max_completion_tokens``, ``budget_tokens``, ``skip_special_tokens`` are kept), except
+  after a word that says which credential (``access_tokens``, ``refresh_tokens``,
+  ``id_tokens``, ``api_tokens``, ``auth_tokens``, ``session_tokens``, ``bearer_tokens``...).
+- ``tokenizer``/``tokenize``, ``detokenize``, ``keyword(s)`` are text, not credentials.
 - ``token`` followed by ``id``/``ids`` is a token number: ``stop_token_ids`` is kept.
 - ``cache_key`` and ``idempotency_key`` are labels a client chooses, not secrets:
   ``prompt_cache_key`` and ``Idempotency-Key`` are kept.
@@ -44,6 +46,16 @@ Exceptions, so that ordinary model settings keep working and round-trip through 
 - a URL with a password (``scheme://user:password@``) or with a query parameter whose name
   is a credential (``?key=...``, ``&sig=...``).
 
+**Known values.** ``redact_text``, ``redacted`` and ``scrub`` also take ``known``: the
+credentials in use (the client's key, the values of credential headers, query parameters and
+body fields a request was sent with: ``credentials_in`` collects them), hidden wherever they
+appear, whatever their shape (a server quoting a key back in an error, a 422's ``"input"``).
+A value hides by value only when it cannot be ordinary text: at least 8 characters, not
+one plain word of letters (Ollama's documented key ``"ollama"``, a key ``"password"``), and,
+under 16 characters, only as a whole word (never inside a longer run of letters and digits).
+Its URL-encoded form hides too. Shorter ones still hide where they stand under a credential's
+name.
+
 Nothing here looks a value up anywhere: it is text matching, deliberately wide for names
 (a dropped header is named in the session file and logged; a leaked one cannot be recalled).
 """
@@ -52,21 +64,33 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import quote
 
-__all__ = ["REDACTED", "hidden", "is_secret_name", "is_secret_value", "redact_text", "redacted",
-           "scrub"]
+__all__ = ["REDACTED", "credentials_in", "hidden", "is_secret_name", "is_secret_value",
+           "redact_text", "redacted", "scrub"]
 
 REDACTED = "[redacted]"
 
 _SEPARATORS = re.compile(r"[^A-Za-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_FRAGMENTS = re.compile(r"key|token|secret|signature|passw|passphrase|subscription|authoriz"
-                        r"|authent|cookie|credential|bearer")
-_WORDS = frozenset({"sig", "auth", "pwd", "jwt"})
+_FRAGMENTS = re.compile(r"key|token|secret|signature|passw|passphrase|passcode|subscription"
+                        r"|authoriz|authent|cookie|credential|bearer")
+_WORDS = frozenset({"sig", "auth", "pwd", "jwt", "cred", "creds"})
 _NOT_SECRET_WORD = re.compile(r"tokens|tokeni[sz]\w*|detokeni[sz]\w*|keywords?")
+_TOKENS_OF = frozenset({
+    "access", "refresh", "id", "api", "auth", "oauth", "oauth2", "bearer", "session", "csrf",
+    "xsrf", "personal", "client", "security", "service", "device", "identity", "secret",
+    "private", "app", "bot", "github", "gitlab", "hf", "slack", "sas", "jwt", "login",
+})
+"""Words before ``tokens`` that make it credentials (``access_tokens``), not a count."""
+_MIN_KNOWN = 8
+"""A known value shorter than this is never hidden by value (``"ollama"``)."""
+_ANYWHERE = 16
+"""A known value this long hides wherever it stands; a shorter one only as a whole word."""
 _NOT_SECRET_PAIRS = frozenset({("token", "id"), ("token", "ids"), ("cache", "key"),
                                ("idempotency", "key")})
 _SCHEMES = frozenset({"basic", "bearer", "digest", "token", "apikey", "negotiate", "sharedkey"})
@@ -102,6 +126,8 @@ def is_secret_name(name: object) -> bool:
     for index, word in enumerate(words):
         pair = (word, words[index + 1] if index + 1 < len(words) else "")
         before = (words[index - 1] if index else "", word)
+        if word == "tokens" and before[0] in _TOKENS_OF:
+            return True
         if (_NOT_SECRET_WORD.fullmatch(word) or pair in _NOT_SECRET_PAIRS
                 or before in _NOT_SECRET_PAIRS):
             continue
@@ -122,18 +148,95 @@ def _query(match: re.Match[str]) -> str:
     return match.group(1) + REDACTED if is_secret_name(match.group(2)) else match.group(0)
 
 
-def redact_text(text: str) -> str:
+def _bare(value: str) -> str:
+    """A credential without its authorization scheme (``Bearer sk-...`` → ``sk-...``)."""
+    value = value.strip()
+    scheme, _, rest = value.partition(" ")
+    return rest.strip() if rest and scheme.lower() in _SCHEMES else value
+
+
+def _specific(value: str) -> bool:
+    """True when ``value`` cannot be ordinary text: hiding it by value mangles nothing."""
+    return len(value) >= _MIN_KNOWN and not value.isalpha()
+
+
+@functools.lru_cache(maxsize=64)
+def _known_pattern(values: frozenset[str]) -> re.Pattern[str] | None:
+    forms = sorted({form for value in values for form in (value, quote(value, safe=""))},
+                   key=len, reverse=True)
+    if not forms:
+        return None
+    # A long value is hidden wherever it stands (glued to a word too: nothing ordinary is
+    # that long and that specific); a shorter one only as a whole word, since inside a longer
+    # run of letters and digits it is another word, and cutting it out would mangle it.
+    long = "|".join(re.escape(form) for form in forms if len(form) >= _ANYWHERE)
+    short = "|".join(re.escape(form) for form in forms if len(form) < _ANYWHERE)
+    alternatives = [long] if long else []
+    if short:
+        alternatives.append(f"(?<![A-Za-z0-9])(?:{short})(?![A-Za-z0-9])")
+    return re.compile("|".join(alternatives))
+
+
+def _known(known: Iterable[object]) -> re.Pattern[str] | None:
+    values = frozenset(bare for value in known if isinstance(value, str)
+                       if _specific(bare := _bare(value)))
+    return _known_pattern(values) if values else None
+
+
+def redact_text(text: str, known: Iterable[object] = ()) -> str:
     """``text`` with every credential in it replaced by ``[redacted]`` (a scheme such as
-    ``Bearer`` and a URL's user name are kept, to say what was there)."""
+    ``Bearer`` and a URL's user name are kept, to say what was there): those of a known
+    shape, and the ``known`` values in use (see the module's rule for which hide by value).
+
+    >>> redact_text("ollama pull llama3.2 (key my-proxy-key-1)", known=["ollama", "my-proxy-key-1"])
+    'ollama pull llama3.2 (key [redacted])'
+    """
+    return _redact(text, _known(known))
+
+
+def _redact(text: str, known: re.Pattern[str] | None) -> str:
+    if known is not None:
+        text = known.sub(REDACTED, text)
     for shape in _KEY_SHAPES:
         text = shape.sub(lambda match: match.group(1) + REDACTED, text)
     text = _BASIC.sub(_basic, text)
     return _QUERY_PAIR.sub(_query, text) if "=" in text else text
 
 
-def is_secret_value(value: object) -> bool:
+def is_secret_value(value: object, known: Iterable[object] = ()) -> bool:
     """True when ``value`` is a string that holds a credential (see the module's rule)."""
-    return isinstance(value, str) and redact_text(value) != value
+    return isinstance(value, str) and redact_text(value, known) != value
+
+
+def credentials_in(*values: Any) -> set[str]:
+    """The credentials that ``values`` (headers, query parameters, request bodies, at any
+    depth) hold under a credential's name, without their scheme: the ``known`` values to
+    hide wherever a server may quote them back."""
+    found: set[str] = set()
+
+    def collect(item: Any) -> None:
+        if isinstance(item, str):
+            found.add(_bare(item))
+        elif isinstance(item, dict):
+            for inner in item.values():
+                collect(inner)
+        elif isinstance(item, (list, tuple)):
+            for inner in item:
+                collect(inner)
+
+    def named(_: str, item: Any, by_name: bool) -> Any:
+        if by_name:
+            collect(item)
+        return item
+
+    for value in values:
+        if hasattr(value, "multi_items"):  # httpx's Headers and QueryParams
+            value = [{name: item} for name, item in value.multi_items()]
+        elif hasattr(value, "items") and not isinstance(value, dict):
+            value = dict(value.items())
+        _walk(value, "", named, known=None)
+    found.discard("")
+    return found
 
 
 def hidden(value: Any) -> str:
@@ -147,26 +250,28 @@ def hidden(value: Any) -> str:
 
 
 def _walk(value: Any, path: str, on_secret: Callable[[str, Any, bool], Any],
-          names: bool = True) -> Any:
+          names: bool = True, *, known: re.Pattern[str] | None) -> Any:
     """``value`` rebuilt, ``on_secret(path, value, named)`` replacing each credential found
-    (``named``: found by its name, else by its text); ``_DROP`` drops it."""
+    (``named``: found by its name, else by its text, ``known`` values included); ``_DROP``
+    drops it."""
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            shown = redact_text(key) if isinstance(key, str) else key
+            shown = _redact(key, known) if isinstance(key, str) else key
             where = f"{path}.{shown}" if path else str(shown)
             if shown != key or (names and is_secret_name(key)):
                 item = on_secret(where, item, True)
             else:
-                item = _walk(item, where, on_secret, key not in _SCHEMA_NAME_MAPS)
+                item = _walk(item, where, on_secret, key not in _SCHEMA_NAME_MAPS, known=known)
             if item is not _DROP:
                 out[shown] = item
         return out
     if isinstance(value, (list, tuple)):
-        items = [_walk(item, f"{path}[{index}]", on_secret) for index, item in enumerate(value)]
+        items = [_walk(item, f"{path}[{index}]", on_secret, known=known)
+                 for index, item in enumerate(value)]
         kept = [item for item in items if item is not _DROP]
         return kept if isinstance(value, list) else tuple(kept)
-    if is_secret_value(value):
+    if isinstance(value, str) and _redact(value, known) != value:
         return on_secret(path, value, False)
     return value
 
@@ -174,24 +279,27 @@ def _walk(value: Any, path: str, on_secret: Callable[[str, Any, bool], Any],
 _DROP: Any = object()
 
 
-def scrub(value: Any, path: str = "") -> tuple[Any, list[str]]:
+def scrub(value: Any, path: str = "", known: Iterable[object] = ()) -> tuple[Any, list[str]]:
     """``value`` without the credentials in it (at any depth), and the paths of what was
     dropped (names only, never values): what session files write. A credential name drops
-    its value whole, whatever it holds; a string holding a credential is dropped, from a list
-    too."""
+    its value whole, whatever it holds; a string holding a credential (or a ``known`` value)
+    is dropped, from a list too."""
     dropped: list[str] = []
 
     def drop(where: str, _: Any, named: bool) -> Any:
         dropped.append(where)
         return _DROP
 
-    return _walk(value, path, drop), dropped
+    return _walk(value, path, drop, known=_known(known)), dropped
 
 
-def redacted(value: Any) -> Any:
-    """``value`` to show (a repr, a log): the same shape, every credential ``[redacted]``.
+def redacted(value: Any, known: Iterable[object] = ()) -> Any:
+    """``value`` to show (a repr, a log, a recording, a span): the same shape, every
+    credential ``[redacted]``, the ``known`` values in use too.
 
     >>> redacted({"extra_headers": {"Authorization": "Bearer sk-abc12345678"}, "seed": 1})
     {'extra_headers': {'Authorization': 'Bearer [redacted]'}, 'seed': 1}
     """
-    return _walk(value, "", lambda _, item, named: hidden(item) if named else redact_text(item))
+    pattern = _known(known)
+    return _walk(value, "", lambda _, item, named: hidden(item) if named
+                 else _redact(item, pattern), known=pattern)

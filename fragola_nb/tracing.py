@@ -32,8 +32,17 @@ stopped or paused turn is not an error.
 Message contents are recorded only with ``capture_content=True``: ``gen_ai.input.messages``,
 ``gen_ai.output.messages`` and ``gen_ai.system_instructions`` on chat spans,
 ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result`` on tool spans (JSON text, as
-the conventions' opt-in attributes). Headers, API keys and the client's options are never
-read.
+the conventions' opt-in attributes). Without it, a failing tool's error says its class only
+(``ValueError``), on its span's status and exception event alike: an error's text often
+quotes the arguments (``boom: <argument>``).
+
+No credential reaches a span: every attribute, status description, exception message and
+stack trace (with its chained exceptions: an ``openai`` error quoting the body a server sent
+back) goes through ``fragola_nb.redact``'s rule, with the values in use as known ones (the
+client's key, credential headers, query values and body fields of the settings), so a key a
+server echoes is hidden whatever its shape. The exception event is the conventions'
+(``exception.type``, ``.message``, ``.stacktrace``), built here rather than by the SDK's
+``record_exception`` (which formats the raw chain).
 
 Needs ``opentelemetry-api`` (``pip install "fragola_nb[otel]"``), imported when
 ``instrument()`` is called; send the spans anywhere with the SDK and an exporter (OTLP:
@@ -44,12 +53,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+import traceback
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from . import probes
 from .errors import BadUsage
+from .redact import redact_text, redacted
 from .tools import serialize_result
 
 if TYPE_CHECKING:
@@ -109,7 +120,8 @@ def uninstrument() -> None:
 
 
 class _Tracing:
-    """The probe ``instrument()`` installs: one span per seam."""
+    """The probe ``instrument()`` installs: one span per seam. Whatever it puts in a span
+    passes ``fragola_nb.redact``'s rule first, with the credentials in use as known values."""
 
     def __init__(self, tracer: Tracer, capture_content: bool) -> None:
         self.tracer = tracer
@@ -117,6 +129,7 @@ class _Tracing:
 
     @contextlib.contextmanager
     def turn(self, agent: Agent) -> Iterator[object]:
+        known = _known(agent)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             **_provider(agent),
@@ -127,7 +140,7 @@ class _Tracing:
         if agent.description:
             attributes["gen_ai.agent.description"] = agent.description
         before = len(agent.usage.calls)
-        with self._span(f"invoke_agent {agent.name}", "INTERNAL", attributes) as span:
+        with self._span(f"invoke_agent {agent.name}", "INTERNAL", attributes, known) as span:
             try:
                 yield span
             finally:
@@ -138,6 +151,7 @@ class _Tracing:
     @contextlib.contextmanager
     def model_call(self, agent: Agent, call: probes.ModelCall) -> Iterator[object]:
         request = call.request
+        known = _known(agent, request)
         model = str(request.get("model") or "")
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
@@ -158,17 +172,17 @@ class _Tracing:
         if self.capture_content:
             system, messages = _input_messages(request.get("messages") or [])
             if system:
-                attributes["gen_ai.system_instructions"] = _json(system)
-            attributes["gen_ai.input.messages"] = _json(messages)
-        with self._span(f"chat {model}".strip(), "CLIENT", attributes) as span:
+                attributes["gen_ai.system_instructions"] = _json(system, known)
+            attributes["gen_ai.input.messages"] = _json(messages, known)
+        with self._span(f"chat {model}".strip(), "CLIENT", attributes, known) as span:
             try:
                 yield span
             finally:
                 exchange = call.exchange
                 if exchange.model:
-                    span.set_attribute("gen_ai.response.model", exchange.model)
+                    _set(span, "gen_ai.response.model", exchange.model, known)
                 if exchange.id:
-                    span.set_attribute("gen_ai.response.id", exchange.id)
+                    _set(span, "gen_ai.response.id", exchange.id, known)
                 reported = call.reply.usage if call.reply is not None else exchange.usage
                 if reported is not None:
                     span.set_attribute("gen_ai.usage.input_tokens", reported["prompt_tokens"])
@@ -185,10 +199,11 @@ class _Tracing:
                     if self.capture_content:
                         reason = "tool_call" if calls else "stop"
                         out = {**_message(message), "finish_reason": reason}
-                        span.set_attribute("gen_ai.output.messages", _json([out]))
+                        span.set_attribute("gen_ai.output.messages", _json([out], known))
 
     @contextlib.contextmanager
     def tool_run(self, agent: Agent, run: probes.ToolRun) -> Iterator[object]:
+        known = _known(agent, run.arguments)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": run.name,
@@ -199,32 +214,108 @@ class _Tracing:
         if tool is not None and tool.description:
             attributes["gen_ai.tool.description"] = tool.description
         if self.capture_content:
-            attributes["gen_ai.tool.call.arguments"] = _json(run.arguments)
-        with self._span(f"execute_tool {run.name}", "INTERNAL", attributes) as span:
+            attributes["gen_ai.tool.call.arguments"] = _json(run.arguments, known)
+        with self._span(f"execute_tool {run.name}", "INTERNAL", attributes, known,
+                        tool=True) as span:
             yield span
             if self.capture_content:
                 try:
                     result = serialize_result(run.result)
                 except Exception:  # the run loop stores its own error text for this result
                     result = repr(run.result)[:2000]
-                span.set_attribute("gen_ai.tool.call.result", result)
+                _set(span, "gen_ai.tool.call.result", result, known)
 
     @contextlib.contextmanager
-    def _span(self, name: str, kind: str, attributes: dict[str, Any]) -> Iterator[Span]:
+    def _span(self, name: str, kind: str, attributes: dict[str, Any], known: set[str], *,
+              tool: bool = False) -> Iterator[Span]:
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         with self.tracer.start_as_current_span(
-            name, kind=SpanKind[kind], attributes=attributes, record_exception=False,
-            set_status_on_exception=False,
+            redact_text(name, known), kind=SpanKind[kind],
+            attributes={key: _clean(value, known) for key, value in attributes.items()},
+            record_exception=False, set_status_on_exception=False,
         ) as span:
             try:
                 yield span
             except BaseException as exc:
+                if tool:
+                    _mark_tool_error(exc)
+                # Without capture_content, a tool's error text (and that of anything it
+                # chained) stays out: it often quotes the arguments.
+                quiet = not self.capture_content
                 span.set_attribute("error.type", type(exc).__qualname__)
-                span.set_status(Status(StatusCode.ERROR, _one_line(exc)))
+                span.set_status(Status(StatusCode.ERROR,
+                                       redact_text(_one_line(exc, quiet), known)))
                 if isinstance(exc, Exception):
-                    span.record_exception(exc)
+                    span.record_exception(exc, attributes=_exception_event(exc, known, quiet))
                 raise
+
+
+def _known(agent: Agent, *sent: Any) -> set[str]:
+    """The credentials ``agent`` sends (its client's key, credential headers, query values
+    and body fields of its settings, and of ``sent``): hidden by value in its spans."""
+    try:
+        return agent.fragola._model.credentials(agent.options.model_settings, *sent)
+    except Exception:  # a client made by hand that says nothing of its key: shapes only
+        return set()
+
+
+def _clean(value: Any, known: Iterable[str]) -> Any:
+    """An attribute's value as a span may hold it: strings through the credential rule."""
+    if isinstance(value, str):
+        return redact_text(value, known)
+    if isinstance(value, (list, tuple)):
+        return [redact_text(item, known) if isinstance(item, str) else item for item in value]
+    return value
+
+
+def _set(span: Span, name: str, value: Any, known: Iterable[str]) -> None:
+    span.set_attribute(name, _clean(value, known))
+
+
+_TOOL_ERROR = "_fragola_nb_tool_error"
+
+
+def _mark_tool_error(exc: BaseException) -> None:
+    """Remember that ``exc`` came out of a tool handler: its text stays out of every span
+    (the turn's too) unless contents are captured."""
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(exc, _TOOL_ERROR, True)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it chains (cause or context), outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__
+                                         else current.__context__)
+    return chain
+
+
+def _silenced(exc: BaseException, quiet: bool) -> bool:
+    return quiet and any(getattr(link, _TOOL_ERROR, False) for link in _chain(exc))
+
+
+def _exception_event(exc: BaseException, known: Iterable[str], quiet: bool) -> dict[str, str]:
+    """The conventions' exception event, every text through the credential rule; for a
+    tool's error without captured contents, class names and frames only."""
+    kind = type(exc)
+    module = kind.__module__
+    name = f"{module}.{kind.__qualname__}" if module and module != "builtins" else kind.__qualname__
+    if _silenced(exc, quiet):
+        message = ""
+        blocks = ["Traceback (most recent call last):\n"
+                  + "".join(traceback.format_tb(link.__traceback__))
+                  + type(link).__qualname__ + "\n" for link in reversed(_chain(exc))]
+        stacktrace = "\nThe above exception led to the following one:\n\n".join(blocks)
+    else:
+        message = str(exc)
+        stacktrace = "".join(traceback.format_exception(exc))
+    return {"exception.type": name, "exception.message": redact_text(message, known),
+            "exception.stacktrace": redact_text(stacktrace, known),
+            "exception.escaped": "False"}
 
 
 def _provider(agent: Agent) -> dict[str, Any]:
@@ -297,10 +388,12 @@ def _parts(content: Any) -> list[Any]:
     return parts
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=repr)
+def _json(value: Any, known: Iterable[str]) -> str:
+    """Contents as a span holds them: JSON text, every credential redacted (by name, such as
+    a tool's ``api_key`` argument, by shape, and the ``known`` values in use)."""
+    return json.dumps(redacted(value, known), ensure_ascii=False, default=repr)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+def _one_line(exc: BaseException, quiet: bool) -> str:
+    text = "" if _silenced(exc, quiet) else " ".join(str(exc).split())
     return f"{type(exc).__qualname__}: {text}"[:500] if text else type(exc).__qualname__

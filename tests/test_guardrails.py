@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import traceback
 from typing import Any
 
 import pydantic
@@ -13,6 +14,7 @@ import pytest
 from helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Fragola, tool
+from fragola_nb.checks import META
 from fragola_nb.errors import BadUsage, FragolaError, TurnRefused
 from fragola_nb.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail, rejection_of
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
@@ -135,19 +137,28 @@ async def test_remove_keeps_nothing_of_the_refused_message(model: ScriptedModel)
 async def test_a_guard_that_raises_or_answers_nonsense_fails_closed(
         model: ScriptedModel) -> None:
     def broken(text: str) -> None:
-        raise ValueError("classifier down")
+        int(text)  # raises, quoting the message
 
     agent = make_agent(model)
     rails = guardrail(agent, broken)
     with pytest.raises(GuardrailRejected) as raised:
-        await agent.user_message("hi")
+        await agent.user_message("my key is opaque-7Q2xL9pZ4mN8")
     rails.remove()
     guardrail(agent, lambda text: {"ok": True})  # type: ignore[arg-type, return-value]
     with pytest.raises(GuardrailRejected) as nonsense:
         await agent.user_message("hi")
 
-    assert raised.value.reason == "the guard raised ValueError: classifier down"
-    assert isinstance(raised.value.__cause__, ValueError)
+    line = broken.__code__.co_firstlineno + 1
+    assert raised.value.reason == (
+        f"the guard raised ValueError in broken (test_guardrails.py, line {line})")
+    # The guard's error quotes the message: it is kept as .error, neither chained nor shown.
+    assert isinstance(raised.value.error, ValueError)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+    shown = "".join(traceback.format_exception(raised.value))
+    assert "The above exception" not in shown and "During handling" not in shown
+    said = "".join(traceback.format_exception_only(raised.value))
+    assert "opaque-7Q2xL9pZ4mN8" not in said and "my key is" not in said
+    assert "opaque" not in json.dumps(agent.state.messages[-1][META])
     assert nonsense.value.guard == "guard #1"
     assert nonsense.value.reason.startswith("the guard returned a dict; a guard returns None")
     assert model.requests == []
@@ -311,3 +322,33 @@ async def test_a_batch_runs_each_input_through_the_guards(model: ScriptedModel) 
     assert result.answers[0] == "fine" and result.failed == 1
     assert "rejected by no_secrets: it holds an API key" in str(result[1].error)
     assert len(model.requests) == 1 and agent.state.messages == []
+
+
+@pytest.mark.parametrize("on_reject", ["annotate", "remove"])
+async def test_stop_sync_while_a_guard_decides_never_lets_the_unchecked_message_be_sent(
+        model: ScriptedModel, on_reject: Any) -> None:
+    deciding = asyncio.Event()
+
+    async def slow_classifier(text: str) -> None:
+        deciding.set()
+        await asyncio.Event().wait()  # a classifier model that has not answered yet
+
+    agent = make_agent(model)
+    rails = guardrail(agent, slow_classifier, on_reject=on_reject)
+    task = asyncio.create_task(agent.user_message("my password is hunter2-unchecked"))
+    await asyncio.wait_for(deciding.wait(), 5)
+    agent.stop_sync()
+    state = await asyncio.wait_for(task, 5)
+
+    assert state.status == "idle"
+    assert state.outcome == "stopped"
+    if on_reject == "annotate":
+        assert state.messages == [rejected("my password is hunter2-unchecked", "guardrail",
+                                           "stopped before the guards passed it")]
+    else:
+        assert state.messages == []
+    rails.remove()
+    model.push(reply("hi"))
+    await agent.user_message("hello")
+    assert model.requests[0]["messages"] == [user("hello")]
+    assert "hunter2" not in json.dumps(model.requests)

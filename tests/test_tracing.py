@@ -202,21 +202,33 @@ async def test_a_model_error_ends_the_chat_and_turn_spans_as_errors_and_the_agen
 
 
 async def test_a_tool_that_raises_is_an_error_span_and_the_turn_finishes(
-    model: ScriptedModel, exporter: InMemorySpanExporter
+    model: ScriptedModel, provider_and_exporter: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
+    provider, exporter = provider_and_exporter
     agent = make_agent(model, explode)
-    model.push(tool_calls(call("explode", {"reason": "x"}, id="c1")), reply("it failed"))
+    for capture, said in ((False, "ValueError"), (True, "ValueError: boom: the-argument")):
+        instrument(provider, capture_content=capture)
+        exporter.clear()
+        model.push(tool_calls(call("explode", {"reason": "the-argument"}, id="c1")),
+                   reply("it failed"))
 
-    await agent.user_message("try it")
+        await agent.user_message("try it")
 
-    spans = by_name(exporter)
-    [tool_span] = spans["execute_tool explode"]
-    [turn] = spans["invoke_agent tester"]
-    assert tool_span.status.status_code == StatusCode.ERROR
-    assert attrs(tool_span)["error.type"] == "ValueError"
-    assert tool_span.status.description == "ValueError: boom: x"
-    assert turn.status.status_code == StatusCode.UNSET
-    assert attrs(turn)["fragola.outcome"] == "finished"
+        spans = by_name(exporter)
+        [tool_span] = spans["execute_tool explode"]
+        [turn] = spans["invoke_agent tester"]
+        assert tool_span.status.status_code == StatusCode.ERROR
+        assert attrs(tool_span)["error.type"] == "ValueError"
+        # Without captured contents, the error's text (which quotes the argument) stays out.
+        assert tool_span.status.description == said
+        [event] = tool_span.events
+        assert dict(event.attributes or {})["exception.type"] == "ValueError"
+        written = json.dumps([dict(e.attributes or {}) for s in exporter.get_finished_spans()
+                              for e in s.events] + [s.status.description for s in spans[
+                                  "execute_tool explode"]])
+        assert ("the-argument" in written) is capture
+        assert turn.status.status_code == StatusCode.UNSET
+        assert attrs(turn)["fragola.outcome"] == "finished"
 
 
 async def test_a_paused_turn_ends_its_span_and_the_resumed_step_is_a_new_span(

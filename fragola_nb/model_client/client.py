@@ -21,7 +21,7 @@ from ..errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from ..redact import REDACTED, is_secret_name, redact_text
+from ..redact import credentials_in, redact_text
 from .reply import ChunkCallback, read_stream, reply_from_response
 from .reported import Exchange, ModelReply
 from .request import (
@@ -194,7 +194,7 @@ class ModelClient:
             exchange = Exchange()
         body, options = body_and_options(asking_usage(request))
         client = self.client()
-        sent = (options.get("headers"), options.get("params"))
+        sent = (options, body)  # headers, query and extra_json in the options
         try:
             if body.get("stream"):
                 stream = await client.post("/chat/completions", body=body, cast_to=object,
@@ -236,24 +236,26 @@ class ModelClient:
         raise BadUsage(f"a request header (the API key?) {UNSENDABLE}")
 
 
-    def _unquoted(self, exc: openai.APIStatusError, sent: tuple[Any, Any]) -> str:
+    def _unquoted(self, exc: openai.APIStatusError, sent: tuple[Any, ...]) -> str:
         """What the server said, without the credentials it may quote back (a proxy might,
         whole): the key, and credential headers and query values, the client's own
-        (``default_headers``, ``default_query``) and the request's (``extra_headers``...)."""
-        text = redact_text(_error_text(exc))
-        key = self._api_key
-        if isinstance(key, str) and key != NO_KEY:
-            text = text.replace(key, REDACTED)
-        secrets: list[Any] = []
-        for given in (self._options.get("default_headers"), self._options.get("default_query"),
-                      *sent):
-            if isinstance(given, Mapping):
-                secrets += [value for name, value in given.items() if is_secret_name(name)]
-        # A short one ("ollama") would replace ordinary words, as a recording's rule says.
-        shown = {s.partition(" ")[2] if " " in s else s for s in secrets if isinstance(s, str)}
-        for secret in sorted((s for s in shown if len(s) >= 8), key=len, reverse=True):
-            text = text.replace(secret, REDACTED)
-        return text
+        (``default_headers``, ``default_query``) and the request's (``extra_headers``,
+        ``extra_query``, ``extra_body``...)."""
+        given = [value for value in sent if isinstance(value, Mapping)]
+        # By fragola_nb.redact's rule for known values: a short key ("ollama") is left in
+        # ordinary words ("ollama pull llama3.2"), never cut out of them.
+        return redact_text(_error_text(exc), self.credentials(*given))
+
+    def credentials(self, *sent: Mapping[str, Any]) -> set[str]:
+        """The credentials this client sends (its key, credential headers and query values of
+        its options) and those in ``sent`` (a request's headers, query, body): what a server
+        may quote back, to be hidden by value wherever fragola_nb shows or writes text."""
+        known = credentials_in({"api_key": self._api_key}, self._options.get("default_headers"),
+                               self._options.get("default_query"), *sent)
+        known.discard(NO_KEY)
+        if self._given is not None and isinstance(self._given.api_key, str):
+            known.add(self._given.api_key)
+        return known
 
 
 def _one_line(text: str, limit: int = 2000) -> str:

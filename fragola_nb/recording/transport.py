@@ -17,7 +17,7 @@ import httpx2
 import openai
 
 from ..driver import CURRENT_AGENT
-from ..redact import is_secret_name
+from ..redact import credentials_in
 from .recordfile import Appender
 
 __all__ = ["AGENT_HEADER", "naming_agents", "recording_through", "sse_chunks"]
@@ -92,7 +92,7 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
         except ValueError:
             return await self._http.send(request, stream=True)
         agent = CURRENT_AGENT.get(None)
-        secrets = _credentials(request.headers, request.url)
+        secrets = _credentials(request.headers, request.url, sent)
         response = await self._http.send(request, stream=True)
         record = {"agent": agent, "status": response.status_code, "request": sent}
         # What the client gets is the decoded body: the encoding headers no longer apply.
@@ -114,13 +114,12 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
         await self._http.aclose()
 
 
-def _credentials(headers: httpx2.Headers, url: httpx2.URL) -> list[str]:
+def _credentials(headers: httpx2.Headers, url: httpx2.URL, body: Any) -> set[str]:
     """The credentials a request is sent with (its key, in ``Authorization``, a header of
-    the user's or a query parameter such as ``key=``), without their scheme: a server may
-    quote one back in what it answers."""
-    values = [value for name, value in headers.items() if is_secret_name(name)]
-    values += [value for name, value in url.params.multi_items() if is_secret_name(name)]
-    return [value.partition(" ")[2] if " " in value else value for value in values]
+    the user's, a query parameter such as ``key=``, a body field such as ``extra_body``'s
+    ``access_token``), without their scheme: a server may quote one back in what it answers
+    (a 422's ``"input"``)."""
+    return credentials_in(headers, url.params, body)
 
 
 class _Tee(httpx2.AsyncByteStream):
