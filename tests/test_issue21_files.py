@@ -213,6 +213,25 @@ def test_a_recording_nested_too_deep_is_bad_usage_naming_the_line(tmp_path: Path
     for start in (Fragola.replay, lambda where: Fragola.record(where, api_key="k")):
         with pytest.raises(BadUsage, match=rf"recording {path}, line 1: .*nested too deeply"):
             start(path)
+    # JSON reads this one, but replaying (scrubbing, comparing requests) would overflow.
+    messages = "[" * 600 + "]" * 600
+    path.write_text('{"fragola_nb_recording": 1}\n{"request": {"messages": ' + messages
+                    + '}, "status": 200, "body": {}}\n')
+    with pytest.raises(BadUsage, match=rf"recording {path}, line 2: is nested too deeply"):
+        Fragola.replay(path)
+
+
+def test_an_exchange_too_deep_to_read_back_is_not_written(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "lesson.jsonl"
+    appender = Appender(path)
+    deep: Any = {}
+    for _ in range(600):
+        deep = [deep]
+    appender.append({"agent": "a", "status": 200, "request": {"model": "m"}, "body": deep})
+    appender.append({"agent": "a", "status": 200, "request": {"model": "m"}, "body": {}})
+    assert [e.body for e in read_recording(path)] == [{}]
+    assert "was not recorded" in caplog.text
 
 
 def test_a_session_nested_too_deep_or_with_negative_counts_is_a_session_error() -> None:

@@ -23,13 +23,16 @@ written, half an emoji included (``fragola_nb.textfile``): it reads back the sam
 
 A recording holds final answers only: a status from 200 to 599. An informational one (1xx) is
 never written, and refused when read (replaying it would leave the client waiting for the
-answer that follows it).
+answer that follows it). An exchange nested more than ``MAX_DEPTH`` levels deep is not
+written either (a warning says so) and is refused when read: replaying goes through it
+recursively.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable
@@ -38,10 +41,12 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ..errors import BadUsage
-from ..redact import redacted
+from ..redact import REDACTED, redacted
 from ..textfile import utf8
 
 __all__ = ["FORMAT", "Appender", "Exchange", "read_recording"]
+
+_log = logging.getLogger("fragola_nb")
 
 FORMAT = 1
 """The version of the file format this fragola_nb writes and reads."""
@@ -105,9 +110,16 @@ class Appender:
         final one (``final_status``) is not written: it is no answer to replay."""
         if not final_status(record.get("status")):
             return
-        # By the one rule's known values: in the request and in the answer (a server quoting
-        # a key back), never a short key ("ollama") cut out of ordinary words.
-        data = _line(redacted(record, secrets))
+        if _depth(record) > MAX_DEPTH:  # it could not be read back (nor scrubbed: recursive)
+            _log.warning("fragola_nb: an exchange nested more than %d levels deep was not "
+                         "recorded to %s; replaying that request will say it is not in the "
+                         "recording", MAX_DEPTH, self.path)
+            return
+        data = _line(redacted(record))
+        # Header values are printable ASCII: no JSON escape can hide one in the line. A short
+        # one ("ollama") would replace ordinary words.
+        for secret in sorted({s for s in secrets if len(s) >= 12}, key=len, reverse=True):
+            data = data.replace(secret.encode(), REDACTED.encode())
         with self._lock:
             self._write(data)
 
@@ -196,6 +208,27 @@ class Exchange:
     cut: bool = False
 
 
+MAX_DEPTH = 200
+"""The deepest nesting of arrays and objects a recorded exchange may have. A request or an
+answer is a few levels deep (a tool's schema a few more); replaying one goes through it
+recursively (scrubbing, comparing), which a file nested hundreds deep would overflow."""
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests arrays and objects (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = (item.values() if isinstance(item, dict)
+                    else item if isinstance(item, list) else None)
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if level <= MAX_DEPTH:  # deeper is too deep already: no need to go on
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _fail(path: Path, number: int, problem: str) -> BadUsage:
     return BadUsage(f"the recording {path}, line {number}: {problem}")
 
@@ -281,6 +314,9 @@ def _what_else(data: bytes) -> str:
 def _exchange(path: Path, number: int, entry: Any) -> Exchange:
     if not isinstance(entry, dict):
         raise _fail(path, number, "is not a JSON object")
+    if _depth(entry) > MAX_DEPTH:
+        raise _fail(path, number, f"is nested too deeply (more than {MAX_DEPTH} levels) to be "
+                                  "an exchange")
     request, status, agent = entry.get("request"), entry.get("status"), entry.get("agent")
     if not isinstance(request, dict):
         raise _fail(path, number, "has no 'request' object")
