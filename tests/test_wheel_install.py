@@ -18,6 +18,7 @@ import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -143,7 +144,7 @@ def test_every_view_is_made_from_the_installed_wheel_outside_the_checkout() -> N
         kernel.drain()
         anywidgets = [state for state in kernel.widgets.values() if "_esm" in state]
 
-    def made(esm: str) -> list[dict[str, object]]:
+    def made(esm: str) -> list[dict[str, Any]]:
         return [s for s in anywidgets if s["_esm"] == esm]
 
     # The agent panels (the turn's and %fragola_panel's, the compare's forks when opened):
@@ -152,7 +153,7 @@ def test_every_view_is_made_from_the_installed_wheel_outside_the_checkout() -> N
     assert len(panels) >= 2 and all(p["_css"] == assets["panel.css"] for p in panels)
     grids = made(assets["compare.js"])
     assert len(grids) == 1 and grids[0]["_css"] == assets["compare.css"]
-    assert [c["name"] for c in grids[0]["columns"]] == ["pirate", "bare"]  # type: ignore[index]
+    assert [c["name"] for c in grids[0]["columns"]] == ["pirate", "bare"]
     trees = [s for s in anywidgets if s["_esm"] not in (assets["panel.js"], assets["compare.js"])]
     assert len(trees) == 1 and str(trees[0]["_esm"]).strip() and str(trees[0]["_css"]).strip()
     # The batch's table is HTML of its own (no script): its two rows, done.

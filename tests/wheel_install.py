@@ -1,7 +1,8 @@
 """fragola_nb as a user installs it: the sdist and the wheel built from a clean copy of the
-checkout (the files git tracks or would add, nothing it ignores), and fresh venvs that ``pip install`` the wheel,
-not editable, with its dependencies. Used by tests/test_wheel_install.py and
-tests/browser/test_browser_wheel.py; each thing is made once per pytest run.
+checkout (the files git tracks or would add, nothing it ignores), and fresh venvs that
+``pip install`` the wheel, not editable, with its dependencies. Used by
+tests/test_wheel_install.py and tests/browser/test_browser_wheel.py; each thing is made once
+per pytest run.
 
 Why not the checkout: an editable install reads every file from the work tree, so a file the
 wheel forgets (the panels' JavaScript and CSS once were) is never missed by the other tests.
@@ -104,8 +105,8 @@ class Venv:
 
     @property
     def site_packages(self) -> Path:
-        return Path(run([self.python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                        env=clean_env()).stdout.strip())
+        code = "import sysconfig; print(sysconfig.get_path('purelib'))"
+        return Path(run([self.python, "-c", code], env=clean_env()).stdout.strip())
 
     def outside(self) -> Path:
         """A fresh working directory outside the checkout."""
