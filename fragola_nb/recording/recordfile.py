@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ..errors import BadUsage
-from ..redact import REDACTED, redacted
+from ..redact import redacted
 from ..textfile import utf8
 
 __all__ = ["FORMAT", "Appender", "Exchange", "read_recording"]
@@ -115,11 +115,9 @@ class Appender:
                          "recorded to %s; replaying that request will say it is not in the "
                          "recording", MAX_DEPTH, self.path)
             return
-        data = _line(redacted(record))
-        # Header values are printable ASCII: no JSON escape can hide one in the line. A short
-        # one ("ollama") would replace ordinary words.
-        for secret in sorted({s for s in secrets if len(s) >= 12}, key=len, reverse=True):
-            data = data.replace(secret.encode(), REDACTED.encode())
+        # By the one rule's known values: in the request and in the answer (a server quoting
+        # a key back), never a short key ("ollama") cut out of ordinary words.
+        data = _line(redacted(record, secrets))
         with self._lock:
             self._write(data)
 
