@@ -63,7 +63,7 @@ import importlib.metadata
 import importlib.util
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +91,29 @@ _SERVER_SETS = {"--host": "127.0.0.1 only", "--port": "use port=", "--model": "u
                 "--model_alias": "use model_name=", "--n_ctx": "use n_ctx=",
                 "--api_key": "a random key of its own", "--config_file": "use server_args",
                 "--interrupt_requests": "False, so concurrent turns queue"}
+# And for SmolLM2, the chat template that can read a history with tool calls.
+_SMOLLM2_SETS = {"--chat_format": "a template that reads tool calls, for SmolLM2",
+                 "--hf_tokenizer_config_path": "a template that reads tool calls, for SmolLM2"}
+
+
+def server_flag_taken(arg: str, taken: Mapping[str, str]) -> tuple[str | None, str]:
+    """The flag of ``taken`` that ``arg`` would set on a server parsed by ``argparse``, and
+    why it is taken; ``(None, "")`` for any other argument.
+
+    argparse (``allow_abbrev``, its default) reads any prefix of a long flag as that flag,
+    as ``--hos 0.0.0.0`` for ``--host``, and ``--flag=value`` as ``--flag``; a value that
+    starts with ``--`` is read as a flag too. So every argument is checked, and a prefix of a
+    taken flag is refused even when it is ambiguous (argparse then stops the server anyway):
+    an exact-name check alone would let ``--hos`` bind the server to every interface."""
+    if not arg.startswith("--"):
+        return None, ""
+    name = arg.split("=", 1)[0]
+    if name == "--":
+        return None, ""  # argparse's end of the options, not a flag
+    for flag, why in taken.items():
+        if flag.startswith(name):
+            return flag, why
+    return None, ""
 
 
 class LocalServer:
@@ -199,13 +222,6 @@ def _settings(
     if isinstance(args, (str, bytes)) or not isinstance(args, Sequence) \
             or not all(isinstance(arg, str) for arg in args):
         raise BadUsage('server_args must be a list of strings, such as ["--n_threads", "2"]')
-    for arg in args:
-        flag = arg.split("=", 1)[0]
-        if flag in _SERVER_SETS:
-            # Given again, it would win over ours: the server would listen elsewhere, want
-            # another key or serve another model, and the start would wait for nothing.
-            raise BadUsage(f"server_args cannot set {flag}: Fragola.local() sets it "
-                           f"({_SERVER_SETS[flag]})")
     if model_file is None:
         path = default_model_file()
         name = options.get("model_name", DEFAULT_MODEL_NAME)
@@ -215,6 +231,15 @@ def _settings(
     if not isinstance(name, str) or not name.strip():
         raise BadUsage("model_name must be a non-empty string")
     smollm2 = path.name.lower().startswith("smollm2")
+    for arg in args:
+        # Given again, one of ours would lose to it: the server would listen elsewhere (on
+        # every interface), want another key or serve another model or chat template.
+        flag, why = server_flag_taken(arg, {**_SERVER_SETS, **(_SMOLLM2_SETS if smollm2
+                                                                else {})})
+        if flag is not None:
+            spelled = "" if arg.split("=", 1)[0] == flag else f" (as {arg.split('=', 1)[0]})"
+            raise BadUsage(f"server_args cannot set {flag}{spelled}: Fragola.local() sets "
+                           f"it ({why})")
     return _proc.Settings(path, name.strip(), n_ctx, tuple(args), port, smollm2)
 
 

@@ -19,6 +19,7 @@ unanswered so the history is always a valid next request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,9 @@ REJECTED = "The user rejected this call to "
 EDITED = "(The user edited the arguments before this call ran: "
 """How the note on a call run with edited arguments begins (then the arguments and ")")."""
 CANCELLED = "Cancelled: this tool call did not run because the run was stopped."
+STOP_PASSES = 4
+"""Passes of the event loop a tool call waits for a stop already under way (see
+``_stopped_before_start``): twice what the longest known path (Jupyter's interrupt) takes."""
 INTERRUPTED = ("Cancelled: the run was stopped while this tool call ran; it did not finish, "
                "and what it did is unknown.")
 
@@ -296,6 +300,9 @@ async def _execute(
         agent._add_pending(PendingCall(call_id, tool.name, config.params, arguments, "dynamic"))
         return
     else:
+        if await _stopped_before_start(run):
+            agent._answer(call_id, CANCELLED, "cancelled")
+            return
         run.running_call = call_id  # from here on, a stop means "interrupted", not "did not run"
         try:
             with probes.tool_run(agent, seen := probes.ToolRun(tool.name, call_id, arguments)):
@@ -303,6 +310,26 @@ async def _execute(
         except Exception as exc:
             result = error = _failure(f"the tool {tool.name!r}", exc)
     await _finish(agent, run, tool.name, call_id, config.params, result, note=note, error=error)
+
+
+async def _stopped_before_start(run: Run) -> bool:
+    """Whether the run was stopped before this tool starts; the last moment to not run it.
+
+    From the model's reply to here the turn may never pause (sync listeners, a sync tool
+    next): a stop that reaches it through the event loop (Jupyter's interrupt and asyncio's
+    Ctrl-C cancel the cell's task with a callback, ``stop_sync()`` from another thread or
+    from an async observer cancels the turn's task) would only land at the tool's first
+    await, or after a sync tool has done its work: a transfer made after the person pressed
+    Stop. A few passes of the loop first let what is already under way act: a cancellation
+    is raised here, and a ``stop()`` is seen in ``stop_requested``. A pass runs the callbacks
+    scheduled before it, and a stop may take a few hops: ipykernel's SIGINT handler schedules
+    a callback that completes a future whose done-callback (the next pass) cancels the cell;
+    ``stop_sync()`` from a thread, or an observer's task, is one."""
+    for _ in range(STOP_PASSES):
+        await asyncio.sleep(0)
+        if run.stop_requested:
+            return True
+    return False
 
 
 async def _finish(

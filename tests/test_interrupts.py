@@ -649,3 +649,144 @@ def test_with_the_extension_an_interrupted_await_cell_ends_in_one_line() -> None
         assert len(plain.error["traceback"]) > 2  # IPython's own, whole
         kernel.execute("%unload_ext fragola_nb")
         assert kernel.eval("get_ipython().custom_exceptions == ()") is True
+
+
+# -- a stop between the model's reply and the tool's start -----------------------------------
+# From the reply to the tool the turn need not pause (sync listeners, a sync tool): a stop
+# that comes through the event loop must still land before the tool starts, not after it.
+
+TRANSFER_CALL = {"role": "assistant", "tool_calls": [
+    {"id": "c1", "type": "function",
+     "function": {"name": "transfer", "arguments": '{"amount": 5}'}}]}
+
+
+def transfer_agent(fragola: Fragola, made: list[int]) -> Agent:
+    @tool
+    def transfer(amount: int) -> str:
+        """Send money."""
+        made.append(amount)
+        return "sent"
+
+    return fragola.agent("bank", tools=[transfer])
+
+
+def when_the_call_is_stored(act: Callable[[], None]) -> Callable[[Any], Any]:
+    """An async observer (a notebook panel's kind) that acts once the assistant message with
+    the tool call is stored, in its own task, as a Stop button's click does."""
+    async def observer(event: Any) -> None:
+        if event.message is not None and event.message.get("tool_calls"):
+            act()
+    return observer
+
+
+async def test_stop_sync_as_the_reply_is_stored_cancels_the_tool_before_it_starts(
+    model: ScriptedModel, fragola: Fragola
+) -> None:
+    made: list[int] = []
+    agent = transfer_agent(fragola, made)
+    agent.on_after_state_update(when_the_call_is_stored(agent.stop_sync))
+    model.push(tool_calls(call("transfer", {"amount": 5}, id="c1")))
+
+    state = await asyncio.wait_for(agent.user_message("pay"), 10)
+
+    assert made == []
+    assert state.messages == [user("pay"), TRANSFER_CALL, answer(CANCELLED)]
+    assert (agent.status, state.outcome) == ("idle", "stopped")
+    check_agent(agent)
+    model.push(reply("next"))
+    assert (await agent.step()).messages[-1] == {"role": "assistant", "content": "next"}
+    assert made == []
+
+
+async def test_an_interrupt_scheduled_as_the_reply_is_stored_cancels_the_tool(
+    model: ScriptedModel, fragola: Fragola
+) -> None:
+    """Jupyter's interrupt (and asyncio.run's Ctrl-C) cancel the cell's task from a
+    callback: the call is cancelled, and the tool never starts."""
+    made: list[int] = []
+    agent = transfer_agent(fragola, made)
+    cell = asyncio.create_task(agent.user_message("pay"))
+    loop = asyncio.get_running_loop()
+
+    def interrupt_the_cell(event: Any) -> None:
+        loop.call_soon(cell.cancel)
+
+    agent.on_ai_message(interrupt_the_cell)
+    model.push(tool_calls(call("transfer", {"amount": 5}, id="c1")))
+
+    with pytest.raises(asyncio.CancelledError):
+        await cell
+
+    assert made == []
+    assert agent.state.messages == [user("pay"), TRANSFER_CALL, answer(CANCELLED)]
+    assert agent.status == "idle"
+    check_agent(agent)
+
+
+CTRL_C_AT_THE_REPLY = """
+import asyncio, json, os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from invariants import check_agent
+from fragola_nb import Fragola, tool
+from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+
+made = []
+
+@tool
+def transfer(amount: int) -> str:
+    \"\"\"Send money.\"\"\"
+    made.append(amount)
+    return "sent"
+
+model = ScriptedModel([tool_calls(call("transfer", {"amount": 5}, id="c1")), reply("paid")])
+model.start()
+fragola = Fragola(api_key="k", base_url=model.base_url, max_retries=0)
+agent = fragola.agent("bank", tools=[transfer])
+# Ctrl-C pressed the moment the reply arrives (a signal, handled by asyncio.run's handler).
+agent.on_ai_message(lambda event: os.kill(os.getpid(), signal.SIGINT))
+try:
+    asyncio.run(agent.user_message("pay"))
+    ended = "returned"
+except KeyboardInterrupt:
+    ended = "KeyboardInterrupt"
+check_agent(agent)
+print(json.dumps({"ended": ended, "made": made, "status": agent.status,
+                  "messages": agent.state.messages}))
+model.stop()
+"""
+
+
+def test_ctrl_c_as_the_reply_arrives_cancels_the_tool_in_a_plain_script() -> None:
+    result = subprocess.run([sys.executable, "-c", CTRL_C_AT_THE_REPLY, str(TESTS)],
+                            capture_output=True, text=True, timeout=120, cwd=TESTS.parent)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report == {"ended": "KeyboardInterrupt", "made": [], "status": "idle",
+                      "messages": [user("pay"), TRANSFER_CALL, answer(CANCELLED)]}
+
+
+def test_the_kernels_interrupt_as_the_reply_arrives_cancels_the_tool() -> None:
+    """A real Jupyter interrupt (the kernel's SIGINT), at the moment the reply arrives: the
+    cell ends as an error and the tool never ran."""
+    from kernel_harness import Kernel
+
+    with ScriptedModel(brain=lambda request: tool_calls(call("transfer", {"amount": 5},
+                                                             id="c1"))) as model, \
+            Kernel() as kernel:
+        kernel.execute(
+            "import os, signal\n"
+            "from fragola_nb import Fragola, tool\n"
+            "made = []\n"
+            "@tool\n"
+            "def transfer(amount: int) -> str:\n"
+            "    '''Send money.'''\n"
+            "    made.append(amount)\n"
+            "    return 'sent'\n"
+            f"a = Fragola(api_key='k', base_url={model.base_url!r}, max_retries=0).agent(\n"
+            "    'bank', tools=[transfer])\n"
+            "a.on_ai_message(lambda event: os.kill(os.getpid(), signal.SIGINT))")
+        msg_id = kernel.start("result = await a.user_message('pay')")
+        kernel.collect(msg_id, timeout=30, allow_error=True)
+        assert kernel.reply(msg_id)["status"] == "error"  # Run All stops here
+        assert kernel.eval("(made, a.status, a.state.messages[-1]['content'])") == [
+            [], "idle", CANCELLED]

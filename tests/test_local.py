@@ -196,6 +196,48 @@ def test_bad_options_are_one_line_errors_and_start_nothing(
     assert not fake_llama.exists()
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    # llama.cpp's server reads its flags with argparse, which takes any prefix of a long flag
+    # for that flag: "--hos 0.0.0.0" would have it listen on every interface.
+    (["--hos", "0.0.0.0"], "server_args cannot set --host (as --hos): Fragola.local() sets it "
+                           "(127.0.0.1 only)"),
+    (["--ho=0.0.0.0"], "server_args cannot set --host (as --ho)"),
+    (["--n_threads", "2", "--po", "80"], "server_args cannot set --port (as --po)"),
+    (["--api=k"], "server_args cannot set --api_key (as --api)"),
+    (["--model_a", "x"], "server_args cannot set --model_alias (as --model_a)"),
+    (["--conf", "c.json"], "server_args cannot set --config_file (as --conf)"),
+    (["--interrupt", "True"], "server_args cannot set --interrupt_requests (as --interrupt)"),
+    (["--n_c=64"], "server_args cannot set --n_ctx (as --n_c)"),
+])
+def test_a_prefix_of_a_flag_it_sets_is_refused_and_starts_nothing(
+    fake_llama: Path, model_file: Path, args: list[str], message: str
+) -> None:
+    with pytest.raises(BadUsage) as caught:
+        Fragola.local(model_file, server_args=args)
+
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    assert not fake_llama.exists()
+
+
+def test_smollm2s_template_flags_are_its_own_and_free_for_other_models(
+    fake_llama: Path, model_file: Path, tmp_path: Path
+) -> None:
+    """SmolLM2 is served with a chat template of ours (it reads tool calls): a chat format
+    given for it, by any prefix, is refused; for another model it is the user's to give."""
+    smollm2 = tmp_path / "SmolLM2-tiny.gguf"
+    smollm2.write_bytes(b"GGUF" + bytes(60))
+    for args in (["--chat_format", "chatml"], ["--chat_f=chatml"], ["--hf_tok", "x.json"]):
+        with pytest.raises(BadUsage, match=r"^server_args cannot set --(chat_format|hf_token)"):
+            Fragola.local(smollm2, server_args=args)
+    assert not fake_llama.exists()
+
+    fragola = Fragola.local(model_file, server_args=["--chat_format", "chatml",
+                                                     "--n_threads", "1"], max_retries=0)
+    [seen] = [json.loads(line) for line in fake_llama.read_text().splitlines()]
+    assert seen["argv"][-4:] == ["--chat_format", "chatml", "--n_threads", "1"]
+    asyncio.run(fragola.aclose())
+
+
 # -- the server's life -----------------------------------------------------------------------
 
 
