@@ -105,3 +105,33 @@ def test_every_file_the_readme_names_exists() -> None:
     assert named
     missing = [p for p in named if not any(ROOT.glob(p))]
     assert missing == []
+
+
+def test_a_section_the_readme_refers_to_is_one_of_its_headings() -> None:
+    """'see "Sync use"' once named a heading that reads "Streaming, JSON mode, sync use"."""
+    text = README.read_text(encoding="utf-8")
+    headings = {title.strip() for title in HEADING.findall(text)}
+    named = [" ".join(name.split()) for name in re.findall(r'\b[Ss]ee "([^"]+)"', text)]
+
+    assert named  # the references were read
+    assert [name for name in named if name not in headings] == []
+
+
+def test_the_first_agent_runs_pasted_into_a_plain_python_with_run_sync(tmp_path: Path) -> None:
+    """The first snippet, pasted into ``python``, once failed with "'await' outside function":
+    the agent is made in a block without ``await``, then either awaited (a notebook) or run by
+    ``run_sync`` (a script); the second way runs here in a plain interpreter, offline."""
+    import os
+    import subprocess
+    import sys
+
+    made, awaited, synced = [b for b in blocks() if b.section == "A first agent"
+                             and b.lang == "python"]
+    assert "await" not in made.text and "await" not in synced.text
+    assert "await agent.user_message" in awaited.text  # the notebook's form, run by the test above
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    done = subprocess.run([sys.executable, "-c", made.text + "\n" + synced.text], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "5" in done.stdout.splitlines()[-1]  # the model's answer quotes the tool's result
