@@ -3,7 +3,7 @@
 The notebooks are this script's output: edit the cells here, then run
 
     .venv/bin/python notebooks/build.py          # rewrite the notebooks
-    .venv/bin/python notebooks/build.py --check  # exit 1 if a notebook differs from its cells
+    .venv/bin/python notebooks/build.py --check  # exit 1 if a notebook's cells differ from these
 
 Notebooks are written without outputs and with stable cell ids, so a rebuild changes only
 what was edited. Each must run offline top to bottom (``tests/test_notebooks.py`` executes
@@ -1881,14 +1881,23 @@ def build(name: str, cells: list[Cell]) -> nbformat.NotebookNode:
     return notebook
 
 
+def sources(notebook: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """What a notebook says: each cell's type and source. Outputs, execution counts and
+    metadata are left out, so a notebook a teacher ran and saved in place is not "out of
+    date" (its cells are still these), while an edited cell is."""
+    return [(cell.cell_type, cell.source) for cell in notebook.cells]
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     stale = []
     for name, cells in NOTEBOOKS.items():
         path = HERE / f"{name}.ipynb"
-        text = nbformat.writes(build(name, cells)) + "\n"
+        notebook = build(name, cells)
+        text = nbformat.writes(notebook) + "\n"
         if check:
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
+            if not path.exists() or sources(nbformat.read(path, as_version=4)) != sources(
+                    notebook):
                 stale.append(path.name)
         else:
             path.write_text(text, encoding="utf-8")

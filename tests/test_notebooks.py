@@ -6,6 +6,7 @@ run the way a newcomer runs it, clicking Approve and a node of the fork tree.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,9 +34,48 @@ def test_the_notebooks_are_what_build_py_writes() -> None:
     assert run.returncode == 0, run.stderr
 
 
+def test_a_notebook_run_and_saved_in_place_is_not_out_of_date(tmp_path: Path) -> None:
+    """A teacher runs quickstart.ipynb in JupyterLab and saves it: outputs, execution counts,
+    widget state in the metadata. Its cells are still build.py's, so --check passes; an
+    edited cell is still found. (.ipynb_checkpoints/, which JupyterLab writes beside it, is
+    ignored by git.)"""
+    copy = tmp_path / "notebooks"
+    shutil.copytree(HERE, copy, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    path = copy / "quickstart.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    for count, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
+        cell.execution_count = count + 1
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+    nbformat.write(notebook, path)
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(copy / "build.py"), "--check"],
+                              capture_output=True, text=True)
+
+    assert check().returncode == 0, check().stderr
+    notebook.cells[-1].source += "\n# a teacher's edit"
+    nbformat.write(notebook, path)
+    edited = check()
+    assert edited.returncode == 1 and "quickstart.ipynb" in edited.stderr
+    ignored = subprocess.run(["git", "check-ignore", "-q", "notebooks/.ipynb_checkpoints/x"],
+                             cwd=HERE.parent)
+    assert ignored.returncode == 0
+
+
+def stored(path: Path) -> nbformat.NotebookNode:
+    """The notebook as git is to store it (the index), else (not added yet) the file: a copy
+    run and saved in the work tree may have outputs, the repository's may not."""
+    shown = subprocess.run(["git", "show", f":{path.relative_to(HERE.parent).as_posix()}"],
+                           cwd=HERE.parent, capture_output=True, text=True)
+    if shown.returncode == 0:
+        return nbformat.reads(shown.stdout, as_version=4)
+    return nbformat.read(path, as_version=4)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_is_stored_clean(path: Path) -> None:
-    notebook = nbformat.read(path, as_version=4)
+    notebook = stored(path)
     nbformat.validate(notebook)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
