@@ -33,7 +33,7 @@ from .instructions import Scopes
 from .listening import Listening
 from .schemas import ArgumentsRejected
 from .state import AgentState, Decision, Outcome, PendingCall, Status
-from .stores import Store, index_stores
+from .stores import Store, deep_copy, index_stores
 from .tools import Tool
 from .usage import Usage
 
@@ -588,7 +588,7 @@ class Agent(Listening):
             raise BadUsage(f"agent {self.name!r} is generating: fork it when the turn ends")
         options = copy.copy(self.options)
         options.name = name or f"{self.name}-fork{next(self._fork_names)}"
-        options.model_settings = copy.deepcopy(self.options.model_settings)
+        options.model_settings = deep_copy(self.options.model_settings)
         options.tools = list(self.options.tools)
         child = Agent(self.fragola, options,
                       stores=[s.clone() for s in self._stores.values()])

@@ -59,10 +59,46 @@ class Store(Generic[T]):
 
     def clone(self) -> Store[T]:
         """A deep copy of the value under the same namespace, with no listeners."""
-        return Store(copy.deepcopy(self._value), self.namespace)
+        return Store(deep_copy(self._value), self.namespace)
 
     def __repr__(self) -> str:
         return f"Store(namespace={self.namespace!r}, value={self._value!r})"
+
+
+def deep_copy(value: T) -> T:
+    """``copy.deepcopy``, without recursion through lists and dicts.
+
+    ``copy.deepcopy`` takes two Python frames per level of nesting, so a value that JSON
+    accepted (a session's store, a tool's result kept in a store: ``json`` reads about 1,000
+    levels) could not be forked past about 490 levels: ``RecursionError``. Plain lists and
+    dicts are copied here with a work list instead, sharing and cycles kept as ``deepcopy``
+    keeps them (one memo); anything else is handed to ``copy.deepcopy`` with that memo."""
+    memo: dict[int, Any] = {}
+
+    def start(item: Any) -> Any:
+        """The copy of ``item``: a new empty list or dict to fill later, or a done copy."""
+        known = memo.get(id(item), memo)
+        if known is not memo:
+            return known
+        kind = type(item)
+        if kind is list or kind is dict:
+            made: Any = kind()
+            memo[id(item)] = made
+            memo.setdefault(id(memo), []).append(item)  # deepcopy's keep-alive, as it does
+            work.append((item, made))
+            return made
+        return copy.deepcopy(item, memo)
+
+    work: list[tuple[Any, Any]] = []
+    top = start(value)
+    while work:
+        source, target = work.pop()
+        if type(source) is list:
+            target.extend(start(item) for item in source)
+        else:
+            for key, item in source.items():
+                target[start(key)] = start(item)
+    return top  # type: ignore[no-any-return]
 
 
 def create_store(value: T, namespace: str) -> Store[T]:

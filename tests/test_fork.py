@@ -241,6 +241,60 @@ async def test_agent_stores_are_deep_copied_and_fragola_stores_shared(model):
     assert fork_memory.get() == {"notes": ["first", "fork note"]}
 
 
+def nested(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def test_a_loaded_store_nested_as_deep_as_json_reads_forks(model, tmp_path):
+    """A session whose agent store holds a list nested as deep as ``json`` reads (deepcopy
+    gave up at about 490 levels, long before): ``load_session`` accepts it, so the loaded
+    agent forks, the copy its own, and the fork runs."""
+    from fragola_nb import load_session, save_session
+
+    fragola = make_fragola(model)
+    save_session(tmp_path / "s.json", fragola.agent("bot", stores=[
+        create_store("SENTINEL", "memory")], model_settings={"metadata": {"k": "v"}}))
+    text = (tmp_path / "s.json").read_text()
+    (tmp_path / "s.json").write_text(text.replace('"SENTINEL"', "[" * 900 + "]" * 900))
+    agent = load_session(tmp_path / "s.json", make_fragola(model))["bot"]
+    loaded = agent.context.get_store("memory").get()
+
+    branch = agent.fork()
+
+    copied = branch.context.get_store("memory").get()
+    inner, original, depth = copied, loaded, 0
+    while inner:
+        assert inner is not original  # every level copied, none shared
+        inner, original, depth = inner[0], original[0], depth + 1
+    assert depth == 899
+    model.push(reply("ok"))
+    assert (await branch.user_message("hi")).messages[-1] == assistant("ok")
+
+
+def test_a_store_value_is_copied_as_deepcopy_copies_it(model):
+    """Sharing inside the value is kept (one copy for one object, cycles too), objects other
+    than lists and dicts are deep-copied, and a value nested far past the recursion limit
+    is copied too."""
+    part = {"n": [1, 2]}
+    cycle: list[Any] = ["loop"]
+    cycle.append(cycle)
+    value = {"a": part, "b": part, "cycle": cycle, "t": (part, "x"), "deep": nested(5000, {})}
+    agent = make_fragola(model).agent("bot", stores=[create_store(value, "memory")])
+
+    copied = agent.fork().context.get_store("memory").get()
+
+    assert copied["a"] is copied["b"] and copied["a"] == part and copied["a"] is not part
+    assert copied["cycle"][1] is copied["cycle"] and copied["cycle"] is not cycle
+    assert copied["t"][0] is copied["a"]  # a tuple, by deepcopy, with the same memo
+    leaf, original = copied["deep"], value["deep"]
+    for _ in range(5000):
+        leaf, original = leaf[0], original[0]
+    assert leaf == original == {} and leaf is not original
+
+
 def test_store_listeners_stay_with_the_parent_store(model):
     own = create_store(0, "n")
     changes: list[int] = []
