@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
 # Set up and run the quickstart notebook offline (the scripted model answers when no
-# OPENAI_API_KEY is set), then print the executed notebook as text.
+# OPENAI_API_KEY is set), then print the run as text: each code cell, what it printed, and
+# each panel's conversation (not the panels' HTML). The executed notebook is saved in build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-mkdir -p build
-.venv/bin/jupyter nbconvert --to notebook --execute notebooks/quickstart.ipynb \
-  --output-dir build --output quickstart.ipynb
-.venv/bin/jupyter nbconvert --to markdown --stdout build/quickstart.ipynb 2>/dev/null
-echo "Executed notebook: build/quickstart.ipynb"
+.venv/bin/python scripts/run_notebook.py notebooks/quickstart.ipynb build/quickstart.ipynb
+echo "Executed notebook (open it in JupyterLab for the live panels): build/quickstart.ipynb"
