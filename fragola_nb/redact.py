@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterable
@@ -71,7 +72,7 @@ from typing import Any
 from urllib.parse import quote
 
 __all__ = ["REDACTED", "credentials_in", "hidden", "is_secret_name", "is_secret_value",
-           "redact_text", "redacted", "scrub"]
+           "redact_exception", "redact_text", "redacted", "scrub"]
 
 REDACTED = "[redacted]"
 
@@ -303,3 +304,55 @@ def redacted(value: Any, known: Iterable[object] = ()) -> Any:
     pattern = _known(known)
     return _walk(value, "", lambda _, item, named: hidden(item) if named
                  else _redact(item, pattern), known=pattern)
+
+
+_TEXT_ATTRIBUTES = ("message", "body", "doc", "text", "reason", "strerror", "filename",
+                    "filename2", "msg")
+"""Attributes where exceptions of other libraries keep what a server or a tool said:
+``openai``'s ``message`` and ``body``, ``json.JSONDecodeError.doc`` (the whole text that did
+not parse), ``OSError``'s ``strerror`` and file names, ``UnicodeError.reason``..."""
+
+
+def redact_exception(exc: BaseException, known: Iterable[object] = ()) -> BaseException:
+    """``exc`` and every exception it chains (cause and context, a suppressed context too),
+    changed in place so that no credential is left in what a traceback prints or their text
+    attributes hold: ``args``, ``__notes__`` and the attributes where libraries keep a
+    server's words (``message``, ``body``, ``doc``...). Returns ``exc``.
+
+    Why in place and not a copy: an error of ours chains the foreign one it was raised from
+    (``raise ModelHTTPError(...) from exc``), and the chain is what ``%tb``, a logged
+    traceback and a span's stack trace show; cutting it would hide the frames and the status
+    a person needs, keeping it unredacted would print a key a server echoed. A value that
+    cannot be set (a read-only attribute, a C type) is left as it is."""
+    pattern = _known(known)
+
+    def text(value: Any) -> Any:
+        if isinstance(value, str):
+            return _redact(value, pattern)
+        if isinstance(value, (dict, list, tuple)):
+            return _walk(value, "", lambda _, item, named: hidden(item) if named
+                         else _redact(item, pattern), known=pattern)
+        return value
+
+    seen: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if any(current is done for done in seen):
+            continue
+        seen.append(current)
+        with contextlib.suppress(Exception):
+            current.args = tuple(text(arg) for arg in current.args)
+        notes = getattr(current, "__notes__", None)
+        if isinstance(notes, list):
+            notes[:] = [text(note) for note in notes]
+        for name in _TEXT_ATTRIBUTES:
+            try:
+                value = getattr(current, name, None)
+            except Exception:  # a property that raises
+                continue
+            if isinstance(value, (str, dict, list, tuple)):
+                with contextlib.suppress(Exception):
+                    setattr(current, name, text(value))
+        stack += [link for link in (current.__cause__, current.__context__) if link is not None]
+    return exc

@@ -4,6 +4,7 @@ loop, and one request sent through it, its failures turned into ``ModelError`` s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import ssl
@@ -21,7 +22,13 @@ from ..errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from ..redact import credentials_in, redact_text
+from ..redact import (
+    credentials_in,
+    hidden,
+    is_secret_name,
+    redact_exception,
+    redact_text,
+)
 from .reply import ChunkCallback, read_stream, reply_from_response
 from .reported import Exchange, ModelReply
 from .request import (
@@ -207,17 +214,21 @@ class ModelClient:
             exchange.saw(data)
             return reply_from_response(data)
         except openai.APITimeoutError as exc:
+            self._hide_credentials(exc, sent)
             raise ModelTimeout(f"the model API did not answer in time: {exc}") from exc
         except openai.APIConnectionError as exc:
             if not isinstance(exc.__cause__, httpx2.LocalProtocolError):
+                self._hide_credentials(exc, sent)
                 raise ModelConnectionError(f"connection to the model API failed: {exc}") from exc
             # A header the request could not be sent with: raised below, unchained.
         except openai.APIStatusError as exc:
             said = _one_line(self._unquoted(exc, sent))
             if _error_code(exc) not in OFFLINE_CODES:
                 said = f"the model API answered HTTP {exc.status_code}: {said}"
+            self._hide_credentials(exc, sent)
             raise ModelHTTPError(said, status_code=exc.status_code) from exc
         except openai.APIResponseValidationError as exc:
+            self._hide_credentials(exc, sent)
             raise ModelResponseError(f"the model API's answer was not valid: {exc}") from exc
         except UnicodeEncodeError as exc:
             if exc.encoding != "ascii":  # the JSON body, not a header
@@ -227,6 +238,7 @@ class ModelClient:
             # A header value that is not ASCII: raised below, unchained.
         except (openai.OpenAIError, ValueError) as exc:
             # A body that is not JSON surfaces as a ValueError from the client's parser.
+            self._hide_credentials(exc, sent)
             raise ModelResponseError(f"the model API's answer was not usable: {exc}") from exc
         except RecursionError as exc:
             raise ModelResponseError(
@@ -235,6 +247,19 @@ class ModelClient:
         # quote the whole header, so none is chained (this is raised outside the except).
         raise BadUsage(f"a request header (the API key?) {UNSENDABLE}")
 
+
+    def _hide_credentials(self, exc: BaseException, sent: tuple[Any, ...]) -> None:
+        """Redact, in place, the exception about to be chained into ours and all it chains:
+        its message and body (a server that echoes the key it was sent, a 422 quoting
+        ``extra_body``), and, on an ``openai`` error, its ``response`` and ``request``,
+        replaced by copies whose headers and content are redacted (the request carried the
+        key in ``Authorization``). The chain stays whole for ``%tb`` and logs, with no
+        credential of this request in it."""
+        known = self.credentials(*(value for value in sent if isinstance(value, Mapping)))
+        for link in _links(exc):
+            if isinstance(link, (openai.APIError, httpx2.HTTPStatusError, httpx2.RequestError)):
+                _redact_http(link, known)
+        redact_exception(exc, known)
 
     def _unquoted(self, exc: openai.APIStatusError, sent: tuple[Any, ...]) -> str:
         """What the server said, without the credentials it may quote back (a proxy might,
@@ -256,6 +281,59 @@ class ModelClient:
         if self._given is not None and isinstance(self._given.api_key, str):
             known.add(self._given.api_key)
         return known
+
+
+def _links(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it chains, cause or context (a suppressed context too)."""
+    found: list[BaseException] = []
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if all(current is not seen for seen in found):
+            found.append(current)
+            stack += [link for link in (current.__cause__, current.__context__) if link]
+    return found
+
+
+def _redact_http(exc: BaseException, known: set[str]) -> None:
+    """Replace the ``request`` and ``response`` an HTTP error keeps by redacted copies."""
+    with contextlib.suppress(Exception):  # a request not set: httpx raises RuntimeError
+        request = exc.request  # type: ignore[attr-defined]
+        if isinstance(request, httpx2.Request):
+            exc.request = _redacted_request(request, known)  # type: ignore[attr-defined]
+    response = getattr(exc, "response", None)
+    if isinstance(response, httpx2.Response):
+        with contextlib.suppress(Exception):
+            exc.response = _redacted_response(response, known)  # type: ignore[attr-defined]
+
+
+def _redacted_headers(headers: httpx2.Headers, known: set[str]) -> list[tuple[str, str]]:
+    return [(name, hidden(value) if is_secret_name(name) else redact_text(value, known))
+            for name, value in headers.multi_items()]
+
+
+def _redacted_request(request: httpx2.Request, known: set[str]) -> httpx2.Request:
+    try:
+        content = redact_text(request.content.decode("utf-8", "replace"), known).encode()
+    except httpx2.RequestNotRead:  # a streamed upload: nothing of it kept
+        content = b""
+    return httpx2.Request(request.method, redact_text(str(request.url), known),
+                          headers=_redacted_headers(request.headers, known), content=content)
+
+
+def _redacted_response(response: httpx2.Response, known: set[str]) -> httpx2.Response:
+    try:
+        content = redact_text(response.text, known).encode()
+    except httpx2.ResponseNotRead:
+        content = b""
+    headers = [(name, value) for name, value in _redacted_headers(response.headers, known)
+               if name.lower() not in ("content-length", "content-encoding")]
+    try:
+        request: httpx2.Request | None = _redacted_request(response.request, known)
+    except RuntimeError:  # a response made without its request
+        request = None
+    return httpx2.Response(response.status_code, headers=headers, content=content,
+                           request=request)
 
 
 def _one_line(text: str, limit: int = 2000) -> str:
