@@ -64,7 +64,8 @@ __all__ = [
 MESSAGE_TOOL = "message_agent"
 """The name of the tool each source agent gets."""
 
-Status = Literal["running", "answered", "waiting", "unfinished", "vetoed", "refused", "failed"]
+Status = Literal["running", "answered", "waiting", "unfinished", "stopped", "vetoed", "refused",
+                 "failed"]
 
 
 class OrchestrationError(BadUsage):
@@ -88,7 +89,9 @@ class OrchestrationMessage:
 
     ``status``: ``running`` (the target's turn is under way), ``answered``, ``waiting`` (the
     target paused for a person: approve in its panel, then ``step()`` it), ``unfinished``
-    (the target stopped or reached its step limit), ``vetoed`` (by ``on_message``),
+    (the target stopped or reached its step limit), ``stopped`` (the sender's run was stopped
+    or interrupted before the message was sent, while ``on_message`` ran: the target never
+    got it), ``vetoed`` (by ``on_message``),
     ``refused`` (not reachable, busy, too deep, a loop) or ``failed`` (the target's turn
     raised). ``result`` is what the sender's tool call was answered with.
     """
@@ -197,6 +200,23 @@ class Orchestration:
 
     async def _send(self, sender: Agent, targets: tuple[Agent, ...],
                     params: dict[str, Any]) -> str:
+        index = len(self._log)
+        try:
+            return await self._deliver(sender, targets, params)
+        except BaseException:
+            # stop_sync(), a cancellation or Ctrl-C anywhere in the delivery (an async
+            # on_message awaited, say): an entry left "running" would say so for good.
+            if index < len(self._log) and self._log[index].status == "running":
+                record = self._log[index]
+                target = record.target.name if record.target is not None else "the target"
+                self._log[index] = dataclasses.replace(
+                    record, status="stopped",
+                    result=f"Stopped: the run was stopped before the message was sent to "
+                           f"{target}.")
+            raise
+
+    async def _deliver(self, sender: Agent, targets: tuple[Agent, ...],
+                       params: dict[str, Any]) -> str:
         message = params.get("message")
         wanted = params.get("id")
         target = _find(targets, wanted)

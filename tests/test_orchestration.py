@@ -334,6 +334,45 @@ async def test_stopping_the_sender_stops_the_target_and_both_histories_stay_vali
 
 # -- the on_message hook --------------------------------------------------------------------
 
+@pytest.mark.parametrize("how", ["stop_sync", "cancel"])
+async def test_stopping_the_sender_while_an_async_on_message_runs_ends_its_entry(
+        fragola: Fragola, how: str) -> None:
+    """The sender stopped (stop_sync, or its call cancelled: Jupyter's interrupt) while an
+    async on_message hook is awaited: the message is never sent, and its log entry ends
+    "stopped" instead of staying "running" for good."""
+    lead, researcher, _ = team(fragola)
+    entered = asyncio.Event()
+
+    async def slow_review(source: Agent, target: Agent, message: str) -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    orchestration = orchestrate(lead, [lead, researcher], [(lead, researcher)],
+                                on_message=slow_review)
+    fragola.script(lead, [send(researcher, "Check this."), reply("after")])
+    turn = asyncio.create_task(lead.user_message("go"))
+    await asyncio.wait_for(entered.wait(), 10)
+
+    if how == "stop_sync":
+        lead.stop_sync()
+        assert (await turn).outcome == "stopped"
+    else:
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+
+    [entry] = orchestration.log
+    assert entry.status == "stopped"
+    assert entry.result == "Stopped: the run was stopped before the message was sent to " \
+                           "researcher."
+    assert "[stopped]" in orchestration.transcript()
+    assert researcher.state.messages == [] and researcher.status == "idle"
+    assert lead.status == "idle"
+    assert_valid_history(lead.state.messages)
+    orchestration.remove()
+    assert (await lead.step()).messages[-1] == {"role": "assistant", "content": "after"}
+
+
 async def test_on_message_can_rewrite_veto_or_fail(fragola: Fragola) -> None:
     lead, researcher, writer = team(fragola)
     seen: list[tuple[str, str, str]] = []
