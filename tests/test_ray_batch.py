@@ -7,6 +7,7 @@ before anything starts. Ray is a required component: these tests fail, never ski
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import ray
 from helpers import assert_valid_history, user
@@ -47,8 +49,8 @@ def ray_instance() -> Any:
     assert not ray.is_initialized()
     # Through the backend's own start (it tries once more when Ray's raylet misses its
     # start-up deadline on a busy machine, a known Ray bug).
-    connect(ray, RayBackend(init={"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024,
-                                  "include_dashboard": False}))
+    # Nothing more: the test sees the node address and dashboard the backend chooses.
+    connect(ray, RayBackend(init={"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}))
     assert ray.cluster_resources()["CPU"] == 2
     yield
     ray.shutdown()
@@ -146,6 +148,38 @@ async def test_the_ray_backend_gives_the_rows_of_the_local_one() -> None:
 def no_secrets(text: str) -> str | None:
     """A guard: refuses a message that gives a password."""
     return "gives a password" if "password" in text else None
+
+
+def listening(process: psutil.Process) -> list[tuple[str, str, int]]:
+    """The TCP sockets a process listens on: (its name, address, port)."""
+    try:
+        return [(process.name(), conn.laddr.ip, conn.laddr.port)
+                for conn in process.net_connections(kind="inet")
+                if conn.status == psutil.CONN_LISTEN]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def on_loopback(ip: str) -> bool:
+    address = ipaddress.ip_address(ip.split("%")[0])
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1, a dual-stack socket
+    return (mapped or address).is_loopback
+
+
+async def test_the_ray_it_starts_listens_on_loopback_only() -> None:
+    """Every server of the Ray the backend started (GCS, raylet, object manager, the
+    runtime-env agent, the autoscaler's metrics, this driver's and each worker's gRPC
+    server) listens on loopback: a Ray reachable from the network runs anyone's code."""
+    agent = make_agent()
+    result = await agent.batch([f"double {i}" for i in range(4)], backend="ray",
+                               progress=False)  # the workers are up and listening too
+    assert result.done == 4
+    me = psutil.Process()
+    sockets = [s for p in [me, *me.children(recursive=True)] for s in listening(p)]
+    names = {name for name, _, _ in sockets}
+    assert {"gcs_server", "raylet"} <= names and len(sockets) >= 5, sockets
+    assert [s for s in sockets if not on_loopback(s[1])] == []
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
 
 
 async def test_guardrails_guard_the_workers_inputs_as_the_local_ones() -> None:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import logging
 import os
 import re
 import socket
 import threading
+import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,11 +56,17 @@ def connect(ray: Any, backend: RayBackend) -> None:
                          "join another)", ", ".join(f"{name}=..." for name in unused))
         return
     _reachable(backend.address or os.environ.get("RAY_ADDRESS") or None)
-    options = {"logging_level": logging.WARNING, **backend.init}
+    starts = _starts_local(backend)
+    options = {"logging_level": logging.WARNING, **(LOOPBACK if starts else {}),
+               **backend.init}
+
+    def init() -> None:
+        with _loopback_node(starts and options.get("_node_ip_address") == "127.0.0.1"):
+            ray.init(address=backend.address, **options)
 
     def start() -> None:
         try:
-            ray.init(address=backend.address, **options)
+            init()
         except ValueError as exc:
             if "existing cluster" not in str(exc):
                 raise
@@ -77,7 +86,7 @@ def connect(ray: Any, backend: RayBackend) -> None:
             _log.warning("fragola_nb: Ray did not start in time (%s); trying once more",
                          str(exc).splitlines()[0])
             ray.shutdown()
-            ray.init(address=backend.address, **options)
+            init()
 
     if threading.current_thread() is threading.main_thread():
         start()
@@ -95,6 +104,59 @@ def connect(ray: Any, backend: RayBackend) -> None:
 
     threading.Thread(target=keep, name="fragola_nb-ray", daemon=True).start()
     started.result()
+
+
+LOOPBACK: dict[str, Any] = {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
+"""``ray.init`` options for a Ray this project starts itself. Ray's default node address is
+the machine's network address and its servers (GCS, raylet, object manager, every worker's
+gRPC server, the runtime-env agent) then listen on every interface: anyone who reaches the
+machine could run code on it. With the node on 127.0.0.1 Ray binds each of them to loopback
+(it does so for its macOS/Windows single-machine mode); the dashboard, which is a web UI and
+a job API, is not started. ``RayBackend(init=...)`` overrides either (a cluster of several
+machines needs a node address they can reach)."""
+
+
+def _starts_local(backend: RayBackend) -> bool:
+    """Whether ``ray.init`` will start a Ray instance rather than join one: Ray's own rule
+    (``address`` None or ``"auto"`` look for ``RAY_ADDRESS`` and the last ``ray start`` on
+    this machine), so that a node joining a cluster is never told to be on loopback."""
+    address = backend.address
+    if address == "local":
+        return True
+    if address not in (None, "auto"):
+        return False
+    try:
+        services: Any = importlib.import_module("ray._private.services")
+        canonical = services.canonicalize_bootstrap_address
+    except (ImportError, AttributeError):  # Ray moved it: decide from what is documented
+        return address is None and not os.environ.get("RAY_ADDRESS")
+    try:
+        found = canonical(address, backend.init.get("_temp_dir"))
+    except Exception:
+        return False  # "auto" with nothing to join: Ray itself says so
+    return found is None
+
+
+@contextlib.contextmanager
+def _loopback_node(wanted: bool) -> Iterator[None]:
+    """Let ``_node_ip_address="127.0.0.1"`` stand. Ray replaces a loopback node address with
+    the machine's network address unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` was 0 when Ray
+    was imported (it is read once, into ``ray_constants.ENABLE_RAY_CLUSTER``): that switch is
+    turned off while this ``ray.init`` starts the node, and put back after. Ray's processes
+    are given the node address on their command lines, so they need nothing more."""
+    try:
+        constants: Any = importlib.import_module("ray._private.ray_constants")
+    except ImportError:
+        constants = None
+    if not wanted or not hasattr(constants, "ENABLE_RAY_CLUSTER"):
+        yield
+        return
+    before = constants.ENABLE_RAY_CLUSTER
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = before
 
 
 def _reachable(address: str | None) -> None:
@@ -393,13 +455,56 @@ async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,
         return
     ray = import_ray()
     try:
-        if not ray.is_initialized():
+        starting = not ray.is_initialized()
+        if starting:
             batch.bar.set_postfix_str("starting Ray…", refresh=True)  # ray.init takes seconds
-        connect(ray, backend)
+        began = time.perf_counter()
+        with _quiet_start():
+            connect(ray, backend)
+        if starting:
+            _restart_clock(batch, time.perf_counter() - began)
         batch.bar.set_postfix_str("starting the Ray workers…", refresh=True)
         await _RayRun(batch, backend, concurrency, ray, definition).run()
     finally:
         batch._show(refresh=True)
+
+
+_TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+class _StartNoise(logging.Filter):
+    """Drops Ray's start-up notice that token authentication is on (a WARNING Ray logs for
+    every new local cluster, shown red in the cell, that asks nothing of the user: the
+    cluster is the safer for it). Ray's other warnings and errors go through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno < logging.ERROR
+                    and record.getMessage().startswith(_TOKEN_NOTICE))
+
+
+@contextlib.contextmanager
+def _quiet_start() -> Iterator[None]:
+    """While this project starts (or joins) Ray: its notice that token authentication is on
+    stays out of the cell. The logger is Ray's ``authentication_token_setup`` module's."""
+    noise = _StartNoise()
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    logger.addFilter(noise)
+    try:
+        yield
+    finally:
+        logger.removeFilter(noise)
+
+
+def _restart_clock(batch: _Batch, seconds: float) -> None:
+    """Ray took ``seconds`` to start: say so apart, and start the bar's clock now, so its
+    elapsed time and its rate per input count the batch, not Ray's start-up (5 inputs read
+    "27 s/input" when Ray took 15 s of it)."""
+    bar = batch.bar
+    if getattr(bar, "disable", True):
+        return
+    now = bar._time()  # tqdm's own clock
+    bar.start_t = bar.last_print_t = now
+    bar.write(f"Ray started in {seconds:.0f} s (the bar counts from then)")
 
 
 async def _awaited(ref: Any) -> Any:
