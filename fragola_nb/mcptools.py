@@ -31,16 +31,18 @@ in ``run_sync``, so a call made from there would wait for ever.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import os
 import shlex
 import sys
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from .errors import BadUsage, FragolaError, InvalidToolDefinition, exception_text
-from .redact import redact_text
+from .redact import credentials_in, redact_exception, redact_text
 from .sync import background_loop
 from .tools import TOOL_NAME, Tool, tool
 
@@ -98,6 +100,7 @@ async def mcp_tools(
     """
     target, label = _target(server, headers=headers, env=env)
     link = _Link(target, headers=dict(headers or {}), label=label, timeout=timeout)
+    _hook_exit()
     await _on_home(link.open(connect_timeout))
     try:
         remote = await _on_home(link.list_tools(connect_timeout))
@@ -197,12 +200,24 @@ class _Link:
         self._lost: str | None = None
 
     @property
+    def known(self) -> set[str]:
+        """The credentials this link sends (headers, a command's environment under a
+        credential's name): a server's error may quote them back."""
+        return credentials_in(self.headers, getattr(self.target, "env", None) or {})
+
+    def _hidden(self, exc: BaseException) -> str:
+        """``exc`` redacted in place (it is chained into ours), as one line."""
+        redact_exception(exc, self.known)
+        return _reason(exc, self.known)
+
+    @property
     def label(self) -> str:
         """How messages name the server: ``'notes'`` once it said its name, else where it
         is (``python notes_server.py``, an URL)."""
         return repr(self.name) if self.name else self.where
 
     async def open(self, connect_timeout: float) -> None:
+        _OPEN.add(self)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
         # Read once, whoever waits: an outcome that comes after open() gave up (a timeout)
@@ -220,7 +235,7 @@ class _Link:
             await self.close()
             if isinstance(exc, Exception):
                 raise MCPConnectionError(
-                    f"could not connect to the MCP server {self.label}: {_reason(exc)}"
+                    f"could not connect to the MCP server {self.label}: {self._hidden(exc)}"
                 ) from exc
             raise
 
@@ -251,7 +266,7 @@ class _Link:
                 ready.set_exception(exc if isinstance(exc, Exception) else
                                     MCPConnectionError(exception_text(exc)))
             elif isinstance(exc, Exception):
-                self._lost = _reason(exc)  # e.g. the server died: calls say so
+                self._lost = self._hidden(exc)  # e.g. the server died: calls say so
             if not isinstance(exc, Exception):
                 raise
         finally:
@@ -283,7 +298,7 @@ class _Link:
             raise
         except Exception as exc:
             raise MCPConnectionError(
-                f"the MCP server {self.label} could not list its tools: {_reason(exc)}"
+                f"the MCP server {self.label} could not list its tools: {self._hidden(exc)}"
             ) from exc
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
@@ -294,11 +309,12 @@ class _Link:
             raise MCPToolError(self._failure(name, exc)) from exc
         text = result_text(result)
         if result.is_error:
-            raise MCPToolError(f"{name} failed on the MCP server {self.label}: {text}")
+            said = redact_text(text, self.known)  # a server may quote the headers it got
+            raise MCPToolError(f"{name} failed on the MCP server {self.label}: {said}")
         return text
 
     def _failure(self, name: str, exc: Exception) -> str:
-        said = _reason(exc)
+        said = self._hidden(exc)
         if "timed out" in said:
             return (f"the MCP server {self.label} did not answer {name} within "
                     f"{self.timeout} s (the call may still run there)")
@@ -320,6 +336,7 @@ class _Link:
 
     async def close(self) -> None:
         self.closed = True
+        _OPEN.discard(self)
         holder = self._holder
         if holder is None or holder.done():
             return
@@ -333,6 +350,38 @@ class _Link:
             await asyncio.wait([holder])
         if not holder.cancelled():
             holder.exception()  # read: a failure while leaving is not reported later
+
+
+_OPEN: weakref.WeakSet[_Link] = weakref.WeakSet()
+"""The links not closed yet, closed at exit by ``_close_at_exit``."""
+_exit_hook = False
+
+
+def _close_at_exit() -> None:
+    """Close what a script or kernel left open, each from its own task, before the
+    background loop ends. Left to the loop's end, the SDK's ``stdio_client`` generator would
+    be closed by ``shutdown_asyncgens`` from another task: anyio then prints some 25 lines
+    of "Attempted to exit cancel scope in a different task", and the server may be left
+    running. Registered after the background loop's own exit hook, so it runs first."""
+    links = list(_OPEN)
+    loop = background_loop()
+    if not links or not loop.is_running():
+        return
+    closing = asyncio.run_coroutine_threadsafe(_close_all(links), loop)
+    with contextlib.suppress(Exception):
+        closing.result(CLOSE_SECONDS + 5)
+
+
+async def _close_all(links: list[_Link]) -> None:
+    await asyncio.gather(*(link.close() for link in links), return_exceptions=True)
+
+
+def _hook_exit() -> None:
+    global _exit_hook
+    background_loop()  # its own exit hook first: atexit runs the last registered first
+    if not _exit_hook:
+        atexit.register(_close_at_exit)
+        _exit_hook = True
 
 
 @contextlib.asynccontextmanager
@@ -471,11 +520,11 @@ def _content_text(block: ContentBlock) -> str:
     return f"[{kind} content, not shown]"
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, known: set[str] | None = None) -> str:
     """One line for an exception, the first leaf of an exception group (anyio's)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return redact_text(exception_text(exc))
+    return redact_text(exception_text(exc), known or ())
 
 
 async def _on_home(awaitable: Awaitable[T]) -> T:

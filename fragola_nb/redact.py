@@ -314,7 +314,8 @@ not parse), ``OSError``'s ``strerror`` and file names, ``UnicodeError.reason``..
 
 
 def redact_exception(exc: BaseException, known: Iterable[object] = ()) -> BaseException:
-    """``exc`` and every exception it chains (cause and context, a suppressed context too),
+    """``exc`` and every exception it chains (cause and context, a suppressed context too,
+    the members of an exception group),
     changed in place so that no credential is left in what a traceback prints or their text
     attributes hold: ``args``, ``__notes__`` and the attributes where libraries keep a
     server's words (``message``, ``body``, ``doc``...). Returns ``exc``.
@@ -355,4 +356,6 @@ def redact_exception(exc: BaseException, known: Iterable[object] = ()) -> BaseEx
                 with contextlib.suppress(Exception):
                     setattr(current, name, text(value))
         stack += [link for link in (current.__cause__, current.__context__) if link is not None]
+        if isinstance(current, BaseExceptionGroup):  # anyio's task groups (the mcp client)
+            stack += list(current.exceptions)
     return exc

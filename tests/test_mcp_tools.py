@@ -269,6 +269,20 @@ async def test_streamable_http_with_headers_that_stay_out_of_the_repr(
             f"MCPConnection(name='demo', server='{http_url}?token=[redacted]', open, tools=[")
 
 
+async def test_a_servers_error_quoting_the_header_it_was_sent_hides_it(
+        model: ScriptedModel, http_url: str) -> None:
+    """Issue 21 B: a key of no well-known shape, sent as a header, quoted back in a tool's
+    error, is hidden by value in the tool's result (and so in the history, sessions, spans)."""
+    key = "corp-gw-7Q2xL9pZ4mN8"
+    async with await mcp_tools(http_url, headers={"X-Api-Key": key}) as connection:
+        agent = make_agent(model, *connection.tools)
+        model.push(tool_calls(call("fail", {"message": f"key {key} refused"}, id="c1")),
+                   reply("ok"))
+        state = await agent.user_message("try")
+    result = state.messages[2]["content"]
+    assert key not in result and "key [redacted] refused" in result
+
+
 async def test_a_broken_remote_schema_names_the_tool_and_filter_can_leave_it_out() -> None:
     broken = [*STDIO, "--broken-schema"]
     with pytest.raises(InvalidToolDefinition) as caught:
@@ -327,3 +341,39 @@ async def test_stop_sync_during_a_call_returns_at_once_and_the_connection_goes_o
     assert state.messages[2] == answered("c1", INTERRUPTED)
     state = await agent.user_message("again")
     assert state.messages[-2] == answered("c2", "after")
+
+
+LEFT_OPEN = """
+import asyncio, sys, psutil
+from fragola_nb import mcp_tools, run_sync
+
+async def main():
+    server = await mcp_tools(sys.argv[1:])
+    print(server.names[0])
+
+asyncio.run(main())                   # an asyncio.run script
+other = run_sync(mcp_tools(sys.argv[1:]))  # and run_sync's loop
+print(" ".join(str(child.pid) for child in psutil.Process().children(recursive=True)
+               if "demo_server.py" in " ".join(child.cmdline())), flush=True)
+"""
+
+
+def test_a_script_that_ends_without_aclose_is_silent_and_leaves_no_server() -> None:
+    """Connections left open when a script ends (no aclose) are closed at exit, each from
+    the task that holds it: no anyio traceback ("exit cancel scope in a different task"),
+    and no server process left behind."""
+    result = subprocess.run([sys.executable, "-c", LEFT_OPEN, *STDIO], capture_output=True,
+                            text=True, timeout=120)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    name, pids = result.stdout.splitlines()
+    assert name == "add" and len(pids.split()) == 2
+    assert "Traceback" not in result.stderr and "cancel scope" not in result.stderr, \
+        result.stderr
+    deadline = time.monotonic() + 10
+    left = [int(pid) for pid in pids.split()]
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.1)
+    assert left == []
