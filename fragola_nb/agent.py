@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import driver
 from . import instructions as _instructions
 from . import options as _options
-from .checks import check_content, check_messages, kept_problem, sent, withheld
+from .checks import ON_STOP, check_content, check_messages, kept_problem, sent, withheld
 from .context import AgentContext, AgentOptions
 from .driver import Run, StopNow
 from .errors import BadUsage, InvalidArguments, TurnRefused
@@ -332,7 +332,13 @@ class Agent(Listening):
                     # stop_sync(), cancellation or Ctrl-C while a listener ran: the user message
                     # that started the turn is kept, with the changes of the listeners that
                     # finished. A guardrail stopped before it passed the message leaves a
-                    # marked copy (never sent) or, with on_reject="remove", nothing to keep.
+                    # marked copy (never sent) or, with on_reject="remove", nothing to keep;
+                    # so does one that had not started yet (the stop landed in a listener
+                    # added before it): a message no guard passed is never sent.
+                    for listener in self._listeners.of("user_message"):
+                        settle = getattr(listener, ON_STOP, None)
+                        if settle is not None:
+                            settle(event)
                     if not withheld(event.message):
                         keep(event.message)
                     raise

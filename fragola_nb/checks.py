@@ -15,6 +15,7 @@ from .errors import BadUsage
 
 __all__ = [
     "META",
+    "ON_STOP",
     "ROLES",
     "assistant_problem",
     "check_content",
@@ -137,6 +138,16 @@ def _assistant_fields(message: dict[str, Any]) -> str | None:
 WITHHELD = {"withheld": True}
 """The ``META`` a listener (a guardrail) leaves as the message when the turn is stopped before
 the message was passed and nothing may be stored (``on_reject="remove"``)."""
+
+
+ON_STOP = "_fragola_nb_on_stop"
+"""A ``user_message`` listener (a guardrail's) may carry this attribute: a function of the
+``UserMessageEvent``, called by the agent when the turn is stopped (``stop_sync()``, a
+cancellation, Ctrl-C) while the listeners run, whichever listener it landed in, even one that
+runs before it. It leaves in ``event.message`` what may be kept: a guard that has not passed
+the message yet replaces it by a marked copy (never sent) or ``WITHHELD``. Without it, a stop
+in a listener added before ``guardrail()`` would keep a message no guard checked, and the next
+turn would send it."""
 
 
 def withheld(message: Any) -> bool:

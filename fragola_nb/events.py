@@ -286,6 +286,10 @@ class Listeners:
     def has(self, event: str) -> bool:
         return bool(self._by_event[event])
 
+    def of(self, event: str) -> list[Listener]:
+        """The listeners of ``event`` now, in the order they run (a copy)."""
+        return list(self._by_event[event])
+
     def copy(self) -> Listeners:
         other = Listeners()
         other._by_event = {

@@ -34,7 +34,9 @@ before it is stored: a reply that fails is not stored and none of its tool calls
 Either way the agent stays idle and usable, and the history a valid next request.
 
 A message no guard passed is never sent: when ``stop_sync()`` (or a cancellation, or Ctrl-C)
-stops the turn while a guard is deciding, the message is kept marked
+stops the turn while a guard is deciding, or while a ``user_message`` listener added before
+``guardrail()`` runs (the guards not started: the agent asks them, ``checks.ON_STOP``), the
+message is kept marked
 ``{"rejected": {"guard": "guardrail", "reason": "stopped before the guards passed it"}}``
 (``"annotate"``) or not stored at all (``"remove"``).
 
@@ -53,7 +55,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .checks import META, WITHHELD
+from .checks import META, ON_STOP, WITHHELD
 from .errors import BadUsage, TurnRefused
 from .events import AiMessageEvent, UserMessageEvent
 from .redact import redact_text
@@ -128,9 +130,15 @@ class Guardrail:
             except BaseException:
                 # stop_sync(), a cancellation or Ctrl-C before the guards passed the message:
                 # what is kept in its place is never sent (marked), or nothing (remove).
-                event.message = (self._marked(event.message, "guardrail", STOPPED)
-                                 if self.on_reject == "annotate" else {META: dict(WITHHELD)})
+                self._withhold(event)
                 raise
+            _passed(event).add(id(self))
+
+        def stopped(event: UserMessageEvent) -> None:
+            """The turn stopped in any ``user_message`` listener (one added before these
+            guards too): unless these guards passed the message, keep it never sent."""
+            if id(self) not in _passed(event):
+                self._withhold(event)
 
         async def check_ai_message(event: AiMessageEvent) -> None:
             await self._check(event.message, "assistant")
@@ -138,6 +146,7 @@ class Guardrail:
         # The name a saved session gives the listeners (``save_session``).
         check_user_message.__qualname__ = f"guardrail[{names}].user_message"
         check_ai_message.__qualname__ = f"guardrail[{names}].ai_message"
+        setattr(check_user_message, ON_STOP, stopped)  # read by the agent (checks.ON_STOP)
         self._listeners: dict[str, Callable[[Any], Awaitable[None]]] = {
             "user_message": check_user_message}
         if check_replies:
@@ -173,6 +182,16 @@ class Guardrail:
             # message (int(text)); it stays reachable as .error.
             raise GuardrailRejected(shown, reason, role=role, refused=message, keep=keep,
                                     error=cause) from None
+
+    def _withhold(self, event: UserMessageEvent) -> None:
+        """Leave in ``event.message`` what may be kept of a message these guards did not
+        pass: a marked copy (never sent), or ``WITHHELD`` (nothing stored) with "remove".
+        A message already marked or withheld (by another guard) is left as it is."""
+        message = event.message
+        if isinstance(message, dict) and META in message:
+            return
+        event.message = (self._marked(message, "guardrail", STOPPED)
+                         if self.on_reject == "annotate" else {META: dict(WITHHELD)})
 
     def _known(self) -> set[str]:
         """The credentials the agent sends (its key...): a reason quoting one hides it."""
@@ -243,6 +262,18 @@ def guardrail(agent: Agent, *guards: Guard, on_reject: OnReject = "annotate",
 
 STOPPED = "stopped before the guards passed it"
 """The reason a message is kept marked with when its turn was stopped while a guard decided."""
+
+
+_PASSED = "_fragola_nb_guards_passed"
+
+
+def _passed(event: UserMessageEvent) -> set[int]:
+    """The ids of the ``Guardrail``s that passed this event's message (kept on the event:
+    one turn's event, gone with it)."""
+    found = event.__dict__.get(_PASSED)
+    if found is None:
+        found = event.__dict__[_PASSED] = set()
+    return found
 
 
 def _raised(exc: Exception) -> str:

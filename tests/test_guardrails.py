@@ -352,3 +352,54 @@ async def test_stop_sync_while_a_guard_decides_never_lets_the_unchecked_message_
     await agent.user_message("hello")
     assert model.requests[0]["messages"] == [user("hello")]
     assert "hunter2" not in json.dumps(model.requests)
+
+
+@pytest.mark.parametrize("on_reject", ["annotate", "remove"])
+async def test_stop_sync_in_a_listener_added_before_the_guards_never_lets_the_message_be_sent(
+        model: ScriptedModel, on_reject: Any) -> None:
+    """The guards have not started when the stop lands: the message no guard passed is kept
+    marked (or nothing), and no later turn sends it."""
+    waiting = asyncio.Event()
+
+    async def enrich(event: Any) -> None:  # a listener put on before guardrail()
+        waiting.set()
+        await asyncio.Event().wait()
+
+    agent = make_agent(model)
+    agent.on_user_message(enrich)
+    rails = guardrail(agent, no_secrets, on_reject=on_reject)
+    task = asyncio.create_task(agent.user_message("my key is sk-unchecked-123456"))
+    await asyncio.wait_for(waiting.wait(), 5)
+    agent.stop_sync()
+    state = await asyncio.wait_for(task, 5)
+
+    assert state.status == "idle" and state.outcome == "stopped"
+    if on_reject == "annotate":
+        assert state.messages == [rejected("my key is [redacted]", "guardrail",
+                                           "stopped before the guards passed it")]
+    else:
+        assert state.messages == []
+    agent.off("user_message", enrich)
+    rails.remove()
+    model.push(reply("hi"))
+    await agent.user_message("hello")
+    assert model.requests[0]["messages"] == [user("hello")]
+    assert "unchecked" not in json.dumps(model.requests)
+
+
+async def test_a_stop_after_the_guards_passed_keeps_the_message_as_it_was(
+        model: ScriptedModel) -> None:
+    waiting = asyncio.Event()
+
+    async def after(event: Any) -> None:  # put on after guardrail(): the guards passed it
+        waiting.set()
+        await asyncio.Event().wait()
+
+    agent = make_agent(model)
+    guardrail(agent, no_secrets)
+    agent.on_user_message(after)
+    task = asyncio.create_task(agent.user_message("a fine question"))
+    await asyncio.wait_for(waiting.wait(), 5)
+    agent.stop_sync()
+    state = await asyncio.wait_for(task, 5)
+    assert state.messages == [user("a fine question")]
