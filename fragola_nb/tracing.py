@@ -44,6 +44,17 @@ server echoes is hidden whatever its shape. The exception event is the conventio
 (``exception.type``, ``.message``, ``.stacktrace``), built here rather than by the SDK's
 ``record_exception`` (which formats the raw chain).
 
+Metrics: each model call records the conventions' client metrics through the
+OpenTelemetry metrics API: ``gen_ai.client.operation.duration`` (histogram, ``s``; with
+``error.type`` when the call failed) and, when the server reported usage,
+``gen_ai.client.token.usage`` (histogram, ``{token}``, one record per
+``gen_ai.token.type``: ``input``, ``output``), with ``gen_ai.operation.name`` (``chat``),
+``gen_ai.provider.name``/``gen_ai.system``, ``gen_ai.request.model``,
+``gen_ai.response.model``, ``server.address`` and ``server.port``. Written here with the API
+directly, not with ``opentelemetry-util-genai`` (a beta, 1.3b0 when this was written, that
+brings its own spans, ``opentelemetry-instrumentation`` and ``wrapt``: it would duplicate the
+spans made here and tie the ``otel`` extra to a pre-release).
+
 Needs ``opentelemetry-api`` (``pip install "fragola_nb[otel]"``), imported when
 ``instrument()`` is called; send the spans anywhere with the SDK and an exporter (OTLP:
 Jaeger, Phoenix, Langfuse, Logfire...).
@@ -53,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import traceback
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -64,6 +76,7 @@ from .redact import redact_text, redacted
 from .tools import serialize_result
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import Histogram, MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from .agent import Agent
@@ -84,18 +97,27 @@ SETTINGS = {
     "n": "gen_ai.request.choice.count",
 }
 """Request settings recorded on a chat span, by their attribute."""
+DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                    40.96, 81.92]
+"""``gen_ai.client.operation.duration``'s bucket boundaries (s), as the conventions advise."""
+TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                 16777216, 67108864]
+"""``gen_ai.client.token.usage``'s bucket boundaries, as the conventions advise."""
 
 
 def instrument(tracer_provider: TracerProvider | None = None, *,
+               meter_provider: MeterProvider | None = None,
                capture_content: bool = False) -> None:
-    """Trace every agent's turns from now on (see the module's docstring).
+    """Trace every agent's turns, and measure its model calls, from now on (see the
+    module's docstring).
 
-    ``tracer_provider``: where the spans go (default: OpenTelemetry's global provider, as
-    ``trace.set_tracer_provider`` set it, now or later). ``capture_content``: record the
+    ``tracer_provider``: where the spans go; ``meter_provider``: where the metrics go (each
+    by default OpenTelemetry's global provider, as ``trace.set_tracer_provider`` and
+    ``metrics.set_meter_provider`` set it, now or later). ``capture_content``: record the
     messages, tool arguments and results too. Called again, it replaces the settings.
     """
     try:
-        from opentelemetry import trace
+        from opentelemetry import metrics, trace
     except ImportError as exc:
         raise BadUsage(f"tracing needs opentelemetry-api: {INSTALL_HINT}") from exc
     if not isinstance(capture_content, bool):
@@ -103,6 +125,9 @@ def instrument(tracer_provider: TracerProvider | None = None, *,
     if tracer_provider is not None and not hasattr(tracer_provider, "get_tracer"):
         raise BadUsage("tracer_provider must be an OpenTelemetry TracerProvider, got "
                        f"{type(tracer_provider).__name__}")
+    if meter_provider is not None and not hasattr(meter_provider, "get_meter"):
+        raise BadUsage("meter_provider must be an OpenTelemetry MeterProvider, got "
+                       f"{type(meter_provider).__name__}")
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -110,7 +135,17 @@ def instrument(tracer_provider: TracerProvider | None = None, *,
     except PackageNotFoundError:  # pragma: no cover - a checkout that is not installed
         ours = None
     tracer = trace.get_tracer("fragola_nb", ours, tracer_provider)
-    probes.install(_Tracing(tracer, capture_content))
+    meter = metrics.get_meter("fragola_nb", ours or "", meter_provider)
+    # The conventions' names, units and advised bucket boundaries (gen_ai client metrics).
+    duration = meter.create_histogram(
+        "gen_ai.client.operation.duration", unit="s",
+        description="GenAI operation duration",
+        explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+    tokens = meter.create_histogram(
+        "gen_ai.client.token.usage", unit="{token}",
+        description="Number of input and output tokens used",
+        explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
+    probes.install(_Tracing(tracer, capture_content, duration=duration, tokens=tokens))
 
 
 def uninstrument() -> None:
@@ -123,9 +158,12 @@ class _Tracing:
     """The probe ``instrument()`` installs: one span per seam. Whatever it puts in a span
     passes ``fragola_nb.redact``'s rule first, with the credentials in use as known values."""
 
-    def __init__(self, tracer: Tracer, capture_content: bool) -> None:
+    def __init__(self, tracer: Tracer, capture_content: bool, *, duration: Histogram,
+                 tokens: Histogram) -> None:
         self.tracer = tracer
         self.capture_content = capture_content
+        self.duration = duration
+        self.tokens = tokens
 
     @contextlib.contextmanager
     def turn(self, agent: Agent) -> Iterator[object]:
@@ -174,10 +212,16 @@ class _Tracing:
             if system:
                 attributes["gen_ai.system_instructions"] = _json(system, known)
             attributes["gen_ai.input.messages"] = _json(messages, known)
+        started = time.perf_counter()
+        error: str | None = None
         with self._span(f"chat {model}".strip(), "CLIENT", attributes, known) as span:
             try:
                 yield span
+            except BaseException as exc:
+                error = type(exc).__qualname__
+                raise
             finally:
+                self._measure(agent, call, model, time.perf_counter() - started, error, known)
                 exchange = call.exchange
                 if exchange.model:
                     _set(span, "gen_ai.response.model", exchange.model, known)
@@ -200,6 +244,30 @@ class _Tracing:
                         reason = "tool_call" if calls else "stop"
                         out = {**_message(message), "finish_reason": reason}
                         span.set_attribute("gen_ai.output.messages", _json([out], known))
+
+    def _measure(self, agent: Agent, call: probes.ModelCall, model: str, seconds: float,
+                 error: str | None, known: set[str]) -> None:
+        """The conventions' client metrics of one model call: its duration (with
+        ``error.type`` when it failed) and, when the server reported usage, its input and
+        output tokens. Attributes of low cardinality only, through the credential rule like
+        a span's (a model name or a host could quote a key)."""
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", **_provider(agent)}
+        if model:
+            attributes["gen_ai.request.model"] = model
+        if call.exchange.model:
+            attributes["gen_ai.response.model"] = call.exchange.model
+        if error is not None:
+            attributes["error.type"] = error
+        attributes = {key: _clean(value, known) for key, value in attributes.items()}
+        with contextlib.suppress(Exception):  # a metrics SDK that fails never fails a call
+            self.duration.record(seconds, attributes)
+        reported = call.reply.usage if call.reply is not None else call.exchange.usage
+        if reported is None:
+            return
+        for kind, count in (("input", reported["prompt_tokens"]),
+                            ("output", reported["completion_tokens"])):
+            with contextlib.suppress(Exception):
+                self.tokens.record(count, {**attributes, "gen_ai.token.type": kind})
 
     @contextlib.contextmanager
     def tool_run(self, agent: Agent, run: probes.ToolRun) -> Iterator[object]:
