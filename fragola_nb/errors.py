@@ -22,7 +22,11 @@
                                   ``load_session``, or holds a value that is not JSON
 
 A ``ModelError`` keeps the ``openai`` exception as its ``__cause__``, or whatever else the
-client raised (a body that is not JSON escapes it as a bare ``json.JSONDecodeError``). It has
+client raised (a body that is not JSON escapes it as a bare ``json.JSONDecodeError``),
+redacted in place before it is chained (``fragola_nb.redact.redact_exception``, with the
+request's credentials as known values; an ``openai`` error's ``request`` and ``response``
+are replaced by redacted copies): the chain stays whole for ``%tb`` and logs, and a key a
+server echoed back is not in it. It has
 no cause when fragola_nb itself found the fault: a stream that ends before its
 ``finish_reason`` (``ModelConnectionError``), a choice with no message, or fields that could
 not be sent back in the next request (``ModelResponseError``: content that is not text, a
