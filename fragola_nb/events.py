@@ -121,19 +121,29 @@ class ToolCallEvent(Event):
     error: str | None = None
     """None when the handler ran (or a result was injected); otherwise the text that answers
     the call instead (unknown tool, invalid arguments, the handler raised, rejected)."""
+    is_validation_error: bool = False
+    """True when the run loop refused the model's arguments before the handler ran (not
+    JSON, not an object, or rejected by the tool's schema): said where it refused them,
+    never read back from ``error``'s text. Only meaningful while ``error`` is set."""
 
     def __post_init__(self) -> None:
-        self.result, self.error = unpack(self.result, self.error)
+        self._take(self.result, self.error)
+
+    def _take(self, result: Any, error: str | None) -> None:
+        if isinstance(result, ToolCallPayload):
+            self.is_validation_error = result.is_validation_error and not result.success
+        self.result, self.error = unpack(result, error)
 
     @property
     def payload(self) -> ToolCallPayload:
         """``result`` and ``error`` as upstream's ``ToolCallPayload``; setting it (or
-        returning one from the listener) sets them."""
-        return payload_of(self.result, self.error)
+        returning one from the listener) sets them, the outcome included: a listener turns
+        a success into a failure, or the reverse, with a payload."""
+        return payload_of(self.result, self.error, self.is_validation_error)
 
     @payload.setter
     def payload(self, payload: ToolCallPayload) -> None:
-        self.result, self.error = unpack(payload, None)
+        self._take(payload, None)
 
 
 @dataclass
@@ -145,15 +155,22 @@ class AfterToolCallEvent(Event):
     message: dict[str, Any] = field(default_factory=dict)
     """The tool message stored in the history."""
     error: str | None = None
-    """As ``tool_call``'s: None when the handler ran (or a result was injected)."""
+    """As ``tool_call``'s once its listeners ran: None when the call, as finally answered,
+    succeeded."""
+    is_validation_error: bool = False
+    """As ``tool_call``'s once its listeners ran."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.result, ToolCallPayload):
+            self.is_validation_error = (self.result.is_validation_error
+                                        and not self.result.success)
         self.result, self.error = unpack(self.result, self.error)
 
     @property
     def payload(self) -> ToolCallPayload:
-        """``result`` and ``error`` as upstream's ``ToolCallPayload``."""
-        return payload_of(self.result, self.error)
+        """``result`` and ``error`` as upstream's ``ToolCallPayload``: the outcome the
+        ``tool_call`` listeners left, which is what the model reads."""
+        return payload_of(self.result, self.error, self.is_validation_error)
 
 
 @dataclass

@@ -24,12 +24,6 @@ from .errors import exception_text
 
 __all__ = ["ToolCallPayload", "failure_text", "payload_of", "unpack"]
 
-VALIDATION_PREFIXES = ("Error: invalid arguments for ", "Error: the arguments for ")
-"""How the run loop's texts for arguments it could not accept begin (``runloop._first_look``):
-not JSON, not an object, or rejected by the tool's schema. Upstream calls these validation
-errors."""
-
-
 @dataclass(frozen=True)
 class ToolCallPayload:
     """What a tool call came to: ``success`` with its ``data``, or a failure with ``error``.
@@ -68,9 +62,10 @@ def unpack(result: Any, error: str | None) -> tuple[Any, str | None]:
     return text, text
 
 
-def payload_of(result: Any, error: str | None) -> ToolCallPayload:
-    """The payload for an event's ``result`` and ``error``."""
+def payload_of(result: Any, error: str | None, validation: bool = False) -> ToolCallPayload:
+    """The payload for an event's ``result`` and ``error``; ``validation``: the run loop
+    refused the arguments before the handler ran (upstream's validation errors: not JSON,
+    not an object, or rejected by the tool's schema), as it said where it refused them."""
     if error is None:
         return ToolCallPayload(True, result)
-    validation = error.startswith(VALIDATION_PREFIXES)
     return ToolCallPayload(False, result, error=error, is_validation_error=validation)

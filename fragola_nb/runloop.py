@@ -233,13 +233,14 @@ async def _first_look(agent: Agent, run: Run, call: dict[str, Any]) -> None:
         return
     if problem is not None:
         error = f"Error: the arguments for {name} {problem}"
-        await _finish(agent, run, name, call_id, raw, error, error=error)
+        await _finish(agent, run, name, call_id, raw, error, error=error, validation=True)
         return
     try:
         params = tool.parse_arguments(arguments)
     except ArgumentsRejected as exc:
         error = f"Error: invalid arguments for {name}:\n{exc}\nFix them and retry."
-        await _finish(agent, run, name, call_id, arguments, error, error=error)
+        await _finish(agent, run, name, call_id, arguments, error, error=error,
+                      validation=True)
         return
     try:
         needs_person = tool.needs_approval(params, agent.context)
@@ -334,22 +335,30 @@ async def _stopped_before_start(run: Run) -> bool:
 
 async def _finish(
     agent: Agent, run: Run, name: str, call_id: str, params: Any, result: Any, *,
-    note: str | None = None, error: str | None = None,
+    note: str | None = None, error: str | None = None, validation: bool = False,
 ) -> None:
     """Store the answer to a call and tell ``tool_call`` (which may change the result) and
     ``after_tool_call``. A call that ran keeps its result in the history whatever happens to
     the ``tool_call`` listeners (one raises, the run is cancelled meanwhile): then the result
-    as it was before them is stored."""
+    as it was before them is stored.
+
+    ``validation``: the arguments were refused before the handler ran (said here, where it
+    is known, rather than read back from the error's text). ``after_tool_call`` hears the
+    outcome the ``tool_call`` listeners left (a payload may turn a success into a failure
+    or the reverse), so its ``payload`` says what the model reads."""
     if agent._listeners.has("tool_call"):
-        event = ToolCallEvent(agent.context, name, params, result, call_id, error)
+        event = ToolCallEvent(agent.context, name, params, result, call_id, error,
+                              is_validation_error=validation)
         try:
-            result = (await emit(agent, "tool_call", event)).result
+            event = await emit(agent, "tool_call", event)
         except BaseException:
             _store(agent, run, name, call_id, result, note)
             raise
+        result, error, validation = event.result, event.error, event.is_validation_error
     message = _store(agent, run, name, call_id, result, note)
     await emit(agent, "after_tool_call",
-               AfterToolCallEvent(agent.context, name, params, result, call_id, message, error))
+               AfterToolCallEvent(agent.context, name, params, result, call_id, message, error,
+                                  is_validation_error=validation))
 
 
 def _store(agent: Agent, run: Run, name: str, call_id: str, result: Any, note: str | None

@@ -1,0 +1,109 @@
+"""Issue 25's gaps: the payload ``after_tool_call`` hears is the outcome the ``tool_call``
+listeners left (what the model reads), ``is_validation_error`` is a flag the run loop sets
+where it refuses arguments (never guessed from a text), ``mcp_hook`` with a real MCP server,
+and tracing as a hook of one agent (``fragola_nb.tracing.tracing_hook``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helpers import answered, make_agent
+
+from fragola_nb import ToolCallPayload, tool
+from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+
+
+@tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+@tool
+def broken(city: str) -> str:
+    """Always fails."""
+    raise TimeoutError("no answer from the station")
+
+
+@tool
+def stale(city: str) -> ToolCallPayload:
+    """Fails with a text that reads like the run loop's own validation texts."""
+    return ToolCallPayload(False, None, error=f"the arguments for stale ({city}) are too old")
+
+
+# -- the payload after the tool_call listeners ------------------------------------------------
+
+
+async def test_a_listener_that_fails_a_success_is_a_failure_after(model: ScriptedModel) -> None:
+    agent = make_agent(model, weather)
+    after: list[ToolCallPayload] = []
+    agent.on_tool_call(lambda event: ToolCallPayload(False, None, error=ValueError("closed")))
+    agent.on_after_tool_call(lambda event: after.append(event.payload))
+    model.push(tool_calls(call("weather", {"city": "Oslo"}, id="c1")), reply("done"))
+    state = await agent.user_message("go")
+
+    assert state.messages[2] == answered("c1", "Error: ValueError: closed")
+    assert after[0].success is False
+    assert after[0].error == "Error: ValueError: closed"
+    assert after[0].is_validation_error is False
+
+
+async def test_a_listener_that_mends_a_failure_is_a_success_after(model: ScriptedModel) -> None:
+    agent = make_agent(model, broken)
+    after: list[Any] = []
+
+    def from_cache(event: Any) -> ToolCallPayload | None:
+        return ToolCallPayload(True, "cached: sunny") if event.error else None
+
+    agent.on_tool_call(from_cache)
+    agent.on_after_tool_call(lambda event: after.append((event.payload, event.error)))
+    model.push(tool_calls(call("broken", {"city": "Oslo"}, id="c1")), reply("done"))
+    state = await agent.user_message("go")
+
+    assert state.messages[2] == answered("c1", "cached: sunny")
+    assert after == [(ToolCallPayload(True, "cached: sunny"), None)]
+
+
+# -- is_validation_error: a flag, not a reading of the text -----------------------------------
+
+
+async def test_a_failure_whose_text_reads_like_validation_is_not_one(
+        model: ScriptedModel) -> None:
+    agent = make_agent(model, stale, weather)
+    after: list[ToolCallPayload] = []
+    agent.on_after_tool_call(lambda event: after.append(event.payload))
+    model.push(tool_calls(call("stale", {"city": "Oslo"}, id="c1")), reply("done"))
+    state = await agent.user_message("go")
+
+    assert state.messages[2]["content"] == "Error: the arguments for stale (Oslo) are too old"
+    assert (after[0].success, after[0].is_validation_error) == (False, False)
+
+    # A listener's failure worded as the run loop words a refusal is not one either.
+    agent.on_tool_call(lambda event: ToolCallPayload(
+        False, None, error="invalid arguments for weather: the city is closed"))
+    model.push(tool_calls(call("weather", {"city": "Oslo"}, id="c2")), reply("done"))
+    await agent.user_message("again")
+    assert after[1].error == "Error: invalid arguments for weather: the city is closed"
+    assert after[1].is_validation_error is False
+
+
+async def test_refused_arguments_are_validation_errors_before_and_after_listeners(
+        model: ScriptedModel) -> None:
+    agent = make_agent(model, weather)
+    during: list[ToolCallPayload] = []
+    after: list[ToolCallPayload] = []
+    agent.on_tool_call(lambda event: during.append(event.payload))
+    agent.on_after_tool_call(lambda event: after.append(event.payload))
+    model.push(tool_calls(call("weather", {"town": "Oslo"}, id="c1"),
+                          call("weather", "{not json", id="c2"),
+                          call("weather", "[1, 2]", id="c3")), reply("done"))
+    await agent.user_message("go")
+
+    assert [p.is_validation_error for p in during] == [True, True, True]
+    assert [p.is_validation_error for p in after] == [True, True, True]
+
+    # A listener that answers a refused call with a success clears the flag with the error.
+    agent.on_tool_call(lambda event: ToolCallPayload(True, "guessed: Oslo"))
+    model.push(tool_calls(call("weather", {"town": "Oslo"}, id="c4")), reply("done"))
+    await agent.user_message("again")
+    assert after[-1] == ToolCallPayload(True, "guessed: Oslo")
