@@ -154,6 +154,7 @@ class _Batch:
         self.tokens = sum(row.tokens or 0 for row in self.rows.values())
         self.bar = tqdm(total=len(items), initial=len(self.rows), disable=not progress,
                         desc=f"batch {agent.name}", unit=" input", dynamic_ncols=True)
+        _wrap_text(self.bar)
         self._show()
 
     async def run(self, concurrency: int) -> None:
@@ -246,6 +247,30 @@ class _Batch:
                 for index, item in enumerate(self.items)]
         return BatchResult(rows, seconds=time.perf_counter() - self.started,
                            stopped=self.stopping)
+
+
+def _wrap_text(bar: Any) -> None:
+    """tqdm's notebook bar writes its text with figure spaces, which never break: in a narrow
+    notebook (the file browser open) "done=5, failed=0, tokens=…" was cut at "done=5, fai".
+    Its right-hand text gets plain spaces back after each redraw, so it wraps (the bar's row
+    already wraps, so the text takes a line of its own when it does not fit beside the bar)."""
+    container = getattr(bar, "container", None)  # tqdm.notebook's HBox; none in a terminal
+    children: Any = getattr(container, "children", ())
+    if len(children) != 3:
+        return
+    right = children[2]
+    drawn = bar.display
+
+    def display(*args: Any, **kwargs: Any) -> Any:
+        result = drawn(*args, **kwargs)
+        text = str(right.value)
+        if "\u2007" in text:
+            right.value = text.replace("\u2007", " ")
+        return result
+
+    bar.display = display
+    if getattr(bar, "disp", None) == drawn:  # tqdm.notebook draws its last state through it
+        bar.disp = display
 
 
 def verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:

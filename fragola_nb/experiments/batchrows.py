@@ -147,23 +147,35 @@ class BatchResult(Sequence[BatchRow]):
 
     def _repr_html_(self) -> str:
         """A summary and the first rows as an escaped table (model text is never HTML)."""
-        head = "".join(f"<th>{name}</th>" for name in ("#", "input", "answer", "error",
-                                                         "tokens", "s"))
+        shown = self._rows[:SHOWN_ROWS]
+        # No error column when no row shown has one: a narrow notebook needs the room.
+        errors = any(row.error for row in shown)
+        names = ("#", "input", "answer", "error", "tokens", "s")
+        keep = [i for i in range(len(names)) if errors or names[i] != "error"]
+        head = "".join(f"<th>{names[i]}</th>" for i in keep)
         body = []
-        for row in self._rows[:SHOWN_ROWS]:
+        for row in shown:
             cells = [str(row.index), _short(text_of(row.input)), _short(row.answer or ""),
                      _short(row.error or ""), "" if row.tokens is None else f"{row.tokens:,}",
                      "" if row.seconds is None else f"{row.seconds:.2f}"]
-            body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+            # numbers never break inside ("0.\n01"); a text cell may break a long word (a
+            # URL) anywhere rather than push the last columns out of sight
+            body.append("<tr>" + "".join(
+                f'<td style="white-space:nowrap">{escape(cells[i])}</td>' if i in (0, 4, 5)
+                else f'<td style="{_TEXT_CELL}">{escape(cells[i])}</td>'
+                for i in keep) + "</tr>")
         more = len(self._rows) - SHOWN_ROWS
         tail = f"<p>… {more:,} more rows (to_pandas() has them all)</p>" if more > 0 else ""
         # Cells wrap and the table scrolls in its own box: JupyterLab's fixed table layout
         # would cut the last columns (tokens, seconds) off in a narrow notebook.
         return (f'<div class="fragola-batch" style="overflow-x:auto;max-width:100%">'
                 f"<p><b>BatchResult</b> · {escape(self.summary())}</p>"
-                '<table style="table-layout:auto;overflow-wrap:anywhere">'
+                '<table style="table-layout:auto">'
                 f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
                 f"</table>{tail}</div>")
+
+
+_TEXT_CELL = "overflow-wrap:anywhere;min-width:4em;text-align:left"
 
 
 def _short(text: str) -> str:

@@ -121,14 +121,17 @@ function render({ model, el }) {
     scroller.classList.toggle("fragola-compare-more-right", overflow && !atEnd);
     scroller.classList.toggle("fragola-compare-more-left", overflow && !atStart);
     if (!overflow) { more.hidden = true; more.textContent = ""; return; }
+    // which columns show (at least partly): "columns 2–3 of 8"
     const box = grid.getBoundingClientRect();
-    let inView = 0;
-    for (const c of grid.children) {
+    let first = 0, last = 0;
+    [...grid.children].forEach((c, i) => {
       const r = c.getBoundingClientRect();
-      if (r.left >= box.left - 1 && r.right <= box.right + 1) inView += 1;
-    }
+      if (r.right > box.left + 40 && r.left < box.right - 40) { if (!first) first = i + 1; last = i + 1; }
+    });
+    if (first === 1 && last === total) { more.hidden = true; return; }  // a pixel's overflow
     more.hidden = false;
-    more.textContent = total + " columns · " + inView + " in view · scroll " + (atEnd ? "←" : "→");
+    const where = first === last ? "column " + first : "columns " + first + "–" + last;
+    more.textContent = where + " of " + total + " · scroll " + (atEnd ? "←" : atStart ? "→" : "↔");
   };
   const queueCue = () => {
     if (cueQueued) return;
