@@ -31,6 +31,7 @@ from helpers import assert_valid_history, user
 from fragola_nb import Agent, BadUsage, Fragola, RayBackend, create_store, guardrail, tool
 from fragola_nb.experiments.raybackend import definition_of
 from fragola_nb.experiments.rayrun import connect
+from fragola_nb.hooks import preset
 from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
 
 # The tools and brains below are defined in this test module, which Ray's workers cannot
@@ -196,6 +197,37 @@ async def test_guardrails_guard_the_workers_inputs_as_the_local_ones() -> None:
     # The rejected message is kept, marked, on the rebuilt fork as on the local one.
     assert remote[1].fork.state.messages == local[1].fork.state.messages
     assert remote[1].fork.usage.requests == 0
+
+
+async def test_a_guardrail_used_as_a_hook_guards_the_workers_inputs_as_locally() -> None:
+    """A hook's listeners are saved as the hook: the workers are sent the hook and put it
+    on again, so its guard runs there (before, loading the agent on a worker failed)."""
+    agent = make_agent()
+    agent.use(preset(guardrail, no_secrets))  # unnamed: saved and sent by its __qualname__
+    inputs = ["hello", "my password is hunter2", "shout bye"]
+
+    local = await agent.batch(inputs, progress=False)
+    remote = await agent.batch(inputs, backend="ray", progress=False)
+
+    assert [row_key(row) for row in remote] == [row_key(row) for row in local]
+    assert remote[1].error == "GuardrailRejected: rejected by no_secrets: gives a password"
+    assert remote[2].answer == "echo: SHOUT BYE (Be brief.)"  # the agent's own listener too
+    assert remote[1].fork is not None and local[1].fork is not None
+    assert remote[1].fork.state.messages == local[1].fork.state.messages
+
+
+def test_a_hook_that_cannot_be_sent_is_named() -> None:
+    agent = make_agent()
+    handle = socket.socket()
+    try:
+        def audit(agent: Any) -> None:
+            agent.on_after_step(lambda event: handle.send(b"step"))
+
+        agent.use(audit, name="audit")
+        with pytest.raises(BadUsage, match=r"^hook 'audit' cannot be sent to Ray workers"):
+            asyncio.run(agent.batch(["hello"], backend="ray"))
+    finally:
+        handle.close()
 
 
 async def test_workers_that_cannot_start_are_left_out_and_named(

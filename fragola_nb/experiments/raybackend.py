@@ -5,8 +5,9 @@
 >>> result = await agent.batch(prompts, backend=cluster)                 # doctest: +SKIP
 
 What is sent (``rayworker.Definition``): the agent's snapshot as a session document (options,
-instructions, the history prefix, stores), its tools and listeners (Ray's cloudpickle sends a
-function of an importable module by import path, any other by value), and how to make the
+instructions, the history prefix, stores), its tools, listeners and hooks (Ray's cloudpickle
+sends a function of an importable module by import path, any other by value; each worker
+puts the hooks on again, as ``load_session(..., hooks=...)`` does), and how to make the
 worker's ``Fragola``: the same model, base URL and non-secret client options, with the key
 read from the worker's environment; a scripted model is started again on each worker with
 the same brain; ``RayBackend(fragola=factory)`` runs ``factory()`` on each worker instead
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BadUsage, SessionError
 from ..events import is_transient
+from ..hooks import hook_name
 from ..model_client import NO_KEY
 from ..redact import redact_text, redacted, scrub
 from .comparison import error_line
@@ -144,10 +146,13 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
         base.options.model_settings = settings
         _left_behind(f"the model_settings of agent {name!r}", removed)
     listeners: dict[str, Any] = {}
-    for fns in base._listeners._by_event.values():
+    # A hook's listeners are not sent: the hook is, and puts them on again on the worker.
+    for fns in base._hooks.listeners_of_its_own(base._listeners).values():
         for fn in fns:
             if not is_transient(fn):  # a notebook panel's listener: a view, not the agent
                 listeners[getattr(fn, "__qualname__", type(fn).__qualname__)] = fn
+    # Under the key the session document saves each hook by (its name, else __qualname__).
+    hooks = {name or hook_name(hook): hook for name, hook in base._hooks.names()}
     for tool in base.options.tools:
         if getattr(tool.handler, "__module__", None) == "fragola_nb.mcptools":
             raise BadUsage(
@@ -155,6 +160,7 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
                 "(mcp_tools): Ray workers cannot use it; run this batch with the local backend")
     parts: list[tuple[str, Any]] = [(f"tool {t.name!r}", t) for t in base.options.tools]
     parts += [(f"listener {key!r}", fn) for key, fn in listeners.items()]
+    parts += [(f"hook {key!r}", hook) for key, hook in hooks.items()]
     parts += [("RayBackend(fragola=...)", recipe.factory)] if recipe.factory else []
     parts += [("the scripted model's brain", recipe.scripted.get("brain"))
               ] if recipe.scripted else []
@@ -178,7 +184,7 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
         session = session_to_json(base, listeners=True)
     except SessionError as exc:
         raise BadUsage(f"the agent cannot be sent to Ray workers: {exc}") from None
-    return Definition(session, tuple(base.options.tools), listeners, recipe, name)
+    return Definition(session, tuple(base.options.tools), listeners, recipe, name, hooks)
 
 
 def _recipe(fragola: Fragola, backend: RayBackend) -> Recipe:

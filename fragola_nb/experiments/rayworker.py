@@ -3,9 +3,10 @@ actor that runs inputs there.
 
 A ``Definition`` is everything a worker needs to run the batch's inputs as the notebook
 would: the agent's snapshot as a session document (options, instructions, the history
-prefix, stores, listener names; credentials in model settings left out by the session's own
-rule), its tools and listeners (pickled by Ray's cloudpickle: functions of an importable
-module by import path, others by value), and a ``Recipe`` for the worker's own ``Fragola``.
+prefix, stores, listener and hook names; credentials in model settings left out by the
+session's own rule), its tools, listeners and hooks (pickled by Ray's cloudpickle: functions
+of an importable module by import path, others by value; the hooks are put on again when the
+snapshot loads), and a ``Recipe`` for the worker's own ``Fragola``.
 No API key is ever in it: a worker's ``Fragola`` reads ``OPENAI_API_KEY`` (and any other
 credential) from the worker's environment.
 
@@ -35,6 +36,7 @@ from .comparison import answer_text, error_line
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..events import Listener
+    from ..hooks import Hook
     from ..tools import Tool
 
 __all__ = ["BatchWorker", "Definition", "Recipe", "RowReport"]
@@ -83,6 +85,9 @@ class Definition:
     recipe: Recipe
     name: str
     """The agent's name: the worker's forks are named ``NAME-batchINDEX`` as locally."""
+    hooks: Mapping[str, Hook] = field(default_factory=dict)
+    """The agent's hooks (``agent.use``), under the keys its session document names them
+    by: a hook's listeners are saved as the hook, so loading needs the hook itself."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,8 @@ class BatchWorker:
 
         self.fragola = definition.recipe.make()
         session = session_from_json(definition.session, self.fragola,
-                                    tools=definition.tools, listeners=definition.listeners)
+                                    tools=definition.tools, listeners=definition.listeners,
+                                    hooks=definition.hooks)
         self.base: Agent = session.agents[0]
         self.name = definition.name
         self.concurrency = concurrency
