@@ -27,7 +27,7 @@ import asyncio
 import contextvars
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -211,8 +211,8 @@ def preset(make: Callable[..., Any], *args: Any, **kwargs: Any) -> Hook:
 def mcp_hook(server: Any, **options: Any) -> Hook:
     """An MCP server's tools as a hook: ``agent.use(mcp_hook(["python", "server.py"]),
     name="files")`` connects (as a task: a turn waits for it), offers the tools, and on
-    ``remove_hook`` takes them off and closes the connection. ``options`` are
-    ``mcp_tools``'s."""
+    ``remove_hook`` (or ``dispose()``) takes them off at once and closes the connection
+    (the server process it started ends). ``options`` are ``mcp_tools``'s."""
 
     async def hook(agent: Agent) -> Callable[[], Any]:
         from .mcptools import mcp_tools
@@ -220,9 +220,11 @@ def mcp_hook(server: Any, **options: Any) -> Hook:
         connection = await mcp_tools(server, **options)
         connection.add_to(agent)
 
-        async def dispose() -> None:
+        def dispose() -> Awaitable[None]:
+            # The tools go at once (a turn started right after remove_hook must not offer
+            # them); closing the connection is awaited after, as a task.
             connection.remove_from(agent)
-            await connection.aclose()
+            return connection.aclose()
 
         return dispose
 

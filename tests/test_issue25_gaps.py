@@ -5,11 +5,15 @@ and tracing as a hook of one agent (``fragola_nb.tracing.tracing_hook``)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
-from helpers import answered, make_agent
+import psutil
+from helpers import answered, make_agent, until_async
 
 from fragola_nb import ToolCallPayload, tool
+from fragola_nb.hooks import mcp_hook
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 
 
@@ -107,3 +111,71 @@ async def test_refused_arguments_are_validation_errors_before_and_after_listener
     model.push(tool_calls(call("weather", {"town": "Oslo"}, id="c4")), reply("done"))
     await agent.user_message("again")
     assert after[-1] == ToolCallPayload(True, "guessed: Oslo")
+
+
+# -- mcp_hook with a real MCP server ----------------------------------------------------------
+
+SERVER = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
+STDIO = [sys.executable, SERVER, "stdio"]
+
+
+def servers_running() -> list[psutil.Process]:
+    """The demo servers this test process started (and that still run)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if SERVER in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def tool_names(agent: Any) -> list[str]:
+    return [t.name for t in agent.options.tools]
+
+
+async def test_mcp_hook_offers_the_servers_tools_until_remove_hook_closes_it(
+        model: ScriptedModel) -> None:
+    assert servers_running() == []
+    agent = make_agent(model, weather)
+    agent.use(mcp_hook(STDIO, filter=lambda t: t.name in ("add", "echo")), name="demo")
+    assert agent.has_hook("demo")
+
+    model.push(tool_calls(call("add", {"a": 2, "b": 3}, id="c1")), reply("5"))
+    state = await agent.user_message("2 + 3?")  # the turn waits for the hook to connect
+    assert tool_names(agent) == ["weather", "add", "echo"]
+    assert [t["function"]["name"] for t in model.requests[0]["tools"]] == [
+        "weather", "add", "echo"]
+    assert state.messages[2] == answered("c1", "5")  # the server's tool ran
+    assert len(servers_running()) == 1
+
+    assert agent.remove_hook("demo") is True
+    assert tool_names(agent) == ["weather"]  # taken off at once
+    await until_async(lambda: servers_running() == [])  # and the connection it opened closed
+    model.push(reply("no tools"))
+    await agent.user_message("again")
+    assert [t["function"]["name"] for t in model.requests[-1]["tools"]] == ["weather"]
+
+
+async def test_dispose_closes_every_mcp_hook(model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    agent.use(mcp_hook(STDIO, filter=lambda t: t.name == "add", prefix="one_"), name="one")
+    agent.use(mcp_hook(STDIO, filter=lambda t: t.name == "echo", prefix="two_"))  # unnamed
+    await agent.hooks_ready()
+    assert tool_names(agent) == ["one_add", "two_echo"]
+    assert len(servers_running()) == 2
+
+    agent.dispose()
+    assert tool_names(agent) == [] and not agent.has_hook("one")
+    await until_async(lambda: servers_running() == [])
+
+
+async def test_an_mcp_hook_removed_while_it_connects_leaves_no_server(
+        model: ScriptedModel) -> None:
+    agent = make_agent(model)
+    agent.use(mcp_hook(STDIO), name="demo")
+    await until_async(lambda: len(servers_running()) == 1)  # the server is starting
+    agent.remove_hook("demo")
+    await until_async(lambda: servers_running() == [])
+    assert tool_names(agent) == []
