@@ -267,3 +267,21 @@ def test_no_key_and_no_live_markup_in_anything_the_kernel_sent(kernel: Kernel) -
         assert_inert(text)
         assert "<script" not in text and "<img" not in text
     assert traits(kernel, panel)["head"]["name"] == SCRIPT  # text, drawn with textContent
+
+
+def test_a_batch_bar_of_a_hostile_agent_name_sends_it_only_escaped(kernel: Kernel) -> None:
+    """tqdm's notebook bar draws its label as HTML: the agent's name (any text) reaches the
+    front end escaped from the bar's first state on, never as markup for a moment."""
+    start = len(kernel.iopub_log)
+    kernel.execute("agent = scripted_agent('<img src=x onerror=alert(7)>b', reply('hi'), reply('hi'))\n"
+                   "result = await agent.batch(['a', 'b'])")
+    kernel.drain()
+    labels = [str(m["content"]["data"]["state"].get("value", ""))
+              for m in kernel.iopub_log[start:]
+              if m["msg_type"] in ("comm_open", "comm_msg")
+              and "state" in m["content"].get("data", {})]
+    named = [label for label in labels if "alert(7)" in label]
+    assert named, labels  # the bar's label was sent
+    for label in named:
+        assert "<img" not in label and "&lt;img" in label, label
+    assert kernel.eval("result.done") == 2

@@ -152,8 +152,12 @@ class _Batch:
         self.started = time.perf_counter()
         self.done, self.failed = len(self.rows), 0
         self.tokens = sum(row.tokens or 0 for row in self.rows.values())
+        # The label is set after the bar is made: tqdm's notebook widget puts a ``desc`` given
+        # at creation into its HTML label as it is (an agent named "<img onerror=...>" ran in
+        # the page), while every redraw escapes it.
         self.bar = tqdm(total=len(items), initial=len(self.rows), disable=not progress,
-                        desc=f"batch {agent.name}", unit=" input", dynamic_ncols=True)
+                        unit=" input", dynamic_ncols=True)
+        self.bar.set_description_str(f"batch {agent.name}", refresh=False)
         _wrap_text(self.bar)
         self._show()
 
