@@ -58,7 +58,7 @@ if typing.TYPE_CHECKING:
         load_session,
         save_session,
     )
-    from .tracing import instrument, uninstrument
+    from .tracing import instrument, tracing_hook, uninstrument
     from .usage import Usage, tree_usage
 
 # Imported on first use (module __getattr__, PEP 562): most programs never save a session,
@@ -93,6 +93,7 @@ _LAZY = {
     "Veto": "orchestration",
     "orchestrate": "orchestration",
     "instrument": "tracing",
+    "tracing_hook": "tracing",
     "uninstrument": "tracing",
     # agent.batch(..., backend=RayBackend(...)): imports ray only when a batch uses it.
     "RayBackend": "experiments.raybackend",
@@ -155,6 +156,7 @@ __all__ = [
     "run_sync",
     "save_session",
     "tool",
+    "tracing_hook",
     "tree_usage",
     "uninstrument",
 ]

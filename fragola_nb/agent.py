@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-from . import driver
+from . import driver, forking
 from . import instructions as _instructions
 from . import options as _options
 from .checks import ON_STOP, check_content, check_messages, kept_problem, sent, withheld
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .experiments.raybackend import RayBackend
     from .fragola import Fragola
     from .jsonmode import JsonResult
+    from .probes import Probe
 
 __all__ = ["Agent"]
 
@@ -69,6 +70,9 @@ class Agent(Listening):
         self.parent: Agent | None = None
         self.fork_point = 0
         """How many messages this agent inherited from its parent when forked."""
+        self.fork_at: int | None = None
+        """Where ``fork(at=...)`` left the parent: the index into the parent's messages of
+        the first one this fork does not hold (None for a fork at the end)."""
         self._forks: list[Agent] = []
         self._fork_names = itertools.count(1)
         self._history = History(check_messages(messages))
@@ -80,6 +84,9 @@ class Agent(Listening):
         self._listeners = Listeners()
         self._hooks = Hooks()
         """The hooks ``use`` put on, and the listeners each registered (``fragola_nb.hooks``)."""
+        self._probes: tuple[Probe, ...] = ()
+        """Probes watching this agent's turns alone (``fragola_nb.probes.attach``), besides
+        the one ``instrument()`` installs for every agent."""
         self._scopes = Scopes()
         """The scoped instructions (``fragola_nb.instructions``); the unscoped ones are
         ``options.instructions``."""
@@ -556,15 +563,21 @@ class Agent(Listening):
 
     # -- fork -------------------------------------------------------------------------------
 
-    def fork(self, name: str | None = None) -> Agent:
+    def fork(self, name: str | None = None, at: int | None = None, *,
+             exact: bool = False) -> Agent:
         """A new agent that starts where this one is and goes on independently.
+
+        ``at`` (a message index, negative from the end) starts it earlier, holding the
+        messages before ``at`` (shared, not copied); ``fork_at`` records it. A cut inside a
+        tool call's answers moves back to the assistant message that made the calls, with a
+        warning (``exact=True``: a ``BadUsage`` instead); see ``fragola_nb.forking``.
 
         A ``name`` one of this agent's forks already has gets the first free suffix
         (``plain``, then ``plain-2``, ``plain-3``): two compares on one agent, or a fork
         named twice, leave branches a tree can tell apart by name (a compare's columns and
         ``comparison[...]`` keep the variant's own name)."""
         child = self._copy(self._free_fork_name(name or f"{self.name}-fork"
-                                                f"{next(self._fork_names)}"))
+                                                f"{next(self._fork_names)}"), at, exact)
         child.parent = self
         self._forks.append(child)
         # Views of the tree (a fork tree widget) learn of the new branch from the parent. A
@@ -587,27 +600,41 @@ class Agent(Listening):
             free, n = f"{name}-{n}", n + 1
         return free
 
-    def _copy(self, name: str | None) -> Agent:
+    def _copy(self, name: str | None, at: int | None = None, exact: bool = False) -> Agent:
         """A fork that is in no tree (``parent`` None), and that no listener hears of:
         ``fork`` puts it in this agent's tree; ``agent.batch`` runs its inputs on these."""
         if self._status == "generating":
             raise BadUsage(f"agent {self.name!r} is generating: fork it when the turn ends")
+        cut, _ = forking.cut(self, at, exact)
         options = copy.copy(self.options)
         options.name = name or f"{self.name}-fork{next(self._fork_names)}"
         options.model_settings = deep_copy(self.options.model_settings)
         options.tools = list(self.options.tools)
         child = Agent(self.fragola, options,
                       stores=[s.clone() for s in self._stores.values()])
-        child._history = self._history.fork()
+        child._history = self._history.fork(cut)
         child._step_count = self._step_count
-        child._status = self._status
-        child._outcome = self._outcome
         # child._usage stays at zero: a fork counts its own calls, not its parent's.
-        child._pending = dict(self._pending)
+        if cut is None:
+            child._status, child._outcome = self._status, self._outcome
+            child._pending = dict(self._pending)
+        # else: idle, and the pending calls (of the last message) stay behind the cut.
         self._hooks.clone_into(self, child)  # the listeners, and the hooks they belong to
         child._scopes = self._scopes.copy()
-        child.fork_of, child.fork_point = self.id, len(self._history)
+        child.fork_of, child.fork_point = self.id, len(child._history)
+        child.fork_at = cut
         return child
+
+    def edit(self, index: int, content: Any = None, *, result: Any = None) -> None:
+        """Replace a user/assistant text (``content``) or a tool message's ``result`` in this
+        agent's own history, noted in the message, before ``step()``/``user_message`` runs
+        on from it. The parent and other forks keep the message as it was (it is shared,
+        never changed in place); see ``fragola_nb.forking``.
+
+        >>> branch = agent.fork(at=2)                                 # doctest: +SKIP
+        >>> branch.edit(1, content="Say it in French.")               # doctest: +SKIP
+        """
+        forking.edit(self, index, content, result, (content is not None, result is not None))
 
     def drop(self) -> None:
         """Take this fork, with its own forks, out of its parent's tree.

@@ -31,11 +31,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import probes
 from .errors import BadUsage
 from .events import Listener, Listeners, is_transient
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .probes import Probe
 
 __all__ = ["Hook", "Hooks", "hook_name", "mcp_hook", "preset"]
 
@@ -51,6 +53,8 @@ class _Entry:
     name: str | None
     owner: Hooks
     listeners: list[tuple[str, Listener]] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+    """The probes it attached (``probes.attach``: ``fragola_nb.tracing.tracing_hook``)."""
     dispose: Callable[[], Any] | None = None
     task: asyncio.Task[Any] | None = None
 
@@ -85,6 +89,12 @@ class Hooks:
         entry = _installing.get()
         if entry is not None and entry.owner is self:
             entry.listeners.append((event, listener))
+
+    def note_probe(self, probe: Probe) -> None:
+        """A probe was attached to this agent: it belongs to the hook running now, if any."""
+        entry = _installing.get()
+        if entry is not None and entry.owner is self:
+            entry.probes.append(probe)
 
     def owned(self) -> set[tuple[str, int]]:
         """The listeners the hooks put on, as ``(event, id(listener))``."""
@@ -168,6 +178,8 @@ class Hooks:
             entry.task.cancel()  # not started yet: it never will
         for event, listener in entry.listeners:
             agent._listeners.remove(event, listener)
+        for probe in entry.probes:
+            probes.detach(agent, probe)
         undo, entry.dispose = entry.dispose, None
         if dispose and undo is not None:
             result = undo()
@@ -177,12 +189,14 @@ class Hooks:
     def clone_into(self, parent: Agent, child: Agent) -> None:
         """Give a fork its parent's listeners and hooks (see the module's docstring)."""
         child._listeners = parent._listeners.copy()
+        child._probes = parent._probes
         for entry in self._entries:
             if entry.task is not None:  # still starting: it starts on the fork too
                 child._hooks.use(child, entry.hook, entry.name)
                 continue
             kept = [(event, fn) for event, fn in entry.listeners if not is_transient(fn)]
-            child._hooks._entries.append(_Entry(entry.hook, entry.name, child._hooks, kept))
+            child._hooks._entries.append(
+                _Entry(entry.hook, entry.name, child._hooks, kept, list(entry.probes)))
 
     def listeners_of_its_own(self, listeners: Listeners) -> dict[str, list[Listener]]:
         """The listeners not put on by a hook: what a session saves as listeners."""

@@ -7,12 +7,17 @@ span) is current for the code inside (a tool's own spans nest under it) and neve
 another agent's turn. Exceptions pass through it: a probe sees them and must re-raise.
 
 No probe is installed by default, and the core imports nothing for it: a seam then costs
-one global read. ``install`` swaps the probe (``fragola_nb.tracing.instrument`` calls it).
+one global read and one attribute read. ``install`` swaps the probe that watches every agent
+(``fragola_nb.tracing.instrument`` calls it); ``attach`` gives one agent a probe of its own
+(``fragola_nb.tracing.tracing_hook``), which watches that agent's turns, in addition to the
+installed one, and its forks' (a hook attaching it owns it: ``remove_hook`` detaches it, on
+a fork from that fork alone).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,8 +26,8 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .model_client.reported import Exchange, ModelReply
 
-__all__ = ["ModelCall", "Probe", "ToolRun", "install", "installed", "model_call", "tool_run",
-           "turn"]
+__all__ = ["ModelCall", "Probe", "ToolRun", "attach", "detach", "install", "installed",
+           "model_call", "tool_run", "turn"]
 
 
 @dataclass
@@ -70,16 +75,60 @@ def installed() -> Probe | None:
     return _probe
 
 
-def turn(agent: Agent) -> AbstractContextManager[object]:
+def attach(agent: Agent, probe: Probe) -> None:
+    """Make ``probe`` watch ``agent``'s turns (and those of forks made from now on); a hook
+    running now owns it (see ``fragola_nb.hooks``)."""
+    agent._probes = (*agent._probes, probe)
+    agent._hooks.note_probe(probe)
+
+
+def detach(agent: Agent, probe: Probe) -> bool:
+    """Stop ``probe`` watching ``agent`` (once, where attached twice); False when it was not."""
+    own = list(agent._probes)
+    for index, attached in enumerate(own):
+        if attached is probe:
+            del own[index]
+            agent._probes = tuple(own)
+            return True
+    return False
+
+
+def _watching(agent: Agent) -> tuple[Probe, ...]:
+    own: tuple[Probe, ...] = agent._probes
     probe = _probe
-    return contextlib.nullcontext() if probe is None else probe.turn(agent)
+    if probe is None:
+        return own
+    return (probe, *own) if own else (probe,)
+
+
+@contextlib.contextmanager
+def _all(managers: list[AbstractContextManager[object]]) -> Iterator[object]:
+    with contextlib.ExitStack() as stack:
+        for manager in managers:
+            stack.enter_context(manager)
+        yield None
+
+
+def turn(agent: Agent) -> AbstractContextManager[object]:
+    found = _watching(agent)
+    if not found:
+        return contextlib.nullcontext()
+    return found[0].turn(agent) if len(found) == 1 else _all([p.turn(agent) for p in found])
 
 
 def model_call(agent: Agent, call: ModelCall) -> AbstractContextManager[object]:
-    probe = _probe
-    return contextlib.nullcontext() if probe is None else probe.model_call(agent, call)
+    found = _watching(agent)
+    if not found:
+        return contextlib.nullcontext()
+    if len(found) == 1:
+        return found[0].model_call(agent, call)
+    return _all([p.model_call(agent, call) for p in found])
 
 
 def tool_run(agent: Agent, run: ToolRun) -> AbstractContextManager[object]:
-    probe = _probe
-    return contextlib.nullcontext() if probe is None else probe.tool_run(agent, run)
+    found = _watching(agent)
+    if not found:
+        return contextlib.nullcontext()
+    if len(found) == 1:
+        return found[0].tool_run(agent, run)
+    return _all([p.tool_run(agent, run) for p in found])

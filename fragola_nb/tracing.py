@@ -8,6 +8,12 @@ Off by default; ``instrument()`` turns it on for every agent, ``uninstrument()``
     instrument(TracerProvider())          # or instrument(): the global tracer provider
     await agent.user_message("What is 2 + 3?")
 
+For one agent only, put it on as a hook (upstream Fragola's way of adding a behaviour to
+one agent): ``agent.use(tracing_hook(provider), name="trace")`` traces that agent's turns
+and its forks' (forks inherit hooks), with the same settings as ``instrument()``;
+``agent.remove_hook("trace")`` stops it (on a fork, for that fork alone). It adds to
+``instrument()``, if that is on too: each turn is then traced twice, once per provider.
+
 Each ``user_message``/``step``/``json`` call is one span ``invoke_agent NAME``; inside it,
 each model call is a span ``chat MODEL`` and each tool handler that runs is a span
 ``execute_tool NAME`` (a call that does not run, being unknown, invalid, rejected, answered
@@ -66,7 +72,7 @@ import contextlib
 import json
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -80,8 +86,9 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from .agent import Agent
+    from .hooks import Hook
 
-__all__ = ["instrument", "uninstrument"]
+__all__ = ["instrument", "tracing_hook", "uninstrument"]
 
 PROVIDER = "openai"
 """``gen_ai.provider.name``: the API spoken (Chat Completions), whatever server answers."""
@@ -116,6 +123,29 @@ def instrument(tracer_provider: TracerProvider | None = None, *,
     ``metrics.set_meter_provider`` set it, now or later). ``capture_content``: record the
     messages, tool arguments and results too. Called again, it replaces the settings.
     """
+    probes.install(_tracing(tracer_provider, meter_provider, capture_content))
+
+
+def tracing_hook(tracer_provider: TracerProvider | None = None, *,
+                 meter_provider: MeterProvider | None = None,
+                 capture_content: bool = False) -> Hook:
+    """``instrument()`` for one agent, as a hook: ``agent.use(tracing_hook(provider),
+    name="trace")`` traces that agent's turns (and its forks'), ``remove_hook("trace")``
+    stops it. The arguments are ``instrument()``'s, checked now (a wrong one is a
+    ``BadUsage`` here, not when the hook is put on)."""
+    tracing = _tracing(tracer_provider, meter_provider, capture_content)
+
+    def hook(agent: Agent) -> Callable[[], Any]:
+        probes.attach(agent, tracing)
+        return lambda: probes.detach(agent, tracing)
+
+    hook.__qualname__ = "tracing_hook"
+    return hook
+
+
+def _tracing(tracer_provider: TracerProvider | None, meter_provider: MeterProvider | None,
+             capture_content: bool) -> _Tracing:
+    """The probe for these settings, each checked."""
     try:
         from opentelemetry import metrics, trace
     except ImportError as exc:
@@ -145,7 +175,7 @@ def instrument(tracer_provider: TracerProvider | None = None, *,
         "gen_ai.client.token.usage", unit="{token}",
         description="Number of input and output tokens used",
         explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
-    probes.install(_Tracing(tracer, capture_content, duration=duration, tokens=tokens))
+    return _Tracing(tracer, capture_content, duration=duration, tokens=tokens)
 
 
 def uninstrument() -> None:

@@ -10,9 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from helpers import answered, make_agent, until_async
+import pytest
+from helpers import answered, make_agent, make_fragola, until_async
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from fragola_nb import ToolCallPayload, tool
+from fragola_nb import BadUsage, ToolCallPayload, tool, tracing_hook
 from fragola_nb.hooks import mcp_hook
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 
@@ -179,3 +183,65 @@ async def test_an_mcp_hook_removed_while_it_connects_leaves_no_server(
     agent.remove_hook("demo")
     await until_async(lambda: servers_running() == [])
     assert tool_names(agent) == []
+
+
+# -- tracing as a hook of one agent -----------------------------------------------------------
+
+
+def turns_traced(exporter: InMemorySpanExporter) -> list[str]:
+    """The agents whose turns have a span, in the order the turns ended (then forgotten)."""
+    spans = exporter.get_finished_spans()
+    exporter.clear()
+    return [str(span.attributes["gen_ai.agent.name"]) for span in spans
+            if span.name.startswith("invoke_agent ") and span.attributes]
+
+
+async def test_tracing_hook_traces_its_agent_and_its_forks_alone(model: ScriptedModel) -> None:
+    from fragola_nb import probes
+
+    assert probes.installed() is None  # no instrument(): every span below is the hook's
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    fragola = make_fragola(model)
+    traced = fragola.agent("traced", tools=[weather])
+    other = fragola.agent("other")
+    traced.use(tracing_hook(provider), name="trace")
+
+    model.push(tool_calls(call("weather", {"city": "Oslo"}, id="c1")), reply("sunny"),
+               reply("hello"))
+    await traced.user_message("weather in Oslo?")
+    await other.user_message("hi")
+    spans = exporter.get_finished_spans()
+    turn = next(span for span in spans if span.name == "invoke_agent traced")
+    assert turn.context is not None
+    inside = [span.name for span in spans if span.parent is not None
+              and span.parent.span_id == turn.context.span_id]
+    assert inside == ["chat gpt-4o-mini", "execute_tool weather", "chat gpt-4o-mini"]
+    assert all("gen_ai.input.messages" not in (span.attributes or {}) for span in spans)
+    assert turns_traced(exporter) == ["traced"]  # not the other agent's turn
+
+    branch = traced.fork("branch")
+    model.push(reply("from the fork"), reply("from the parent"))
+    await branch.user_message("hi")
+    await traced.user_message("hi")
+    assert turns_traced(exporter) == ["branch", "traced"]
+
+    assert branch.remove_hook("trace") is True  # the fork alone stops
+    model.push(reply("quiet fork"), reply("still traced"))
+    await branch.user_message("hi")
+    await traced.user_message("hi")
+    assert turns_traced(exporter) == ["traced"]
+
+    assert traced.remove_hook("trace") is True
+    model.push(reply("quiet"))
+    await traced.user_message("hi")
+    assert turns_traced(exporter) == []
+    provider.shutdown()
+
+
+def test_tracing_hook_checks_its_settings_when_made() -> None:
+    with pytest.raises(BadUsage, match="capture_content must be True or False"):
+        tracing_hook(capture_content="yes")  # type: ignore[arg-type]
+    with pytest.raises(BadUsage, match="must be an OpenTelemetry TracerProvider"):
+        tracing_hook(object())  # type: ignore[arg-type]
