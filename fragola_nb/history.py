@@ -5,6 +5,11 @@ change what its forks see. ``History`` is append-only: a fork is a new ``History
 the first ``n`` messages of its parent's history and appends to a list of its own, so forking
 costs O(1) time and memory whatever the length. Nothing is ever removed or changed in place;
 ``reset`` makes a new ``History``.
+
+A fork may also start earlier (``fork(at)`` views only the first ``at`` messages), and one
+message may be replaced (``edited``): that makes a new ``History`` over this one holding the
+replacement beside it, so this history, and every fork already made of it, still reads the
+message as it was (copy-on-write of the one message).
 """
 
 from __future__ import annotations
@@ -18,18 +23,28 @@ Message = dict[str, Any]
 class History(Sequence[Message]):
     """Append-only sequence of Chat Completions message dicts, cheap to fork."""
 
-    __slots__ = ("_base", "_base_len", "_own")
+    __slots__ = ("_base", "_base_len", "_edits", "_own")
 
     def __init__(self, messages: Sequence[Message] = ()) -> None:
         self._base: History | None = None
         self._base_len = 0
         self._own: list[Message] = list(messages)
+        self._edits: dict[int, Message] | None = None
+        """Messages of the base replaced for this history and its forks (set when made)."""
 
-    def fork(self) -> History:
-        """A new history seeing what this one holds now, independent from here on."""
+    def fork(self, at: int | None = None) -> History:
+        """A new history seeing the first ``at`` messages (all it holds now when None),
+        independent from here on."""
         child = History()
         child._base = self
-        child._base_len = len(self)
+        child._base_len = len(self) if at is None else at
+        return child
+
+    def edited(self, index: int, message: Message) -> History:
+        """A new history reading ``message`` at ``index`` (0 <= index < len) and the rest as
+        this one does; this one is left unchanged."""
+        child = self.fork()
+        child._edits = {index: message}
         return child
 
     def append(self, message: Message) -> None:
@@ -48,6 +63,8 @@ class History(Sequence[Message]):
             raise IndexError("history index out of range")
         node: History = self
         while index < node._base_len:
+            if node._edits is not None and index in node._edits:
+                return node._edits[index]
             assert node._base is not None
             node = node._base
             # The base may have grown since the fork; positions below base_len are stable.
@@ -59,19 +76,29 @@ class History(Sequence[Message]):
     def to_list(self) -> list[Message]:
         """The messages as a new list (the dicts themselves are shared, never copied)."""
         chain: list[tuple[History, int]] = []
+        edits: list[tuple[dict[int, Message], int]] = []
         node: History | None = self
-        limit = len(self)
+        limit = reach = len(self)
         while node is not None:
             chain.append((node, limit))
             limit = node._base_len
+            reach = min(reach, limit)  # what reads of this node's base come through it
+            if node._edits is not None:
+                edits.append((node._edits, reach))
             node = node._base
         out: list[Message] = []
         for node, end in reversed(chain):
             take = end - node._base_len
-            if take == len(node._own):
+            if take < 0:  # a fork that starts before its base did (``fork(at)``)
+                del out[end:]
+            elif take == len(node._own):
                 out.extend(node._own)
             else:
                 out.extend(node._own[:take])
+        for replaced, below in reversed(edits):  # the nearest edit wins: applied last
+            for index, message in replaced.items():
+                if index < below:
+                    out[index] = message
         return out
 
     def last(self) -> Message | None:
