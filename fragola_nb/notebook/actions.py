@@ -8,6 +8,8 @@ click. What cannot be done is said on the card or in the panel, and nothing chan
     reject   id, reason           inject  id, text
     step     stop     reset       fork    name?, var?
     send     text                 bind    var
+    fork_here  i, name?           rerun   i, text, call?, name?   (a message's controls,
+    source     i, call?  (the text an editor starts from)          see :mod:`.fromhere`)
 
 When the last pending call is decided, the run resumes (``agent.step()``), started by
 :func:`~fragola_nb.notebook.runner.launch` so the kernel stays free for the next click. The
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import FragolaError
 from ..redact import redact_text
 from ..render import visible
+from . import fromhere
 from .runner import launch, runs_of
 
 if TYPE_CHECKING:
@@ -202,6 +205,53 @@ class Actions:
         shown = self.panel.on_fork(fork) if self.panel.on_fork is not None else None
         (shown or self.panel).note(f"forked {fork.name!r}, bound to `{bound}` "
                                    f"(%%fragola {bound} talks to it)")
+
+    # -- a message's controls (see .fromhere: what is kept, edited, run) --------------------------
+
+    def _fork_here(self, i: Any = None, name: str = "") -> None:
+        try:
+            fork = fromhere.fork_here(self.agent, i, name.strip() or None)
+        except fromhere.NotHere as exc:
+            raise Refused(str(exc)) from None
+        self._show_fork(fork, f"forked {fork.name!r} before message {fork.fork_at}")
+
+    def _source(self, i: Any = None, call: str = "") -> None:
+        """Not a change: the editor of a message asks for the text it starts from."""
+        try:
+            self.panel.send(fromhere.source(self.agent, i, str(call)))
+        except fromhere.NotHere as exc:
+            self.panel.send({"t": "source", "i": i, "call": call, "failed": True})
+            raise Refused(str(exc)) from None
+
+    def _rerun(self, i: Any = None, text: str = "", call: str = "", name: str = "") -> None:
+        reply = {"t": "edited", "i": i, "call": call, "ok": False}
+        if self.agent.status == "generating":
+            self.panel.send(reply)
+            raise Refused("the agent is running: wait for it, or Stop it, then edit")
+        try:
+            fork = fromhere.fork_edited(self.agent, i, str(text), str(call),
+                                        name.strip() or None)
+        except fromhere.NotHere as exc:
+            self.panel.send(reply)  # the editor keeps the text; the notice says why
+            raise Refused(str(exc)) from None
+        self.panel.send({**reply, "ok": True})
+        runs = fromhere.goes_on(fork)
+        shown = self._show_fork(fork, f"forked {fork.name!r} with message {i} edited"
+                                + (", running on" if runs else " (it waits for your message)"))
+        if runs:
+            target = shown or self.panel
+            with runs_of(target):  # a run of the fork's panel, when one shows it
+                launch(fork.step, on_error=target.show_error)
+
+    def _show_fork(self, fork: Agent, what: str) -> AgentPanel | None:
+        """Bind a fork made by a click to a fresh variable, show it (the tree selects it) and
+        say so; the panel that shows it now, if another one does."""
+        bound = self._bind_agent(fork, variable_for(fork.name), fresh=True)
+        shown = self.panel.on_fork(fork) if self.panel.on_fork is not None else None
+        where = "" if shown is not None else f"; %fragola_panel {bound} shows it"
+        (shown or self.panel).note(f"{what}, bound to `{bound}` "
+                                   f"(%%fragola {bound} talks to it{where})")
+        return shown
 
     def _bind(self, var: str = "") -> None:
         bound = self._bind_agent(self.agent, var.strip(), fresh=False)

@@ -128,7 +128,7 @@ function clampLong(node, part) {
   node.append(more);
 }
 
-function rowEl(row) {
+function rowEl(row, decorate) {
   const role = String(row.role).replace(/[^a-z]/g, "") || "other";
   const node = h("div", "fragola-msg fragola-msg-" + role);
   node.dataset.index = row.i;
@@ -153,6 +153,7 @@ function rowEl(row) {
     clampLong(node, line);
   }
   for (const call of row.calls || []) node.append(callEl(call));
+  if (decorate) decorate(node, row); // the message's own controls, and its open editor
   return node;
 }
 
@@ -171,6 +172,7 @@ class Window {
     this.offsets = [0];
     this.dirtyFrom = 0;
     this.drawn = new Map(); // k -> node
+    this.decorate = null; // (node, row) => adds a row's controls (set by the view)
     this.sticky = true;
     this.frame = 0;
     scroller.addEventListener("scroll", () => {
@@ -197,7 +199,7 @@ class Window {
     for (const row of rows) {
       const old = this.drawn.get(row.k);
       if (old) {
-        const node = rowEl(row);
+        const node = rowEl(row, this.decorate);
         old.replaceWith(node);
         this.drawn.set(row.k, node);
       }
@@ -241,7 +243,7 @@ class Window {
       let node = this.drawn.get(k);
       if (!node) {
         if (!rows[k]) continue;
-        node = rowEl(rows[k]);
+        node = rowEl(rows[k], this.decorate);
         this.drawn.set(k, node);
         this.list.insertBefore(node, before);
         if (rows[k].md) pending.push(k);
@@ -524,6 +526,10 @@ function renderView(store, model, el) {
     reset.disabled = !on || status !== "idle";
     fork.disabled = forkName.disabled = !on || status === "generating";
     bind.disabled = bindName.disabled = !on;
+    for (const b of scroller.querySelectorAll(".fragola-row-act")) b.disabled = !on || status === "generating";
+    for (const b of scroller.querySelectorAll(".fragola-edit-here-run")) {
+      b.disabled = !on || status === "generating" || Boolean(editing && editing.busy);
+    }
     sendButton.disabled = !on || status !== "idle";
     input.disabled = !on;
     for (const card of cards.values()) card.refresh();
@@ -602,8 +608,109 @@ function renderView(store, model, el) {
   scroller.addEventListener("scroll", () => { jump.hidden = win.sticky; });
   jump.hidden = true;
 
+  // -- a message's own controls: fork from here, edit and run from here ---------------------
+  // What each keeps, edits and runs is the kernel's (fromhere.py); a click sends the
+  // message's index. One editor is open at a time; its text lives here, not in the row's
+  // node, so the windowed list may redraw the row without losing what was typed.
+  let editing = null; // {i, k, call, text (null until the kernel sends it), runs, flag, role, busy}
+  const busyNow = () => (model.get("head") || {}).status === "generating";
+  const rowTool = (label, cls, title, aria) => {
+    const b = button(label, "fragola-row-act " + cls, title);
+    b.setAttribute("aria-label", aria);
+    b.disabled = !live() || busyNow();
+    return b;
+  };
+  const redrawRow = (k) => { if (store.rows[k]) win.changed([store.rows[k]]); };
+  const openEditor = (row, call) => {
+    const before = editing;
+    editing = { i: row.i, k: row.k, call: call || "", text: null, busy: false };
+    if (before && before.k !== row.k) redrawRow(before.k);
+    send({ do: "source", i: row.i, call: call || "" });
+    redrawRow(row.k);
+  };
+  function editorEl() {
+    const e = editing;
+    const box = h("div", "fragola-edit-here");
+    if (e.text === null) {
+      box.append(h("div", "fragola-edit-here-label", "reading the text…"));
+      return box;
+    }
+    const what = e.call ? "this result" : "this " + e.role + " message";
+    box.append(h("div", "fragola-edit-here-label", e.runs
+      ? "Edit " + what + ", then Run: a fork keeps the messages up to here with your text and runs on (this agent stays as it is)."
+      : "Edit " + what + ": a fork keeps the messages up to here with your text and waits for your next message (this agent stays as it is)."));
+    if (e.flag) {
+      box.append(h("div", "fragola-flag", "⚠ this text contains direction-control or invisible characters: it may not read as it is stored"));
+    }
+    const area = h("textarea", "fragola-edit-here-text");
+    area.value = e.text;
+    area.rows = Math.min(12, Math.max(2, e.text.split("\n").length + 1));
+    area.setAttribute("aria-label", "the new text of " + what);
+    const run = button(e.runs ? "Run in a fork" : "Fork with this text", "fragola-edit-here-run fragola-primary",
+      "fork here with this text" + (e.runs ? " and run on" : ""));
+    const cancel = button("Cancel", "fragola-edit-here-cancel", "close the editor; nothing is forked");
+    run.disabled = e.busy || !live() || busyNow();
+    area.addEventListener("input", () => { e.text = area.value; });
+    area.addEventListener("keydown", (ev) => {
+      ev.stopPropagation();
+      if (ev.key === "Escape") { ev.preventDefault(); cancel.click(); }
+      else if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); run.click(); }
+    });
+    run.addEventListener("click", () => {
+      if (run.disabled) return;
+      e.busy = true;
+      run.disabled = true;
+      send({ do: "rerun", i: e.i, call: e.call, text: area.value });
+    });
+    cancel.addEventListener("click", () => { editing = null; redrawRow(e.k); });
+    const buttons = h("div", "fragola-edit-here-buttons");
+    buttons.append(run, cancel);
+    box.append(area, buttons);
+    return box;
+  }
+  win.decorate = (node, row) => {
+    const tools = h("span", "fragola-row-tools");
+    const forkHere = rowTool("⑂ fork from here", "fragola-fork-here",
+      "a fork holding the messages before this one: its Step asks the model again, its message box writes another message here",
+      "fork from message " + row.i);
+    const editHere = rowTool("✎ edit and run", "fragola-edit-here-open",
+      "a fork keeping this message with the text you type, run on from it", "edit message " + row.i + " and run from here");
+    forkHere.addEventListener("click", () => send({ do: "fork_here", i: row.i }));
+    editHere.addEventListener("click", () => openEditor(row, ""));
+    tools.append(forkHere, editHere);
+    node.querySelector(".fragola-role").after(tools);
+    for (const box of node.querySelectorAll(".fragola-call")) {
+      const call = (row.calls || []).find((c) => c.id === box.dataset.callId);
+      if (!call || call.state === "asked") continue;
+      const edit = rowTool("✎ edit result and run", "fragola-edit-result",
+        "a fork keeping this call with the result you type, run on from it",
+        "edit the result of " + call.name + " and run from here");
+      edit.addEventListener("click", () => openEditor(row, call.id));
+      box.append(edit);
+      if (editing && editing.i === row.i && editing.call === call.id) box.after(editorEl());
+    }
+    if (editing && editing.i === row.i && !editing.call) node.append(editorEl());
+  };
+
   // -- wiring --------------------------------------------------------------------------------
   const view = {
+    custom(msg) { // the kernel's answers to this view's editor
+      if (!editing || msg.i !== editing.i || (msg.call || "") !== editing.call) return;
+      const k = editing.k;
+      if (msg.t === "source" && !msg.failed) {
+        Object.assign(editing, { text: String(msg.text || ""), runs: Boolean(msg.runs),
+          flag: Boolean(msg.flag), role: String(msg.role || "") });
+        redrawRow(k);
+        const area = scroller.querySelector(".fragola-edit-here-text");
+        if (area) area.focus();
+      } else if (msg.t === "edited" && !msg.ok) {
+        editing.busy = false; // refused: the notice says why, the text stays
+        redrawRow(k);
+      } else {
+        editing = null;
+        redrawRow(k);
+      }
+    },
     rowsChanged(reset, rows) {
       if (reset) win.reset();
       else win.changed(rows);
@@ -674,6 +781,8 @@ export default () => {
           if ("add" in msg) store.stream += msg.add; else store.stream = msg.text || "";
           store.stopped = Boolean(msg.stopped);
           for (const v of store.views) v.streamChanged();
+        } else if (msg.t === "source" || msg.t === "edited") {
+          for (const v of store.views) v.custom(msg);
         }
         if (first) wake();
       };

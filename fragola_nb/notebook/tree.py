@@ -6,6 +6,12 @@ Below it, the Python side shows the selected agent's :class:`AgentPanel`.
 
     tree = ForkTree(agent)     # the tree of agent.root, with agent selected
     tree.select(fork)          # what a click on fork's node does
+    tree.compare(agent, fork)  # what ticking two nodes' boxes does: their diff, shown between
+
+A fork's node says where it left its parent ("at message 7": it holds the parent's first 7
+messages, ``fork.fork_at``). Ticking the boxes of two nodes shows ``fragola_nb.diff(a, b)``'s
+HTML view (escaped by it; the names in the line above it escaped here) between the tree and
+the branch's panel, redrawn as either branch goes on; unticking one closes it.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
 from ..events import transient
-from ..render import visible
+from ..render import escape, visible
 from .panel import AgentPanel
 from .textviews import ForkTreeText, walk
 
@@ -49,12 +55,32 @@ function row(node, selected, model) {
   part("fragola-tree-name", (node.depth ? "\u2514 " : "") + node.name);
   part("fragola-tree-id", node.id);
   part("fragola-tree-count", node.messages + " msg");
-  if (node.parent !== null) part("fragola-tree-added", "+" + node.added + " since fork");
+  if (node.parent !== null) {
+    part("fragola-tree-at", "at message " + node.at);
+    item.lastChild.title = "holds the first " + node.at + " messages of its parent, then went on";
+    part("fragola-tree-added", "+" + node.added + " since fork");
+  }
   const status = String(node.status).replace(/[^a-z]/g, "");
   part("fragola-tree-status fragola-tree-status-" + status, status);
+  // compare: two picked nodes show their diff (the kernel keeps the last two)
+  const pick = document.createElement("input");
+  pick.type = "checkbox";
+  pick.className = "fragola-tree-pick";
+  pick.checked = (model.get("picked") || []).includes(node.id);
+  pick.title = "compare: pick two branches to see their diff";
+  pick.setAttribute("aria-label", "compare " + node.name);
+  pick.addEventListener("click", (e) => e.stopPropagation());
+  pick.addEventListener("change", () => {
+    const now = (model.get("picked") || []).filter((id) => id !== node.id);
+    if (pick.checked) now.push(node.id);
+    model.set("picked", now);
+    model.save_changes();
+  });
+  item.prepend(pick);
   const choose = () => { model.set("selected", node.id); model.save_changes(); };
   item.addEventListener("click", choose);
   item.addEventListener("keydown", (e) => {
+    if (e.target !== item) return; // the checkbox's own keys
     // the tree keeps the keys it uses: arrows move between nodes, not between notebook cells
     const rows = [...item.parentElement.querySelectorAll(".fragola-tree-node")];
     const at = rows.indexOf(item);
@@ -88,7 +114,10 @@ function render({ model, el }) {
   draw();
   model.on("change:nodes", draw);
   model.on("change:selected", draw);
-  return () => { model.off("change:nodes", draw); model.off("change:selected", draw); };
+  model.on("change:picked", draw);
+  return () => {
+    for (const name of ["nodes", "selected", "picked"]) model.off("change:" + name, draw);
+  };
 }
 
 export default { render };
@@ -108,6 +137,11 @@ CSS = """
 .fragola-tree-id,.fragola-tree-count{font-family:var(--jp-code-font-family,monospace);
   overflow-wrap:anywhere}
 .fragola-tree-status{font-size:11px;border-radius:8px;padding:0 6px;color:#fff;background:#047857}
+.fragola-tree-at{font-style:italic}
+.fragola-tree-pick{margin:0 2px 0 0;align-self:center}
+.fragola-tree-diff-head{display:flex;flex-wrap:wrap;gap:4px 8px;align-items:center;
+  overflow-wrap:anywhere;font-size:13px;color:var(--jp-ui-font-color1,#1f2328)}
+.fragola-tree-diff{max-width:100%;min-width:0;overflow-x:auto}
 .fragola-tree-status-generating{background:#1d4ed8}.fragola-tree-status-waiting{background:#b45309}
 .fragola-fork-tree .jupyter-widgets-disconnected::before{display:none}
 """
@@ -121,6 +155,8 @@ class TreeView(anywidget.AnyWidget):
     _css = CSS
     nodes = traitlets.List(traitlets.Dict()).tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
+    picked = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    """The ids of the nodes ticked to compare (the view adds and removes; two show a diff)."""
 
 
 def node_of(agent: Agent, depth: int) -> dict[str, Any]:
@@ -129,6 +165,8 @@ def node_of(agent: Agent, depth: int) -> dict[str, Any]:
         # the name as text the browser cannot reorder (a bidi override shows as \u202e)
         "id": agent.id, "name": visible(agent.name), "parent": agent.fork_of, "depth": depth,
         "messages": count, "status": agent.status, "added": count - agent.fork_point,
+        "at": (agent.fork_point if agent.fork_at is None else agent.fork_at)
+        if agent.parent is not None else None,
     }
 
 
@@ -144,14 +182,18 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
         self.view.add_class("fragola-tree")
         self.branch = widgets.VBox()
         self.branch.add_class("fragola-tree-branch")
+        self.compared = widgets.VBox()  # the diff of the two ticked nodes, when two are
+        self.compared.add_class("fragola-tree-compared")
+        self._compared_as: tuple[str, str, int, int] | None = None  # what it was drawn of
         self.panel: AgentPanel | None = None
         self.agents: dict[str, Agent] = {}
         self._subscriptions: list[Subscription] = []
         self._lock = threading.RLock()
         self._detached = False
-        self.children = (self.view, self.branch)
+        self.children = (self.view, self.compared, self.branch)
         self.refresh()
         self.view.observe(self._on_selected, names="selected")
+        self.view.observe(self._on_picked, names="picked")
         self.select(agent)
 
     @property
@@ -161,6 +203,10 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
     def select(self, agent: Agent | str) -> None:
         """Show that agent's branch (an agent of this tree, or its id)."""
         self.view.selected = agent if isinstance(agent, str) else agent.id
+
+    def compare(self, a: Agent | str, b: Agent | str) -> None:
+        """Show the diff of two agents of this tree (or ids), as ticking their nodes does."""
+        self.view.picked = [x if isinstance(x, str) else x.id for x in (a, b)]
 
     def refresh(self) -> None:
         """Redraw the nodes, following forks made since (also called on every event)."""
@@ -173,6 +219,7 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
                     self._watch(agent)
                 nodes.append(node_of(agent, depth))
             self.view.nodes = nodes
+            self._show_diff()
 
     def detach(self) -> None:
         """Stop following the agents; the tree and the panel keep their last state."""
@@ -234,6 +281,52 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
             self.panel = AgentPanel(agent, namespace=self.namespace)
             self.panel.on_fork = self._forked
             self.branch.children = (self.panel,)
+
+    def _on_picked(self, change: dict[str, Any]) -> None:
+        picked = list(change["new"])
+        if len(picked) > 2:  # a third tick: the two ticked last are compared
+            self.view.picked = picked[-2:]
+            return
+        with self._lock:
+            if not self._detached:
+                self._show_diff()
+
+    def _show_diff(self) -> None:
+        """Draw the diff of the two ticked agents (again only when either changed)."""
+        pair = [self.agents.get(id_) for id_ in self.view.picked]
+        a, b = pair if len(pair) == 2 else (None, None)
+        if a is None or b is None:
+            if self._compared_as is not None:
+                self._compared_as = None
+                self._replace_diff(())
+            return
+        key = (a.id, b.id, a.message_count, b.message_count)
+        if key == self._compared_as:
+            return
+        self._compared_as = key
+        import fragola_nb
+
+        try:
+            body = fragola_nb.diff(a, b)._repr_html_()
+        except Exception as exc:  # shown where the diff would be, as text
+            body = f"<pre>{escape(f'{type(exc).__name__}: {exc}')}</pre>"
+        head = widgets.HTML(
+            f"<span>diff of <b>{escape(visible(a.name))}</b> [{escape(a.id)}] and "
+            f"<b>{escape(visible(b.name))}</b> [{escape(b.id)}]</span>")
+        head.add_class("fragola-tree-diff-head")
+        close = widgets.Button(description="close diff", tooltip="untick both nodes")
+        close.add_class("fragola-tree-diff-close")
+        close.on_click(lambda _: setattr(self.view, "picked", []))
+        view = widgets.HTML(body)
+        view.add_class("fragola-tree-diff")
+        self._replace_diff((widgets.HBox((head, close)), view))
+
+    def _replace_diff(self, children: tuple[Any, ...]) -> None:
+        old, self.compared.children = self.compared.children, children
+        for box in old:  # their models would stay in the kernel and the page
+            for part in getattr(box, "children", ()):
+                part.close()
+            box.close()
 
     def _forked(self, fork: Agent) -> AgentPanel | None:
         self.refresh()
