@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from . import probes
@@ -40,6 +41,7 @@ from .jsonshapes import NOT_RUN, RECEIVED
 from .model_client.reported import Exchange
 from .schemas import ArgumentsRejected
 from .state import Outcome, PendingCall
+from .timing import ToolTiming
 from .tools import Tool, serialize_result
 from .usage import CallUsage, Usage
 
@@ -126,6 +128,7 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     on_chunk = _chunk_forwarder(agent) if agent._listeners.has("model_chunk") else None
     exchange = Exchange()
     seen = probes.ModelCall(request, exchange)
+    clock = _Clock()
     try:
         with probes.model_call(agent, seen):
             reply = seen.reply = await agent.fragola._model.reply(request, on_chunk, exchange)
@@ -134,11 +137,12 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
         # tokens once the server began to answer: a call, with its usage if it said any
         # (else unknown, and the cost None). An HTTP error or no connection cost nothing.
         if exchange.answered:
-            agent._usage += Usage((_call_usage(request, exchange.usage),), agent.fragola.prices)
+            agent._usage += Usage((_call_usage(request, exchange.usage, clock, exchange),),
+                                  agent.fragola.prices)
         raise
     message = reply.message
     # Counted at once: the tokens are spent whatever the listeners below do.
-    usage = Usage((_call_usage(request, reply.usage),), agent.fragola.prices)
+    usage = Usage((_call_usage(request, reply.usage, clock, exchange),), agent.fragola.prices)
     agent._usage += usage
     if agent._listeners.has("ai_message"):
         try:
@@ -153,13 +157,33 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     return message
 
 
-def _call_usage(request: dict[str, Any], reported: dict[str, int] | None) -> CallUsage:
-    """The call's usage, under the model it asked for (the name prices are given for)."""
+class _Clock:
+    """When something started: the wall-clock time a timeline is drawn from, and the
+    monotonic one its duration is measured with (the wall clock may jump)."""
+
+    def __init__(self) -> None:
+        self.started, self.counter = time.time(), time.perf_counter()
+
+    def seconds(self, until: float | None = None) -> float:
+        return max(0.0, (time.perf_counter() if until is None else until) - self.counter)
+
+
+def _call_usage(request: dict[str, Any], reported: dict[str, int] | None, clock: _Clock,
+                exchange: Exchange) -> CallUsage:
+    """The call's usage, under the model it asked for (the name prices are given for), and
+    its timing (``fragola_nb.timing``): an answer that came in one piece (not streamed) has
+    its time to first token equal to its duration."""
     model = str(request.get("model") or "")
+    seconds = clock.seconds()
+    ttft = None if exchange.first_at is None else min(seconds, clock.seconds(exchange.first_at))
+    if exchange.pieces == 1:
+        ttft = seconds
     if reported is None:
-        return CallUsage(model, reported=False)
+        return CallUsage(model, reported=False, started=clock.started, ttft=ttft,
+                         seconds=seconds)
     return CallUsage(model, reported["prompt_tokens"], reported["completion_tokens"],
-                     reported["total_tokens"], reported["cached_tokens"])
+                     reported["total_tokens"], reported["cached_tokens"], True, clock.started,
+                     ttft, seconds)
 
 
 def _chunk_forwarder(agent: Agent) -> Any:
@@ -305,11 +329,15 @@ async def _execute(
             agent._answer(call_id, CANCELLED, "cancelled")
             return
         run.running_call = call_id  # from here on, a stop means "interrupted", not "did not run"
+        clock = _Clock()
         try:
             with probes.tool_run(agent, seen := probes.ToolRun(tool.name, call_id, arguments)):
                 result = seen.result = await tool.invoke(config.params, agent.context)
         except Exception as exc:
             result = error = _failure(f"the tool {tool.name!r}", exc)
+        finally:  # timed however it ended (an interrupted call ran too, for that long)
+            agent._usage += Usage(tools=(ToolTiming(tool.name, call_id, clock.started,
+                                                    clock.seconds()),))
     await _finish(agent, run, tool.name, call_id, config.params, result, note=note, error=error)
 
 

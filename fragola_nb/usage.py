@@ -16,6 +16,10 @@ for a model, else from the ``genai-prices`` package (a dependency of fragola_nb,
 install prices its calls), imported only when a cost is asked for; a model neither knows is None.
 Each call is priced on its own (some models cost more per token above a prompt length), then
 summed.
+
+Each call also says where the time went (``fragola_nb.timing``): when it was sent, its time to
+first token, its duration and its output rate; ``usage.tools`` holds the tool calls that ran,
+with their durations, so ``agent.usage.since(before)`` is a turn's timeline too.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadUsage
+from .timing import TIMING_FIELDS, ToolTiming, valid_time
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -63,7 +68,14 @@ class ModelPrice:
 @dataclass(frozen=True)
 class CallUsage:
     """One model call: the model asked for, and what the server reported (``reported`` is
-    False when it sent no usage; the counts are then 0, meaning unknown)."""
+    False when it sent no usage; the counts are then 0, meaning unknown).
+
+    Its timing (None when unknown: a call loaded from a file older than these fields):
+    ``started``, when the request was sent, in seconds since the epoch (``time.time()``);
+    ``ttft``, seconds from then to the first piece of the answer (the first streamed chunk;
+    for a call that is not streamed, the whole response, so ``ttft == seconds``);
+    ``seconds``, until the answer was complete (or the call failed). They are not compared:
+    two calls with the same counts are equal however long they took."""
 
     model: str
     prompt_tokens: int = 0
@@ -71,6 +83,21 @@ class CallUsage:
     total_tokens: int = 0
     cached_tokens: int = 0
     reported: bool = True
+    started: float | None = field(default=None, compare=False)
+    ttft: float | None = field(default=None, compare=False)
+    seconds: float | None = field(default=None, compare=False)
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """The output rate: ``completion_tokens / (seconds - ttft)``, the tokens over the time
+        they streamed in after the first one; for a call answered in one piece (not
+        streamed: ``ttft == seconds``) ``completion_tokens / seconds``. None when the
+        server reported no usage or the call has no timing."""
+        if not self.reported or self.seconds is None:
+            return None
+        generating = self.seconds - self.ttft if self.ttft is not None else self.seconds
+        span = generating if generating > 0 else self.seconds
+        return self.completion_tokens / span if span > 0 else None
 
 
 def call_read_back(fields: Any) -> CallUsage:
@@ -83,8 +110,14 @@ def call_read_back(fields: Any) -> CallUsage:
     if not isinstance(fields, Mapping):
         raise ValueError("a call's usage is not an object")
     names = ("model", *COUNTS, "reported")
-    if set(fields) != set(names):
-        raise ValueError(f"a call's usage must have the fields {', '.join(names)}")
+    # Rows written before the timing fields have none; a row has them all or none.
+    timed = set(fields) - set(names)
+    if set(fields) - timed != set(names) or timed not in (set(), set(TIMING_FIELDS)):
+        raise ValueError(f"a call's usage must have the fields {', '.join(names)} "
+                         f"(and {', '.join(TIMING_FIELDS)})")
+    for name in timed:
+        if not valid_time(fields[name]):
+            raise ValueError(f"a call's {name!r} must be a number >= 0 or null")
     if not isinstance(fields["model"], str) or not isinstance(fields["reported"], bool):
         raise ValueError("a call's 'model' must be a string and 'reported' true or false")
     for name in COUNTS:
@@ -94,7 +127,8 @@ def call_read_back(fields: Any) -> CallUsage:
             raise ValueError(f"a call's {name!r} must be a whole number from 0 to "
                              f"{MAX_COUNT}, not {shown}")
     return CallUsage(fields["model"], fields["prompt_tokens"], fields["completion_tokens"],
-                     fields["total_tokens"], fields["cached_tokens"], fields["reported"])
+                     fields["total_tokens"], fields["cached_tokens"], fields["reported"],
+                     *(fields.get(name) for name in TIMING_FIELDS))
 
 
 @dataclass(frozen=True)
@@ -107,11 +141,40 @@ class Usage:
     nothing); ``unreported``: the calls without usage;
     ``cost``: USD, or None when a call is unreported or a model's price is unknown;
     ``by_model``: the same per model. ``a + b`` adds two, ``sum(usages)`` many.
+
+    ``tools``: the tool calls that ran, oldest first, with their durations (``ToolTiming``);
+    ``model_seconds``, ``tool_seconds`` and ``tokens_per_second`` sum the time (see
+    ``fragola_nb.timing``). Times are not compared: equal usages have the same counts.
     """
 
     calls: tuple[CallUsage, ...] = ()
     prices: Mapping[str, ModelPrice] = field(default_factory=dict, compare=False, repr=False)
     """The prices given to ``Fragola(prices=...)``, which win over genai-prices."""
+    tools: tuple[ToolTiming, ...] = field(default=(), compare=False, repr=False)
+    """The tool calls that ran, with when they started and how long they took."""
+
+    @functools.cached_property
+    def model_seconds(self) -> float:
+        """Seconds spent in model calls (those with timing), summed."""
+        return sum(call.seconds for call in self.calls if call.seconds is not None)
+
+    @functools.cached_property
+    def tool_seconds(self) -> float:
+        """Seconds spent running tools, summed."""
+        return sum(tool.seconds for tool in self.tools)
+
+    @functools.cached_property
+    def tokens_per_second(self) -> float | None:
+        """The output rate over the timed calls whose server reported usage: their output
+        tokens over the time those tokens took (each call's span as in
+        ``CallUsage.tokens_per_second``); None when there is none."""
+        tokens, span = 0, 0.0
+        for call in self.calls:
+            rate = call.tokens_per_second
+            if rate is not None and rate > 0:
+                tokens += call.completion_tokens
+                span += call.completion_tokens / rate
+        return tokens / span if span > 0 else None
 
     def _sum(self, name: str) -> int:
         return sum(getattr(call, name) for call in self.calls)
@@ -161,12 +224,14 @@ class Usage:
 
     def since(self, earlier: Usage) -> Usage:
         """The calls made after ``earlier`` was read from the same agent (a turn's usage)."""
-        return Usage(self.calls[len(earlier.calls):], self.prices)
+        return Usage(self.calls[len(earlier.calls):], self.prices,
+                     self.tools[len(earlier.tools):])
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(self.calls + other.calls, {**other.prices, **self.prices})
+        return Usage(self.calls + other.calls, {**other.prices, **self.prices},
+                     self.tools + other.tools)
 
     def __radd__(self, other: object) -> Usage:
         if other == 0:  # sum() starts from 0

@@ -40,6 +40,7 @@ from typing import Any
 
 from ..errors import BadUsage
 from ..textfile import utf8
+from ..timing import tool_read_back
 from ..usage import ModelPrice, Usage, call_read_back
 from .batchrows import BatchRow
 from .comparison import row_tokens
@@ -156,13 +157,17 @@ class ResumeFile:
                   and isinstance(error, (str, type(None)))
                   and isinstance(seconds, (int, float, type(None)))
                   and isinstance(usage, (list, type(None))))
+            # Rows written before tool timings were kept have no "tools" (nor call timings).
+            tools = obj.get("tools", [])
+            ok = ok and isinstance(tools, list)
             counts = None if not ok or usage is None else Usage(
-                tuple(call_read_back(call) for call in usage), self.prices)
+                tuple(call_read_back(call) for call in usage), self.prices,
+                tuple(tool_read_back(tool) for tool in tools))
         except RecursionError:
             ok, problem = False, "it is nested too deeply; " + problem
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             ok = False
-            if str(exc).startswith("a call's"):  # call_read_back's reason
+            if str(exc).startswith(("a call's", "a tool call's")):  # the read_back reason
                 problem = f"{exc}; {problem}"
         if not ok:
             raise BadUsage(f"{self.path}, line {number}, is not a row of a batch resume file: "
@@ -174,9 +179,11 @@ class ResumeFile:
     def write(self, row: BatchRow) -> None:
         """Append ``row`` as one line, on disk before this returns."""
         usage = None if row.usage is None else [dataclasses.asdict(c) for c in row.usage.calls]
+        tools = [] if row.usage is None else [dataclasses.asdict(t) for t in row.usage.tools]
         line = json.dumps({"index": row.index, "input": row.input, "status": row.status,
                            "answer": row.answer, "error": row.error, "usage": usage,
-                           "seconds": row.seconds}, ensure_ascii=False) + "\n"
+                           "seconds": row.seconds, **({"tools": tools} if tools else {})},
+                          ensure_ascii=False) + "\n"
         data, self._newline = self._newline + utf8(line), b""
         while data:  # one write on a local file; the loop covers a short write
             data = data[os.write(self._fd, data):]

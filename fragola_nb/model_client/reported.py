@@ -4,6 +4,7 @@ wrong. A server that sends none, or sends counts that are not counts, gives ``us
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +33,18 @@ class Exchange:
     """The model the server says answered (a body's or a chunk's ``model``), for tracing."""
     id: str | None = None
     """The completion's ``id``, when the server gave one."""
+    first_at: float | None = None
+    """``time.perf_counter()`` when the first body or chunk arrived (the time to first token
+    of ``fragola_nb.timing``)."""
+    pieces: int = 0
+    """How many bodies or chunks arrived: 1 for an answer that came in one piece."""
 
     def saw(self, data: Any) -> None:
         """Keep the usage of a body or a chunk, when it reads as counts, and its model and
-        id, when they are strings."""
+        id, when they are strings; note when the first one came."""
+        self.pieces += 1
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
         if isinstance(data, dict):
             self.usage = usage_of(data.get("usage")) or self.usage
             model, id_ = data.get("model"), data.get("id")

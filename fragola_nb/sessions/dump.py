@@ -8,6 +8,7 @@ under one name could not be told apart on load, so that is refused here.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,7 @@ from ..hooks import hook_name
 from ..redact import scrub
 from ..state import PendingCall
 from ..stores import Store
+from ..timing import call_timing
 from ..tools import serialize_result
 from ..usage import CallUsage
 from .restore import label
@@ -141,6 +143,8 @@ class _Dump:
             **({"credentials_not_saved": removed} if removed else {}),
             **({"usage": [_call_usage(call) for call in agent.usage.calls]}
                if agent.usage.calls else {}),
+            **({"tool_timings": [dataclasses.asdict(tool) for tool in agent.usage.tools]}
+               if agent.usage.tools else {}),
         }
 
     def listeners(self, agent: Agent) -> dict[str, list[str]]:
@@ -176,10 +180,12 @@ def _stores(stores: Iterable[Store[Any]]) -> list[dict[str, Any]]:
 
 def _call_usage(call: CallUsage) -> dict[str, Any]:
     if not call.reported:
-        return {"model": call.model, "reported": False}
+        return {"model": call.model, "reported": False, **call_timing(call)}
     record = {"model": call.model, "prompt_tokens": call.prompt_tokens,
               "completion_tokens": call.completion_tokens, "total_tokens": call.total_tokens}
-    return {**record, "cached_tokens": call.cached_tokens} if call.cached_tokens else record
+    if call.cached_tokens:
+        record["cached_tokens"] = call.cached_tokens
+    return {**record, **call_timing(call)}
 
 
 def pending_record(call: PendingCall) -> dict[str, Any]:

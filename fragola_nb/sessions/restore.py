@@ -27,6 +27,7 @@ from ..runloop import parse_arguments
 from ..schemas import ArgumentsRejected
 from ..state import Decision, PendingCall
 from ..stores import Store
+from ..timing import TIMING_FIELDS, ToolTiming
 from ..usage import CallUsage, Usage
 
 if TYPE_CHECKING:
@@ -255,10 +256,12 @@ def pending_call(call: dict[str, Any], tool: Tool, who: str) -> PendingCall:
 
 
 def _call_usage(record: dict[str, Any]) -> CallUsage:
+    # The timing fields a file holds (an older file: none, the call's timing is unknown).
+    timing = [record.get(name) for name in TIMING_FIELDS]
     if record.get("reported") is False:
-        return CallUsage(record["model"], reported=False)
+        return CallUsage(record["model"], 0, 0, 0, 0, False, *timing)
     return CallUsage(record["model"], record["prompt_tokens"], record["completion_tokens"],
-                     record["total_tokens"], record.get("cached_tokens", 0))
+                     record["total_tokens"], record.get("cached_tokens", 0), True, *timing)
 
 
 def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str, Tool],
@@ -286,7 +289,8 @@ def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str,
         agent._step_count, agent._status = record["step_count"], record["status"]
         agent._outcome = record["outcome"]
         agent._usage = Usage(tuple(_call_usage(call) for call in record.get("usage", ())),
-                             fragola.prices)  # priced as the Fragola loaded into prices
+                             fragola.prices,  # priced as the Fragola loaded into prices
+                             tuple(ToolTiming(**tool) for tool in record.get("tool_timings", ())))
         agent._pending = {call["id"]: pending_call(call, tools[call["name"]], label(record))
                           for call in record["pending"]}
         for event, names in record["listeners"].items():

@@ -99,14 +99,21 @@ _OPTIONS = _strict({
               "uniqueItems": True},
 })
 # One model call's usage (``fragola_nb.usage.CallUsage``): the counts the server reported, or
-# ``"reported": false`` when it reported none.
+# ``"reported": false`` when it reported none; and its timing (``fragola_nb.timing``), the
+# fields that are known (older files have none).
+_seconds = {"type": "number", "minimum": 0}
+_TIMING = {"started": _seconds, "ttft": _seconds, "seconds": _seconds}
 _CALL_USAGE = {
     "oneOf": [
         _strict({"model": _text, "prompt_tokens": _count, "completion_tokens": _count,
-                 "total_tokens": _count, "cached_tokens": _count}, "cached_tokens"),
-        _strict({"model": _text, "reported": {"const": False}}),
+                 "total_tokens": _count, "cached_tokens": _count, **_TIMING},
+                "cached_tokens", *_TIMING),
+        _strict({"model": _text, "reported": {"const": False}, **_TIMING}, *_TIMING),
     ]
 }
+# One tool call that ran, timed (``fragola_nb.timing.ToolTiming``).
+_TOOL_TIMING = _strict({"name": _text, "call_id": _text, "started": _seconds,
+                        "seconds": _seconds})
 _AGENT = _strict({
     "id": _id,
     "fork_of": {"oneOf": [{"type": "null"}, _id]},
@@ -136,7 +143,10 @@ _AGENT = _strict({
     # The model calls this agent made, oldest first (``agent.usage``); written when there are
     # any. Older files have none: their agents load with no usage.
     "usage": {"type": "array", "items": _CALL_USAGE},
-}, "credentials_not_saved", "usage", "hooks", "instruction_scopes")
+    # The tool calls this agent ran, with their durations (``agent.usage.tools``); written
+    # when there are any. Older files have none.
+    "tool_timings": {"type": "array", "items": _TOOL_TIMING},
+}, "credentials_not_saved", "usage", "hooks", "instruction_scopes", "tool_timings")
 _HISTORY = _strict({
     "base": {"oneOf": [{"type": "null"}, _count]},
     "base_length": _count,
