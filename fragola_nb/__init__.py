@@ -37,6 +37,7 @@ from .sync import run_sync
 from .tools import Tool, tool
 
 if typing.TYPE_CHECKING:
+    from .branchdiff import BranchDiff, diff
     from .experiments import BatchResult, Comparison
     from .experiments.raybackend import RayBackend
     from .guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
@@ -77,6 +78,8 @@ _LAZY = {
     "save_session": "sessions",
     "Usage": "usage",
     "tree_usage": "usage",
+    "BranchDiff": "branchdiff",
+    "diff": "branchdiff",
     # The rest of the Fragola system: optional modules (mcp_tools and instrument import their
     # extras, mcp and opentelemetry, only when called).
     "Guardrail": "guardrails",
@@ -107,6 +110,7 @@ __all__ = [
     "AgentState",
     "BadUsage",
     "BatchResult",
+    "BranchDiff",
     "Comparison",
     "Decision",
     "Fragola",
@@ -144,6 +148,7 @@ __all__ = [
     "Usage",
     "Veto",
     "create_store",
+    "diff",
     "export_html",
     "export_markdown",
     "export_tree_html",
