@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
+from test_export_html import assert_page_is_closed, data_of
 
 from fragola_nb import (
     Agent,
@@ -128,8 +129,13 @@ async def test_hostile_text_is_escaped_in_html(model: ScriptedModel) -> None:
     assert '<meta charset="utf-8">' in page
     assert "default-src 'none'" in page
     assert f"<title>{'&lt;b&gt;&lt;img src=x onerror=alert(2)&gt;&lt;/b&gt;'}</title>" in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert_inert(page)
+    # export_html is a viewer: its own two scripts (tests/test_export_html.py), the messages
+    # as JSON data, the answer's Markdown as render.py's escaped HTML.
+    assert_page_is_closed(page)
+    answer = data_of(page)["nodes"][0]["messages"][-1]["h"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in answer
+    assert_inert(answer)
+    assert_inert(export_tree_html(agent))
 
 
 async def test_hostile_text_is_inert_in_markdown(model: ScriptedModel) -> None:
@@ -243,10 +249,11 @@ async def test_a_branch_is_exported_from_the_root(model: ScriptedModel) -> None:
     await robot.user_message("Add a robot.")
 
     text = export_markdown(robot)
-    page = export_html(robot)
+    page = export_html(robot)  # the whole tree, the robot's branch selected
 
     assert "Once upon a time." in text and "A robot." in text and "dragon" not in text.lower()
-    assert "Once upon a time." in page and "A robot." in page and "A dragon." not in page
+    assert "Once upon a time." in page and "A robot." in page
+    assert data_of(page)["selected"] == robot.id
 
 
 async def test_the_tree_lists_what_each_branch_adds(model: ScriptedModel) -> None:
@@ -291,8 +298,10 @@ async def test_exports_write_the_file_they_return(model: ScriptedModel, tmp_path
     await agent.user_message("if a < b:\n```\nhi")
 
     text = export_markdown(agent, tmp_path / "lesson.md")
-    page = export_html(agent, tmp_path / "lesson.html", title="Lesson 1")
+    written = export_html(agent, tmp_path / "lesson.html", title="Lesson 1")  # the path
+    page = export_html(agent, title="Lesson 1")  # with no path: the page's text
 
+    assert written == str(tmp_path / "lesson.html")
     assert (tmp_path / "lesson.md").read_text(encoding="utf-8") == text
     assert (tmp_path / "lesson.html").read_text(encoding="utf-8") == page
     assert "<title>Lesson 1</title>" in page

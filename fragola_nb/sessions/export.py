@@ -1,7 +1,9 @@
 """Conversations as Markdown and standalone HTML, for teaching material.
 
+(``export_html``, a run to browse in one file with its script, is ``htmlexport``.)
+
 >>> print(export_markdown(agent))                     # doctest: +SKIP
->>> export_html(agent, "lesson.html")                 # doctest: +SKIP
+>>> export_tree_html(agent, "branches.html")          # doctest: +SKIP
 >>> export_tree_markdown(agent.root, "branches.md")   # doctest: +SKIP
 
 An agent's history is its branch from the root, so exporting a fork exports that branch. The
@@ -25,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..render import (
     CSS,
-    conversation_html,
     escape,
     message_html,
     messages_html,
@@ -38,7 +39,7 @@ from .markdown import MarkdownText, fence, inline, messages_markdown
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["export_html", "export_markdown", "export_tree_html", "export_tree_markdown"]
+__all__ = ["export_markdown", "export_tree_html", "export_tree_markdown"]
 
 Messages = list[dict[str, Any]]
 
@@ -55,18 +56,6 @@ def export_markdown(agent: Agent, path: str | os.PathLike[str] | None = None, *,
     lines += ["## Conversation", ""]
     lines += messages_markdown(messages, 0, {})
     return MarkdownText(_written(path, "\n".join(lines).rstrip() + "\n"))
-
-
-def export_html(agent: Agent, path: str | os.PathLike[str] | None = None, *,
-                title: str | None = None) -> str:
-    """The agent's conversation as a standalone HTML page (escaped, no script can run)."""
-    messages = agent.state.messages
-    if agent.instructions:
-        role = "developer" if agent.options.use_developer_role else "system"
-        messages = [{"role": role, "content": agent.instructions}, *messages]
-    body = conversation_html(messages, title=title or agent.name, status=agent.status,
-                             subtitle=_subtitle(agent))
-    return _written(path, _page(title or agent.name, body))
 
 
 def export_tree_markdown(agent: Agent, path: str | os.PathLike[str] | None = None, *,

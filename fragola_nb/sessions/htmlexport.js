@@ -1,0 +1,304 @@
+// fragola_nb's export_html viewer: draws the run held in #fx-data (see htmlexport.py).
+// Every text is set with textContent; only "h" (assistant Markdown rendered and escaped by
+// fragola_nb.render in Python) is set as HTML. Nothing is fetched: the page's policy forbids it.
+(function () {
+  "use strict";
+  var CHUNK = 150;
+  var data = JSON.parse(document.getElementById("fx-data").textContent);
+  var view = document.getElementById("fx-view");
+
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+  function badge(status) { return el("span", "fx-status fx-status-" + String(status).replace(/[^a-z_]/g, ""), status); }
+  function facts(tokens, seconds) {
+    var parts = [];
+    if (tokens !== null && tokens !== undefined) parts.push(tokens.toLocaleString("en") + " tokens");
+    if (seconds !== null && seconds !== undefined) parts.push(seconds.toFixed(2) + " s");
+    return parts.join(" · ");
+  }
+
+  // Tool call id -> {name, result}, over a whole history, made when a call is first opened.
+  function callIndex(messages) {
+    var index = {};
+    messages.forEach(function (m) {
+      (m.c || []).forEach(function (c) { index[c.id] = { name: c.n, result: null }; });
+      if (m.r === "tool" && m.id !== undefined) {
+        var entry = index[m.id] || (index[m.id] = { name: "tool", result: null });
+        entry.result = m.t || "";
+      }
+    });
+    return index;
+  }
+
+  // A <details> whose body is drawn the first time it is opened.
+  function lazyDetails(cls, summary, fill, open) {
+    var details = el("details", cls);
+    var head = el("summary");
+    summary(head);
+    details.appendChild(head);
+    var filled = false;
+    function draw() { if (!filled && details.open) { filled = true; fill(details); } }
+    details.addEventListener("toggle", draw);
+    if (open) { details.open = true; draw(); }
+    return details;
+  }
+
+  function messageNode(m, number, calls) {
+    var role = String(m.r);
+    var box = el("div", "fx-msg fx-msg-" + role.replace(/[^a-z]/g, ""));
+    box.dataset.index = String(number - 1);
+    box.appendChild(el("div", "fx-role", number + " · " + role));
+    if (m.h !== undefined) {
+      var md = el("div", "fx-md");
+      md.innerHTML = m.h;  // escaped by fragola_nb.render.markdown_html in Python
+      box.appendChild(md);
+    }
+    if (m.t !== undefined && role !== "tool") box.appendChild(el("div", "fx-text", m.t));
+    (m.c || []).forEach(function (c) {
+      box.appendChild(lazyDetails("fx-call", function (s) {
+        s.appendChild(document.createTextNode("calls "));
+        s.appendChild(el("b", "fx-call-name", c.n));
+      }, function (d) {
+        d.appendChild(el("div", "fx-label", "arguments"));
+        d.appendChild(el("pre", "fx-args", c.a));
+        var entry = calls()[c.id];
+        d.appendChild(el("div", "fx-label", "result"));
+        d.appendChild(entry && entry.result !== null ? el("pre", "fx-result", entry.result)
+          : el("div", "fx-none", "no result in this history"));
+      }));
+    });
+    if (role === "tool") {
+      box.appendChild(lazyDetails("fx-tool-result", function (s) {
+        var entry = calls()[m.id];
+        s.appendChild(document.createTextNode("result of "));
+        s.appendChild(el("b", "fx-call-name", entry ? entry.name : "tool"));
+      }, function (d) { d.appendChild(el("pre", "fx-result", m.t || "")); }));
+    }
+    if (m.e !== undefined) box.appendChild(el("div", "fx-error", m.e));
+    return box;
+  }
+
+  // A history drawn CHUNK messages at a time, the next chunk when its end is scrolled to.
+  function historyNode(messages) {
+    var list = el("div", "fx-history");
+    if (!messages.length) { list.appendChild(el("p", "fx-none", "No messages.")); return list; }
+    var index = null;
+    function calls() { return index || (index = callIndex(messages)); }
+    var shown = 0;
+    var more = el("button", "fx-more");
+    more.type = "button";
+    var observer = null;
+    function next() {
+      var end = Math.min(messages.length, shown + CHUNK);
+      var frag = document.createDocumentFragment();
+      for (var i = shown; i < end; i++) frag.appendChild(messageNode(messages[i], i + 1, calls));
+      list.insertBefore(frag, more);
+      shown = end;
+      if (shown >= messages.length) {
+        more.remove();
+        if (observer) observer.disconnect();
+      } else {
+        more.textContent = "show more (" + shown.toLocaleString("en") + " of " +
+          messages.length.toLocaleString("en") + " shown)";
+      }
+    }
+    list.appendChild(more);
+    more.addEventListener("click", next);
+    next();
+    if (shown < messages.length && "IntersectionObserver" in window) {
+      observer = new IntersectionObserver(function (entries) {
+        if (entries.some(function (e) { return e.isIntersecting; })) next();
+      }, { rootMargin: "600px" });
+      observer.observe(more);
+    }
+    return list;
+  }
+
+  // -- an agent and its fork tree ------------------------------------------------------------
+  function agentView(root) {
+    var nodes = {}, order = data.nodes;
+    order.forEach(function (n) { nodes[n.id] = n; });
+    var memo = {};
+    function history(n) {  // a fork's history: its parent's first `start` messages, then its own
+      if (memo[n.id]) return memo[n.id];
+      var parent = n.parent !== null ? nodes[n.parent] : null;
+      var full = parent ? history(parent).slice(0, n.start).concat(n.messages) : n.messages;
+      return (memo[n.id] = full);
+    }
+    var layout = el("div", "fx-agent");
+    var tree = el("nav", "fx-tree");
+    tree.setAttribute("aria-label", "fork tree");
+    tree.appendChild(el("div", "fx-label", "fork tree (" + order.length + ")"));
+    var detail = el("section", "fx-detail");
+    var buttons = {};
+    order.forEach(function (n) {
+      var b = el("button", "fx-node");
+      b.type = "button";
+      b.style.paddingLeft = (6 + 14 * Math.min(n.depth, 12)) + "px";
+      b.appendChild(el("span", "fx-node-name", n.name));
+      b.appendChild(el("span", "fx-node-count", String(history(n).length)));
+      b.addEventListener("click", function () { select(n.id); });
+      buttons[n.id] = b;
+      tree.appendChild(b);
+    });
+    function select(id) {
+      var n = nodes[id];
+      Object.keys(buttons).forEach(function (k) {
+        buttons[k].classList.toggle("fx-selected", k === id);
+        buttons[k].setAttribute("aria-pressed", String(k === id));
+      });
+      detail.textContent = "";
+      var head = el("h2", "fx-name", n.name);
+      head.appendChild(document.createTextNode(" "));
+      head.appendChild(badge(n.status));
+      detail.appendChild(head);
+      detail.appendChild(el("p", "fx-about", n.about));
+      if (n.fork_of) {
+        detail.appendChild(el("p", "fx-fork-note", "fork of " + n.fork_of + " at message " + n.fork_point));
+      }
+      if (n.instructions) {
+        var ins = el("details", "fx-instructions");
+        ins.appendChild(el("summary", null, "instructions"));
+        ins.appendChild(el("pre", "fx-text", n.instructions));
+        detail.appendChild(ins);
+      }
+      var messages = history(n);
+      detail.appendChild(el("div", "fx-label", messages.length.toLocaleString("en") + " messages"));
+      detail.appendChild(historyNode(messages));
+    }
+    layout.appendChild(tree);
+    layout.appendChild(detail);
+    root.appendChild(layout);
+    select(nodes[data.selected] ? data.selected : order[0].id);
+  }
+
+  // -- a comparison: the variants side by side ------------------------------------------------
+  function comparisonView(root) {
+    root.appendChild(el("p", "fx-asked", "asked: " + data.message));
+    if (data.shared.length) {
+      root.appendChild(lazyDetails("fx-shared", function (s) {
+        s.textContent = "history before the comparison (" + data.shared.length + " messages)";
+      }, function (d) { d.appendChild(historyNode(data.shared)); }));
+    }
+    var grid = el("div", "fx-grid");
+    data.variants.forEach(function (v) {
+      var col = el("section", "fx-variant");
+      var head = el("h2", "fx-name", v.name);
+      head.appendChild(document.createTextNode(" "));
+      head.appendChild(badge(v.status));
+      col.appendChild(head);
+      var line = facts(v.tokens, v.seconds);
+      if (line) col.appendChild(el("p", "fx-about", line));
+      if (v.answer !== null) col.appendChild(el("div", "fx-answer fx-text", v.answer));
+      v.calls.forEach(function (c) { col.appendChild(el("div", "fx-call-line", "calls " + c)); });
+      if (v.error) col.appendChild(el("div", "fx-error", v.error));
+      col.appendChild(lazyDetails("fx-variant-history", function (s) {
+        s.textContent = "messages (" + v.messages.length + ")";
+      }, function (d) { d.appendChild(historyNode(v.messages)); }));
+      grid.appendChild(col);
+    });
+    root.appendChild(grid);
+  }
+
+  // -- a batch: rows, a status filter and a search --------------------------------------------
+  function batchView(root) {
+    root.appendChild(el("p", "fx-about", data.summary));
+    var bar = el("div", "fx-filters");
+    var status = el("select", "fx-filter-status");
+    status.setAttribute("aria-label", "status");
+    var counts = {};
+    data.rows.forEach(function (r) { counts[r.status] = (counts[r.status] || 0) + 1; });
+    [["", "all (" + data.rows.length + ")"]].concat(Object.keys(counts).map(function (k) {
+      return [k, k + " (" + counts[k] + ")"];
+    })).forEach(function (pair) {
+      var option = el("option", null, pair[1]);
+      option.value = pair[0];
+      status.appendChild(option);
+    });
+    var search = el("input", "fx-filter-text");
+    search.type = "search";
+    search.placeholder = "search inputs, answers, errors";
+    search.setAttribute("aria-label", "search");
+    var count = el("span", "fx-count");
+    bar.appendChild(status);
+    bar.appendChild(search);
+    bar.appendChild(count);
+    root.appendChild(bar);
+    var table = el("table", "fx-rows");
+    var headRow = el("tr");
+    ["#", "status", "input", "answer / error", "tokens", "s"].forEach(function (h) { headRow.appendChild(el("th", null, h)); });
+    var thead = el("thead");
+    thead.appendChild(headRow);
+    table.appendChild(thead);
+    var body = el("tbody");
+    table.appendChild(body);
+    root.appendChild(table);
+    var more = el("button", "fx-more");
+    more.type = "button";
+    root.appendChild(more);
+    var kept = [], shown = 0;
+
+    function rowNode(r) {
+      var tr = el("tr", "fx-row fx-row-" + r.status.replace(/[^a-z]/g, ""));
+      tr.tabIndex = 0;
+      tr.appendChild(el("td", null, String(r.index)));
+      var cell = el("td");
+      cell.appendChild(badge(r.status));
+      tr.appendChild(cell);
+      tr.appendChild(el("td", "fx-text", r.input));
+      tr.appendChild(r.error !== null ? el("td", "fx-error", r.error) : el("td", "fx-text", r.answer === null ? "" : r.answer));
+      tr.appendChild(el("td", null, r.tokens === null ? "" : String(r.tokens)));
+      tr.appendChild(el("td", null, r.seconds === null ? "" : r.seconds.toFixed(2)));
+      var open = null;
+      function toggle() {
+        if (open) { open.remove(); open = null; tr.classList.remove("fx-open"); return; }
+        open = el("tr", "fx-row-detail");
+        var td = el("td");
+        td.colSpan = 6;
+        td.appendChild(r.messages ? historyNode(r.messages)
+          : el("p", "fx-none", r.resumed ? "read back from a resume file: no messages" : "no messages kept"));
+        open.appendChild(td);
+        tr.after(open);
+        tr.classList.add("fx-open");
+      }
+      tr.addEventListener("click", toggle);
+      tr.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); toggle(); } });
+      return tr;
+    }
+    function drawMore() {
+      var end = Math.min(kept.length, shown + CHUNK);
+      var frag = document.createDocumentFragment();
+      for (var i = shown; i < end; i++) frag.appendChild(rowNode(kept[i]));
+      body.appendChild(frag);
+      shown = end;
+      more.hidden = shown >= kept.length;
+      more.textContent = "show more rows (" + shown + " of " + kept.length + ")";
+    }
+    function apply() {
+      var want = status.value, words = search.value.toLowerCase();
+      kept = data.rows.filter(function (r) {
+        if (want && r.status !== want) return false;
+        if (!words) return true;
+        return [r.input, r.answer || "", r.error || ""].join("\n").toLowerCase().indexOf(words) >= 0;
+      });
+      body.textContent = "";
+      shown = 0;
+      count.textContent = kept.length + " of " + data.rows.length + " rows";
+      drawMore();
+    }
+    status.addEventListener("change", apply);
+    search.addEventListener("input", apply);
+    more.addEventListener("click", drawMore);
+    apply();
+  }
+
+  var VIEWS = { agent: agentView, comparison: comparisonView, batch: batchView };
+  view.textContent = "";
+  var draw = VIEWS[data.kind];
+  if (draw) draw(view); else view.appendChild(el("p", "fx-error", "unknown export kind: " + data.kind));
+  document.documentElement.dataset.fxReady = "1";
+})();
