@@ -353,8 +353,13 @@ function renderView(store, model, el) {
   const toolsBox = h("details", "fragola-tools");
   const storesBox = h("details", "fragola-stores");
   const detachedNote = h("div", "fragola-detached");
+  // a turn's timeline: its summary holds the totals; the bars exist only while it is open
+  const timelineBox = h("details", "fragola-timeline");
+  const timelineSummary = h("summary", "fragola-timeline-summary");
+  const timelineBars = h("div", "fragola-timeline-bars");
+  timelineBox.append(timelineSummary, timelineBars);
   el.replaceChildren(header, instructions, strip, notice, offline, messagesBox, decisionsBox, cardsBox,
-    controls,
+    timelineBox, controls,
     chat, toolsBox, storesBox, detachedNote);
 
   // -- drawing -------------------------------------------------------------------------------
@@ -540,6 +545,38 @@ function renderView(store, model, el) {
       ? "No kernel holds this agent (a saved notebook, or a restarted kernel): the conversation is shown read-only and the controls are off. Run the notebook again to use them."
       : "";
   }
+
+  // A waterfall: one row per model or tool call, its bar placed by start and length on the
+  // turn's span; every text is textContent or a title.
+  function drawTimeline() {
+    const t = model.get("timeline") || {};
+    const bars = Array.isArray(t.bars) ? t.bars : [];
+    timelineBox.hidden = !bars.length;
+    timelineSummary.textContent = "timeline" + (t.summary ? " · " + t.summary : "");
+    if (!timelineBox.open) { timelineBars.replaceChildren(); return; }
+    const span = Math.max(Number(t.span) || 0, 1e-9);
+    const pc = (x) => Math.max(0, Math.min(100, (100 * (Number(x) || 0)) / span)) + "%";
+    const rows = [];
+    for (const b of bars) {
+      const kind = b.kind === "tool" ? "tool" : "model";
+      const row = h("div", "fragola-tl-row fragola-tl-" + kind);
+      row.title = b.title || "";
+      const track = h("div", "fragola-tl-track");
+      const bar = h("div", "fragola-tl-bar");
+      bar.style.left = pc(b.start);
+      bar.style.width = pc(b.seconds);
+      if (kind === "model" && b.ttft !== null && b.ttft !== undefined && b.seconds > 0) {
+        const wait = h("div", "fragola-tl-wait"); // until the first token
+        wait.style.width = Math.min(100, (100 * b.ttft) / b.seconds) + "%";
+        bar.append(wait);
+      }
+      track.append(bar);
+      row.append(h("bdi", "fragola-tl-label", b.label), track, h("span", "fragola-tl-time", b.text));
+      rows.push(row);
+    }
+    timelineBars.replaceChildren(...rows);
+  }
+  timelineBox.addEventListener("toggle", drawTimeline);
 
   function drawTools() {
     const tools = model.get("tools") || [];
@@ -728,6 +765,7 @@ function renderView(store, model, el) {
   on("notice", drawNotice);
   on("cards", drawCards);
   on("decisions", drawDecisions);
+  on("timeline", drawTimeline);
   on("tools", drawTools);
   on("stores", drawStores);
   on("detached", drawControls);
@@ -741,6 +779,7 @@ function renderView(store, model, el) {
   cleanups.push(() => marks.disconnect());
   drawCards();
   drawDecisions();
+  drawTimeline();
   drawHead();
   drawStrip();
   drawNotice();

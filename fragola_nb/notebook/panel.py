@@ -44,6 +44,7 @@ from .actions import Actions, clicked, error_text
 from .rows import CallFacts, Rows
 from .runner import started_by
 from .stream import Stream
+from .timeline import timeline_shown
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -108,6 +109,9 @@ class AgentPanel(anywidget.AnyWidget):
     since = traitlets.Int(0).tag(sync=True)
     saved_rows: traitlets.List[Any] = traitlets.List().tag(sync=True)
     """Left empty by the kernel; the browser fills it (see the module's docstring)."""
+    timeline = traitlets.Dict().tag(sync=True)
+    """A turn panel's waterfall of model and tool calls, and their totals
+    (``timeline.timeline_shown``); empty for a panel of the whole agent."""
     decisions = traitlets.List(traitlets.Dict()).tag(sync=True)
     """A turn panel's approval cards once their calls are answered: name, args, kind and
     how and by whom each was decided ("approved in code", "rejected by a click: why"), so
@@ -333,6 +337,7 @@ class AgentPanel(anywidget.AnyWidget):
         self._running = None
         self._calling_since = time.time()
         self._refresh_strip()
+        self._refresh_timeline()
 
     @_observer
     def _on_after_step(self, event: Any) -> None:
@@ -426,6 +431,12 @@ class AgentPanel(anywidget.AnyWidget):
         self.head = shown.head(self.agent, model=self._model(), usage=self.usage,
                                turn=self.turn)
         self._refresh_strip()
+        self._refresh_timeline()
+
+    def _refresh_timeline(self) -> None:
+        # A turn's calls only: the whole agent's could be thousands of bars.
+        if self.turn:
+            self.timeline = timeline_shown(self.usage, self._shown)
 
     def _refresh_strip(self) -> None:
         self.strip = shown.strip(self.agent, model=self._model(), running=self._running,
