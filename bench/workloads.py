@@ -200,7 +200,79 @@ def make_pydantic_ai(base_url: str) -> Run:
     return run
 
 
+# -- raw httpx: the physical limit of a Python client (issue 26) --------------------------
+
+def make_raw_httpx(base_url: str) -> Run:
+    """No SDK: an ``httpx2.AsyncClient`` (what the openai client is built on), the very
+    request bodies fragola_nb sends, the JSON answer or the SSE lines parsed by hand."""
+    import httpx2
+
+    http = httpx2.AsyncClient(base_url=base_url.rstrip("/") + "/", timeout=TIMEOUT,
+                              headers={"Authorization": "Bearer bench"})
+
+    async def call(messages: list[dict[str, Any]], stream: bool
+                   ) -> tuple[str | None, list[dict[str, Any]]]:
+        body: dict[str, Any] = {"model": MODEL, "messages": messages, "tools": FLOOR_TOOLS}
+        if not stream:
+            response = await http.post("chat/completions", json=body)
+            response.raise_for_status()
+            message = json.loads(response.content)["choices"][0]["message"]
+            return message.get("content"), [
+                {"id": c["id"], "type": "function",
+                 "function": {"name": c["function"]["name"],
+                              "arguments": c["function"]["arguments"]}}
+                for c in message.get("tool_calls") or ()]
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        async with http.stream("POST", "chat/completions", json=body) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    continue  # read on to the end: the connection is reused (as openai does)
+                chunk = json.loads(data)
+                if not chunk.get("choices"):
+                    continue
+                delta = chunk["choices"][0].get("delta") or {}
+                if delta.get("content"):
+                    text.append(delta["content"])
+                for part in delta.get("tool_calls") or ():
+                    c = calls.setdefault(part["index"], {
+                        "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                    if part.get("id"):
+                        c["id"] = part["id"]
+                    function = part.get("function") or {}
+                    c["function"]["name"] += function.get("name") or ""
+                    c["function"]["arguments"] += function.get("arguments") or ""
+        return "".join(text) or None, [calls[i] for i in sorted(calls)]
+
+    async def run(k: int, stream: bool) -> None:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt(k)}]
+        while True:
+            content, calls = await call(messages, stream)
+            if not calls:
+                assert content and content.startswith("The total is"), content
+                return
+            assistant: dict[str, Any] = {"role": "assistant"}
+            if content:
+                assistant["content"] = content
+            assistant["tool_calls"] = calls
+            messages.append(assistant)
+            for c in calls:
+                result = add(**json.loads(c["function"]["arguments"]))
+                messages.append({"role": "tool", "tool_call_id": c["id"],
+                                 "content": str(result)})
+
+    run.aclose = http.aclose  # type: ignore[attr-defined]
+    return run
+
+
 LIBRARIES: dict[str, Callable[[str], Run]] = {
+    "raw httpx (limit)": make_raw_httpx,
     "bare openai (floor)": make_floor,
     "fragola_nb": make_fragola,
     "openai-agents": make_openai_agents,

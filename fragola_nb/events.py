@@ -71,14 +71,35 @@ class ModelInvocationEvent(Event):
     config: dict[str, Any]
 
 
-@dataclass
+@dataclass(init=False)
 class ModelChunkEvent(Event):
-    chunk: Any
-    """The ``openai`` ``ChatCompletionChunk`` as received."""
+    """``chunk`` and ``message`` are built on first read (then kept): a listener that reads
+    neither costs no model object and no message per chunk."""
+
     content: str
     """The text this chunk adds ("" when it adds none)."""
-    message: dict[str, Any]
-    """The assistant message assembled so far (a fresh dict each chunk)."""
+
+    def __init__(self, context: AgentContext, chunk: Callable[[], Any], content: str,
+                 message: Callable[[], dict[str, Any]]) -> None:
+        self.context = context
+        self.content = content
+        self._chunk: Any = chunk
+        self._message: Any = message
+        self._built = 0  # bit 1: chunk built, bit 2: message built
+
+    @property
+    def chunk(self) -> Any:
+        """The ``openai`` ``ChatCompletionChunk`` as received."""
+        if not self._built & 1:
+            self._chunk, self._built = self._chunk(), self._built | 1
+        return self._chunk
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The assistant message assembled so far (a fresh dict each chunk)."""
+        if not self._built & 2:
+            self._message, self._built = self._message(), self._built | 2
+        return self._message  # type: ignore[no-any-return]
 
 
 @dataclass

@@ -46,6 +46,8 @@ from .tools import Tool, serialize_result
 from .usage import CallUsage, Usage
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .agent import Agent
     from .driver import Run
 
@@ -187,7 +189,8 @@ def _call_usage(request: dict[str, Any], reported: dict[str, int] | None, clock:
 
 
 def _chunk_forwarder(agent: Agent) -> Any:
-    async def forward(chunk: Any, content: str, partial: dict[str, Any]) -> None:
+    async def forward(chunk: Callable[[], Any], content: str,
+                      partial: Callable[[], dict[str, Any]]) -> None:
         await agent._listeners.emit(
             "model_chunk", ModelChunkEvent(agent.context, chunk, content, partial)
         )
