@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ async def test_each_tool_call_that_ran_records_its_duration() -> None:
     assert [(b.kind, b.label) for b in timeline.bars] == [
         ("model", "gpt-4o-mini"), ("tool", "slow"), ("tool", "slow"), ("model", "gpt-4o-mini")]
     assert timeline.bars[0].offset == 0
-    for earlier, later in zip(timeline.bars, timeline.bars[1:], strict=False):
+    for earlier, later in pairwise(timeline.bars):
         assert later.offset >= earlier.offset + earlier.seconds - 0.01
     assert timeline.span >= 0.4
     assert "tools " in timeline.summary() and "model " in timeline.summary()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def test_a_turn_panel_sends_the_waterfall_of_its_calls(kernel: Kernel) -> None:
         ("model", "model"), ("tool", "nap"), ("tool", "nap"), ("model", "model")]
     assert bars[0]["start"] == 0 and bars[0]["seconds"] >= 0.3 and bars[0]["ttft"] >= 0.3
     assert all(b["seconds"] >= 0.2 for b in bars[1:3])
-    for earlier, later in zip(bars, bars[1:], strict=False):  # one after the other
+    for earlier, later in pairwise(bars):  # one after the other
         assert later["start"] >= earlier["start"] + earlier["seconds"] - 0.01
     assert timeline["span"] >= bars[-1]["start"] + bars[-1]["seconds"] - 1e-6
     assert all(b["text"].endswith(("ms", " s")) for b in bars)

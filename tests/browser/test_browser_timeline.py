@@ -7,6 +7,7 @@ in a tooltip, as text; at 700 px and in the dark theme, readable."""
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -55,7 +56,7 @@ def bars_of(panel: Any) -> list[dict[str, Any]]:
 
 def check_waterfall(bars: list[dict[str, Any]]) -> None:
     assert [b["label"] for b in bars] == ["model", *["step"] * 5, "model"], bars
-    for earlier, later in zip(bars, bars[1:], strict=False):
+    for earlier, later in pairwise(bars):
         # one after the other: a bar starts where the one before ends (2 px: the min width)
         assert later["left"] >= earlier["right"] - 2.5, (earlier, later)
     assert all(b["width"] >= 2 for b in bars)
