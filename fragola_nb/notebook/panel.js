@@ -707,7 +707,7 @@ function renderView(store, model, el) {
   }
   win.decorate = (node, row) => {
     const tools = h("span", "fragola-row-tools");
-    const forkHere = rowTool("⑂ fork from here", "fragola-fork-here",
+    const forkHere = rowTool("fork from here", "fragola-fork-here",
       "a fork holding the messages before this one: its Step asks the model again, its message box writes another message here",
       "fork from message " + row.i);
     const editHere = rowTool("✎ edit and run", "fragola-edit-here-open",
