@@ -636,9 +636,9 @@ async def test_fork_tree_nodes_and_selection(model: ScriptedModel) -> None:
     assert "fragola-tree" in tree.view._dom_classes
     assert tree.view.nodes == [
         {"id": root.id, "name": "tester", "parent": None, "depth": 0, "messages": 2,
-         "status": "idle", "added": 2},
+         "status": "idle", "added": 2, "at": None},
         {"id": left.id, "name": "left", "parent": root.id, "depth": 1, "messages": 4,
-         "status": "idle", "added": 2},
+         "status": "idle", "added": 2, "at": 2},  # where it left: after the parent's 2
     ]
     tree.view.selected = root.id  # what the view's click does (model.set + save_changes)
     assert tree.panel.agent is root and tree.branch.children == (tree.panel,)
@@ -716,7 +716,7 @@ def test_the_tree_view_draws_nodes_and_selects_on_click(tmp_path: Any) -> None:
         {"id": "a1", "name": IMG, "parent": None, "depth": 0, "messages": 2, "status": "idle",
          "added": 2},
         {"id": "b2", "name": "fork", "parent": "a1", "depth": 1, "messages": 5,
-         "status": "waiting", "added": 3}]}
+         "status": "waiting", "added": 3, "at": 2}]}
     out = subprocess.run(
         ["node", str(tmp_path / "draw.mjs"), str(tmp_path / "tree.mjs"), json.dumps(state)],
         capture_output=True, text=True, timeout=30, check=True,
@@ -725,7 +725,8 @@ def test_the_tree_view_draws_nodes_and_selects_on_click(tmp_path: Any) -> None:
     assert drawn["root"] == "fragola-tree" and drawn["saved"] == ["b2"]
     assert drawn["nodes"] == [
         ["fragola-tree-node", "a1", f"{IMG}a12 msgidle"],
-        ["fragola-tree-node fragola-tree-selected", "b2", "\u2514 forkb25 msg+3 since forkwaiting"],
+        ["fragola-tree-node fragola-tree-selected", "b2",
+         "\u2514 forkb25 msgat message 2+3 since forkwaiting"],
     ]
 
 

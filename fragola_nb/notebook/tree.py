@@ -51,23 +51,14 @@ function row(node, selected, model) {
     span.className = cls;
     span.textContent = text;
     item.append(span);
+    return span;
   };
-  part("fragola-tree-name", (node.depth ? "\u2514 " : "") + node.name);
-  part("fragola-tree-id", node.id);
-  part("fragola-tree-count", node.messages + " msg");
-  if (node.parent !== null) {
-    part("fragola-tree-at", "at message " + node.at);
-    item.lastChild.title = "holds the first " + node.at + " messages of its parent, then went on";
-    part("fragola-tree-added", "+" + node.added + " since fork");
-  }
-  const status = String(node.status).replace(/[^a-z]/g, "");
-  part("fragola-tree-status fragola-tree-status-" + status, status);
-  // compare: two picked nodes show their diff (the kernel keeps the last two)
+  // compare: two ticked nodes show their diff (the kernel keeps the last two)
   const pick = document.createElement("input");
   pick.type = "checkbox";
   pick.className = "fragola-tree-pick";
   pick.checked = (model.get("picked") || []).includes(node.id);
-  pick.title = "compare: pick two branches to see their diff";
+  pick.title = "compare: tick two branches to see their diff";
   pick.setAttribute("aria-label", "compare " + node.name);
   pick.addEventListener("click", (e) => e.stopPropagation());
   pick.addEventListener("change", () => {
@@ -76,7 +67,17 @@ function row(node, selected, model) {
     model.set("picked", now);
     model.save_changes();
   });
-  item.prepend(pick);
+  item.append(pick);
+  part("fragola-tree-name", (node.depth ? "\u2514 " : "") + node.name);
+  part("fragola-tree-id", node.id);
+  part("fragola-tree-count", node.messages + " msg");
+  if (node.parent !== null) {
+    part("fragola-tree-at", "at message " + node.at).title =
+      "holds the first " + node.at + " messages of its parent, then went on";
+    part("fragola-tree-added", "+" + node.added + " since fork");
+  }
+  const status = String(node.status).replace(/[^a-z]/g, "");
+  part("fragola-tree-status fragola-tree-status-" + status, status);
   const choose = () => { model.set("selected", node.id); model.save_changes(); };
   item.addEventListener("click", choose);
   item.addEventListener("keydown", (e) => {
