@@ -100,7 +100,8 @@ def measure(reps: int, n: int) -> dict[str, Any]:
     for size in (50, n):
         agent = tree(size)
         started = time.perf_counter()
-        files[size] = Path(export_html(agent, folder / f"run-{size}.html"))
+        files[size] = folder / f"run-{size}.html"
+        export_html(agent, files[size])
         export_s[size] = time.perf_counter() - started
     samples: dict[int, list[dict[str, Any]]] = {50: [], n: []}
     requests: list[str] = []

@@ -104,9 +104,9 @@ async def test_an_agent_exports_its_whole_tree_with_this_agent_selected(
 
     written = export_html(deeper, tmp_path / "run.html")
 
-    assert written == str(tmp_path / "run.html")
     page = (tmp_path / "run.html").read_text(encoding="utf-8")
-    assert page == export_html(deeper)  # with no path: the same page, as text
+    assert written == page  # the text written, as every export returns
+    assert page == export_html(deeper)  # with no path: the same page, nothing written
     assert oct((tmp_path / "run.html").stat().st_mode & 0o777) == "0o644"
     data = data_of(page)
     assert data["kind"] == "agent" and data["selected"] == deeper.id
@@ -162,9 +162,9 @@ async def test_half_an_emoji_is_written_out_and_the_file_is_utf8(
     deeper = root.forks[0].forks[0]
     assert "\ud83d" in deeper.state.messages[-1]["content"]  # a lone surrogate, as sent
 
-    path = export_html(root, tmp_path / "half.html")
+    export_html(root, tmp_path / "half.html")
 
-    text = Path(path).read_bytes().decode("utf-8")  # strict: the file is valid UTF-8
+    text = (tmp_path / "half.html").read_bytes().decode("utf-8")  # strict: the file is valid UTF-8
     last = data_of(text)["nodes"][2]["messages"][-1]
     assert HALF_EMOJI.replace("\ud83d", "\\ud83d") in last["h"]
 
@@ -175,7 +175,8 @@ async def test_no_credential_reaches_the_file(model: ScriptedModel, tmp_path: Pa
     compared = await comparison(model)
 
     for obj in (root, compared, result):
-        page = Path(export_html(obj, tmp_path / "x.html")).read_text(encoding="utf-8")
+        export_html(obj, tmp_path / "x.html")
+        page = (tmp_path / "x.html").read_text(encoding="utf-8")
         for secret in (*LEAKS, KEY, HEADER_SECRET, ARG_SECRET, "SECRET"):
             assert secret not in page, (type(obj).__name__, secret)
     # The tool argument is there, by its name, hidden; ordinary settings are not written.

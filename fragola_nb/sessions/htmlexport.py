@@ -71,8 +71,8 @@ def export_html(obj: Agent | Comparison | BatchResult, path: str | os.PathLike[s
                 *, title: str | None = None) -> str:
     """Write ``obj`` (an agent with its whole fork tree, a ``Comparison`` or a
     ``BatchResult``) as one HTML file that a browser opens from disk with no kernel and no
-    network; returns the path written (a ``str``). With no ``path``, nothing is written and
-    the page's text is returned (to write elsewhere, or to test).
+    network. Returns the page's text, as every export does, and writes it to ``path`` when
+    one is given (to the file exactly as returned).
 
     Raises ``BadUsage`` for anything else, and for a path that cannot be written (a folder,
     a missing folder, no permission): nothing is written then.
@@ -88,7 +88,7 @@ def export_html(obj: Agent | Comparison | BatchResult, path: str | os.PathLike[s
         atomic_write(target, page, mode=0o644)
     except OSError as exc:
         raise BadUsage(f"export_html cannot write {str(target)!r}: {exc.strerror or exc}") from exc
-    return str(target)
+    return page
 
 
 # -- what can be exported ---------------------------------------------------------------------

@@ -50,12 +50,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # Playwright's sync API runs a loop in this thread: the runs get a thread of their own.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         made = pool.submit(lambda: asyncio.run(build())).result()
-    paths = {kind: Path(export_html(obj, folder / f"{kind}.html")) for kind, obj in made.items()}
+    paths = {kind: folder / f"{kind}.html" for kind in made}
+    for kind, obj in made.items():
+        export_html(obj, paths[kind])
     fragola = Fragola(api_key="k", base_url="http://127.0.0.1:9/v1")
     long = fragola.agent("long", messages=[
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i + 1}"}
         for i in range(5_000)])
-    paths["long"] = Path(export_html(long, folder / "long.html"))
+    paths["long"] = folder / "long.html"
+    export_html(long, paths["long"])
     return paths
 
 
