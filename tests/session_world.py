@@ -120,6 +120,7 @@ def snapshot(agent: Agent) -> dict[str, Any]:
         "fork_of": agent.fork_of,
         "parent": agent.parent.id if agent.parent else None,
         "fork_point": agent.fork_point,
+        "fork_at": agent.fork_at,
         "forks": [fork.id for fork in agent.forks],
         "messages": agent.state.messages,
         "step_count": agent.step_count,

@@ -1,9 +1,12 @@
 """Saving a session: live agents turned into the file's document (see ``session``).
 
 Each ``History`` node is written once, with its base named by index, exactly as forks share
-it in memory; a node no agent holds any more (its owner was reset since) keeps only the
-messages its forks still see. Listeners are named by ``__qualname__``; two different ones
-under one name could not be told apart on load, so that is refused here.
+it in memory; a node no agent holds any more (its owner was reset or edited since) keeps only
+the messages its forks still see. A node made by ``agent.edit`` (``History.edited``) also
+writes the messages it reads in place of its base's (``edits``): without them the loaded
+agent would read the message as its parent does, not as it was shown to the model.
+Listeners are named by ``__qualname__``; two different ones under one name could not be told
+apart on load, so that is refused here.
 """
 
 from __future__ import annotations
@@ -105,7 +108,12 @@ class _Dump:
             seen = max(n._base_len for n in self.nodes if n._base is node)
             own = own[: seen - node._base_len]
         base = None if node._base is None else self.histories[id(node._base)]
-        return {"base": base, "base_length": node._base_len, "messages": list(own)}
+        record: dict[str, Any] = {"base": base, "base_length": node._base_len,
+                                  "messages": list(own)}
+        if node._edits:
+            record["edits"] = [{"index": index, "message": message}
+                               for index, message in sorted(node._edits.items())]
+        return record
 
     def agent(self, agent: Agent) -> dict[str, Any]:
         options = agent.options
@@ -118,6 +126,9 @@ class _Dump:
             # A dropped fork (``agent.drop()``) is saved as the root of its own tree.
             "fork_of": agent.parent.id if agent.parent is not None else None,
             "fork_point": agent.fork_point if agent.parent is not None else 0,
+            # Where ``fork(at=...)`` cut the parent; a fork at the end has none (None).
+            **({"fork_at": agent.fork_at}
+               if agent.parent is not None and agent.fork_at is not None else {}),
             "history": self.history_ref(agent._history),
             "step_count": agent.step_count,
             "status": agent.status,

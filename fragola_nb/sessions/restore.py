@@ -1,9 +1,11 @@
 """Loading a session: the checks a schema cannot express, then the agents, built in full.
 
 ``check_document`` refuses anything a live agent could not be in: histories that are not a
-forest (each based on an earlier one, never past its end), agents sharing a history, a
-``fork_of`` that names nobody or loops, a tool message answering no call, a call left
-unanswered before the last reply, pending calls that are not exactly the open calls of a
+forest (each based on an earlier one, never past its end), an edit of a message a history
+does not read from its base, agents sharing a history, a ``fork_of`` that names nobody or
+loops, a ``fork_at`` that is not the fork's ``fork_point``, a tool message answering no
+call, a call left unanswered before the last reply (both judged on the messages as the
+agent reads them, edits applied), pending calls that are not exactly the open calls of a
 waiting agent (same names, same arguments), two stores under one namespace.
 ``build_agents`` then re-binds tools and listeners by name; a missing one is reported before
 any agent exists, and nothing outside the new agents is touched.
@@ -45,22 +47,6 @@ def label(record: dict[str, Any]) -> str:
     return f"agent {record['options']['name']!r} (id {record['id']})"
 
 
-def full_messages(histories: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
-    """The messages an agent on ``histories[index]`` sees (bases are checked first)."""
-    chain: list[tuple[int, int]] = []  # (history, how many of its messages are seen)
-    end: int | None = None
-    node: int | None = index
-    while node is not None:
-        record = histories[node]
-        own = len(record["messages"]) if end is None else end - record["base_length"]
-        chain.append((node, own))
-        end, node = record["base_length"], record["base"]
-    out: list[dict[str, Any]] = []
-    for node, own in reversed(chain):
-        out.extend(histories[node]["messages"][:own])
-    return out
-
-
 def check_document(document: dict[str, Any]) -> None:
     """Raise ``SessionError`` unless ``document`` (already schema-valid) is a possible state."""
     histories = document["histories"]
@@ -74,6 +60,7 @@ def check_document(document: dict[str, Any]) -> None:
         if base is not None and start > lengths[base]:
             _fail(f"histories[{index}] starts after message {start} of histories[{base}], "
                   f"which holds only {lengths[base]}")
+        _check_edits(record.get("edits", ()), start, index)
         lengths.append(start + len(record["messages"]))
     agents = document["agents"]
     by_id: dict[str, dict[str, Any]] = {}
@@ -98,8 +85,23 @@ def check_document(document: dict[str, Any]) -> None:
         _fail(f"histories {unused} belong to no agent")
     _check_tree(agents, by_id, histories)
     _check_stores(document["stores"], "the Fragola stores")
+    # The messages each agent will read, edits and all: checked as it will see them.
+    nodes = _history_nodes(histories)
     for record in agents:
-        _check_agent(record, full_messages(histories, record["history"]))
+        _check_agent(record, nodes[record["history"]].to_list())
+
+
+def _check_edits(edits: Any, start: int, index: int) -> None:
+    """An edit replaces a message this history reads from its base (``History.edited``):
+    its index lies below ``base_length``, and one index is edited once."""
+    seen: set[int] = set()
+    for edit in edits:
+        if edit["index"] >= start:
+            _fail(f"histories[{index}] edits message {edit['index']}, which is not one of "
+                  f"the {start} it reads from its base")
+        if edit["index"] in seen:
+            _fail(f"histories[{index}] edits message {edit['index']} twice")
+        seen.add(edit["index"])
 
 
 def _check_tree(agents: list[dict[str, Any]], by_id: dict[str, dict[str, Any]],
@@ -126,6 +128,11 @@ def _check_tree(agents: list[dict[str, Any]], by_id: dict[str, dict[str, Any]],
                     and history["base_length"] != record["fork_point"]):
                 _fail(f"{label(record)} has fork_point {record['fork_point']} but shares "
                       f"{history['base_length']} messages with its parent")
+        fork_at = record.get("fork_at")
+        if fork_at is not None and (parent_id is None or fork_at != record["fork_point"]):
+            _fail(f"{label(record)} has fork_at {fork_at} but "
+                  + ("is no fork" if parent_id is None
+                     else f"holds {record['fork_point']} of its parent's messages"))
         listed.add(record["id"])
 
 
@@ -234,6 +241,8 @@ def _history_nodes(histories: list[dict[str, Any]]) -> list[History]:
         node = History(record["messages"])
         if record["base"] is not None:  # the same sharing ``History.fork`` sets up
             node._base, node._base_len = nodes[record["base"]], record["base_length"]
+        if record.get("edits"):  # and ``History.edited``: the base's messages it replaces
+            node._edits = {edit["index"]: edit["message"] for edit in record["edits"]}
         nodes.append(node)
     return nodes
 
@@ -285,6 +294,7 @@ def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str,
             stores=[Store(store["value"], store["namespace"]) for store in record["stores"]],
         )
         agent.id, agent.fork_of, agent.fork_point = record["id"], None, record["fork_point"]
+        agent.fork_at = record.get("fork_at")  # older files: None, as a fork at the end
         agent._history = nodes[record["history"]]
         agent._step_count, agent._status = record["step_count"], record["status"]
         agent._outcome = record["outcome"]

@@ -146,12 +146,18 @@ _AGENT = _strict({
     # The tool calls this agent ran, with their durations (``agent.usage.tools``); written
     # when there are any. Older files have none.
     "tool_timings": {"type": "array", "items": _TOOL_TIMING},
-}, "credentials_not_saved", "usage", "hooks", "instruction_scopes", "tool_timings")
+    # Where ``fork(at=...)`` cut the parent (``agent.fork_at``), for a fork made earlier than
+    # the end. Older files have none: their forks load with ``fork_at`` None.
+    "fork_at": _count,
+}, "credentials_not_saved", "usage", "hooks", "instruction_scopes", "tool_timings", "fork_at")
 _HISTORY = _strict({
     "base": {"oneOf": [{"type": "null"}, _count]},
     "base_length": _count,
     "messages": {"type": "array", "items": MESSAGE},
-})
+    # Messages of the base this history reads in their place (``agent.edit``, by index from
+    # the start of the conversation). Older files have none.
+    "edits": {"type": "array", "items": _strict({"index": _count, "message": MESSAGE})},
+}, "edits")
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     **_strict({

@@ -5,7 +5,8 @@
 >>> agent = session["calculator"]                                     # doctest: +SKIP
 
 What is saved: every tree the given agents belong to (from its root, all forks), each agent's
-id, ``fork_of``, ``fork_point``, messages, step count, status and outcome, options (tools by
+id, ``fork_of``, ``fork_point``, ``fork_at``, messages (as the agent reads them, its
+``edit()``s included), step count, status and outcome, options (tools by
 name), own stores, pending calls with their decisions, listeners by ``__qualname__`` and usage
 (each model call's reported tokens, so ``agent.usage`` and its cost come back); plus
 the ``Fragola`` instance's stores. What is not: the API key and client (they stay with the
@@ -16,7 +17,10 @@ tools and listeners are re-bound by name from what ``load_session`` is given.
 
 The file (``schema.FORMAT``, version 1) holds ``stores``, ``histories`` and ``agents``.
 Histories are stored once each, as in memory: a fork's history names its parent's as ``base``
-and keeps only its own messages, so a tree of forks costs no more than its messages.
+and keeps only its own messages, so a tree of forks costs no more than its messages; a history
+``agent.edit`` made also holds the messages it reads in place of its base's (``edits``), so
+the parent keeps the original and the fork its edit, as in memory. Files written before
+``edits`` and ``fork_at`` existed load as they did (``fork_at`` None).
 Writes are atomic (a temporary file in the same directory, flushed, fsynced, then renamed over
 the old one); a failed save leaves the previous file as it was.
 """
