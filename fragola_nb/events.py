@@ -200,7 +200,10 @@ class StateUpdateEvent(Event):
     """One of ``user_message``, ``ai_message``, ``tool_result``, ``cancelled``, ``reset``,
     ``pending`` (a call paused or decided), ``fork`` (a fork was made of this agent: it is
     ``agent.forks[-1]``), ``drop`` (a fork was dropped), ``experiment`` (an
-    ``agent.compare``/``agent.batch`` on its forks began or ended)."""
+    ``agent.compare``/``agent.batch`` on its forks began or ended), ``edit`` (``agent.edit``
+    replaced a message of this agent's history: ``message`` is the new one; the length is
+    unchanged, so a view that reads only the messages after the ones it has must read the
+    history again)."""
     message: dict[str, Any] | None = None
 
 

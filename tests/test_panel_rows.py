@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from fragola_nb import Fragola, Tool, tool
 from fragola_nb.agent import Agent
+from fragola_nb.forking import EDITED_RESULT
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.rows import Rows
+from fragola_nb.notebook.rows import RESULT_EDITED, Rows
 from fragola_nb.render import _markdown, markdown_html, visible
 from fragola_nb.runloop import CANCELLED, INTERRUPTED
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
@@ -153,6 +154,19 @@ async def test_an_edited_call_notes_the_edit(model: ScriptedModel) -> None:
     assert result == '(The user edited the arguments before this call ran: {"a": 20, "b": 22})\n42'
     assert calls(panel) == [shown_call("call_1", "add", *ADD_1_2, "edited", result,
                                        note='{"a": 20, "b": 22}')]
+
+
+async def test_a_result_edited_afterwards_is_edited_and_the_parent_still_ran(
+    model: ScriptedModel,
+) -> None:
+    agent = make_agent(model, add_tool(require_approval=False))
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("3"))
+    await agent.user_message("go")
+    fork = agent.fork("what-if", at=3)  # before the answer: the model will read the edit
+    fork.edit(2, result="41")  # what "edit and run from here" on the result does
+    assert calls(AgentPanel(fork)) == [shown_call(
+        "call_1", "add", *ADD_1_2, "edited", f"{EDITED_RESULT}\n41", note=RESULT_EDITED)]
+    assert calls(AgentPanel(agent)) == [shown_call("call_1", "add", *ADD_1_2, "ran", "3")]
 
 
 async def test_a_result_typed_by_hand_is_injected(model: ScriptedModel) -> None:

@@ -12,7 +12,10 @@ the call it answers (a *patch*), so appending a message costs the same at 20,000
 
 Each call in a row has a ``state``: ``asked`` (no answer yet), ``ran``, ``error``,
 ``rejected``, ``edited``, ``injected`` (answered by hand) or ``cancelled``, with a ``note``
-(the reason, the edit) and, when the panel saw it run, ``ms``.
+(the reason, the edit) and, when the panel saw it run, ``ms``. ``edited`` is either a call run
+with edited arguments (``runloop.EDITED``, the note holds them) or a result edited afterwards
+by ``agent.edit`` (``forking.EDITED_RESULT``, the note says so): both differ from what the
+model asked for or the tool returned, which is what the row must not hide.
 """
 
 from __future__ import annotations
@@ -23,14 +26,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..forking import EDITED_RESULT
 from ..guardrails import rejection_of
 from ..render import markdown_html, pretty_arguments, text_of, visible
 from ..runloop import CANCELLED, EDITED, INTERRUPTED, REJECTED
 
-__all__ = ["SHORT", "CallFacts", "Rows", "compact", "disguised", "short"]
+__all__ = ["RESULT_EDITED", "SHORT", "CallFacts", "Rows", "compact", "disguised", "short"]
 
 SHORT = 120
 """Characters of arguments or result shown on a call's one line."""
+RESULT_EDITED = "result edited by hand, not what the tool returned"
+"""The note of a call whose result ``agent.edit`` replaced (``forking.EDITED_RESULT``)."""
 
 _DISGUISE = re.compile("[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 # what the run loop writes for a rejected call, and for one run with edited arguments
@@ -185,7 +191,9 @@ class Rows:
     def _set_state(self, call: dict[str, Any], call_id: str, text: str) -> None:
         facts = self.facts.get(call_id, CallFacts())
         rejected = _REJECTED.match(text)
-        if text in (CANCELLED, INTERRUPTED):
+        if text.startswith(EDITED_RESULT):  # edited after it ran: wins over how it ended
+            state, note = "edited", RESULT_EDITED
+        elif text in (CANCELLED, INTERRUPTED):
             state, note = "cancelled", "stopped while it ran" if text == INTERRUPTED else ""
         elif rejected:
             state, note = "rejected", rejected.group("why") or ""
