@@ -33,6 +33,7 @@ from fragola_nb.experiments.raybackend import definition_of
 from fragola_nb.experiments.rayrun import connect
 from fragola_nb.hooks import preset
 from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
+from fragola_nb.timing import Timeline
 
 # The tools and brains below are defined in this test module, which Ray's workers cannot
 # import (pytest puts tests/ on the path of this process only): they are sent by value, as a
@@ -144,6 +145,29 @@ async def test_the_ray_backend_gives_the_rows_of_the_local_one() -> None:
     # A rebuilt fork goes on here, on this kernel's Fragola.
     state = await remote[1].fork.user_message("hello again")
     assert state.messages[-1]["content"] == "echo: hello again (Be brief.)"
+
+
+async def test_a_ray_rows_tool_calls_come_back_timed_as_a_local_rows_do() -> None:
+    agent = make_agent()
+    inputs = ["double 4", "hello 5", "double 6"]
+    local = await agent.batch(inputs, progress=False)
+    began = time.time()
+    remote = await agent.batch(inputs, backend="ray", progress=False)
+    ended = time.time()
+
+    def tools(row: Any) -> list[tuple[str, str]]:
+        return [(timed.name, timed.call_id) for timed in row.fork.usage.tools]
+
+    assert [tools(row) for row in remote] == [tools(row) for row in local] == [
+        [("double", "call-4")], [], [("double", "call-6")]]
+    for row in remote:
+        assert row.usage.tools == row.fork.usage.tools
+        for timed in row.fork.usage.tools:  # timed on the worker, between the batch's ends
+            assert began <= timed.started <= timed.started + timed.seconds <= ended
+        # With the model calls' timing, the row's turn draws as a local one: tool bars too.
+        kinds = [bar.kind for bar in Timeline.of(row.fork.usage).bars]
+        assert kinds == [bar.kind for bar in Timeline.of(local[row.index].fork.usage).bars]
+    assert len(remote.usage.tools) == 2
 
 
 def no_secrets(text: str) -> str | None:

@@ -377,7 +377,7 @@ class _RayRun:
         fork.fork_of = agent.id
         for message in report.messages:
             fork._history.append(message)
-        fork._usage = Usage(report.calls, agent.fragola.prices)
+        fork._usage = Usage(report.calls, agent.fragola.prices, report.tools)
         fork._step_count, fork._outcome = report.step_count, report.outcome  # type: ignore[assignment]
         fork._status = report.agent_status  # type: ignore[assignment]
         for namespace, value in report.stores:  # what the tools changed on the worker

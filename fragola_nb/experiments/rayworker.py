@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..fragola import Fragola
+from ..timing import ToolTiming
 from ..usage import CallUsage
 from .batch import verdict
 from .comparison import answer_text, error_line
@@ -110,6 +111,9 @@ class RowReport:
     """Calls waiting for a person (session records, see ``sessions.dump``)."""
     stores: tuple[tuple[str, Any], ...] = ()
     """The fork's own stores' values, by namespace, as its tools left them."""
+    tools: tuple[ToolTiming, ...] = ()
+    """The tool calls that ran on the worker, timed (``fork.usage.tools``): with ``calls``,
+    the row's turn can be drawn as a timeline in the notebook as a local one is."""
 
 
 class BatchWorker:
@@ -191,7 +195,8 @@ def report(index: int, fork: Agent | None, status: str, error: str | None,
         step_count=fork.step_count, agent_status=fork.status, outcome=fork._outcome,
         pending=tuple(pending_record(call) for call in fork._pending.values()),
         stores=tuple((name, store.get()) for name, store in fork._stores.items()
-                     if _picklable(store.get())))
+                     if _picklable(store.get())),
+        tools=fork.usage.tools)
 
 
 def _picklable(value: Any) -> bool:
