@@ -127,6 +127,8 @@ calc = fragola.agent(name="calc", instructions="Use your tools.", tools=[add])
     "comparison = await calc.compare('Explain DNS.', {'pirate': {'instructions': 'Arr.'}, "
     "'bare': {}})\ncomparison",
     "batch = await calc.batch(['Add 1 and 2', 'Add 3 and 4'])\nbatch",
+    "from fragola_nb import export_html\npage = export_html(calc)\n"
+    "print('EXPORTED', 'Please add 2 and 3' in page, len(page) > 10_000)",
 ]
 
 
@@ -135,7 +137,9 @@ def test_every_view_is_made_from_the_installed_wheel_outside_the_checkout() -> N
     with zipfile.ZipFile(built().wheel) as wheel:
         assets = {name.rsplit("/", 1)[1]: wheel.read(name).decode()
                   for name in wheel.namelist() if re.search(r"\.(js|css)$", name)}
-    assert set(assets) == {"panel.js", "panel.css", "compare.js", "compare.css"}
+    # The views' assets (and the exported page's viewer) came with the wheel.
+    assert {"panel.js", "panel.css", "compare.js", "compare.css", "htmlexport.js",
+            "htmlexport.css"} <= set(assets)
     with WheelKernel(env) as kernel:
         results = [kernel.execute(source.strip(), timeout=120) for source in VIEWS]
         where, prefix = results[0].stdout.split()
@@ -157,9 +161,11 @@ def test_every_view_is_made_from_the_installed_wheel_outside_the_checkout() -> N
     trees = [s for s in anywidgets if s["_esm"] not in (assets["panel.js"], assets["compare.js"])]
     assert len(trees) == 1 and str(trees[0]["_esm"]).strip() and str(trees[0]["_css"]).strip()
     # The batch's table is HTML of its own (no script): its two rows, done.
-    table = results[-1].data[-1]["text/html"]
+    table = results[-2].data[-1]["text/html"]
     assert "<table" in table and "Add 3 and 4" in table
-    assert "2 inputs: 2 done" in results[-1].data[-1]["text/plain"]
+    assert "2 inputs: 2 done" in results[-2].data[-1]["text/plain"]
+    # A run exported to one HTML file, its inline viewer read from the installed package.
+    assert results[-1].stdout.split() == ["EXPORTED", "True", "True"], results[-1]
 
 
 def test_the_quickstart_notebook_runs_in_a_kernel_of_the_wheel_install() -> None:
