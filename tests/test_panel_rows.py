@@ -21,7 +21,7 @@ from fragola_nb import Fragola, Tool, tool
 from fragola_nb.agent import Agent
 from fragola_nb.forking import EDITED_RESULT
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.rows import RESULT_EDITED, Rows
+from fragola_nb.notebook.rows import Rows
 from fragola_nb.render import _markdown, markdown_html, visible
 from fragola_nb.runloop import CANCELLED, INTERRUPTED
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
@@ -165,7 +165,7 @@ async def test_a_result_edited_afterwards_is_edited_and_the_parent_still_ran(
     fork = agent.fork("what-if", at=3)  # before the answer: the model will read the edit
     fork.edit(2, result="41")  # what "edit and run from here" on the result does
     assert calls(AgentPanel(fork)) == [shown_call(
-        "call_1", "add", *ADD_1_2, "edited", f"{EDITED_RESULT}\n41", note=RESULT_EDITED)]
+        "call_1", "add", *ADD_1_2, "amended", f"{EDITED_RESULT}\n41", note="")]
     assert calls(AgentPanel(agent)) == [shown_call("call_1", "add", *ADD_1_2, "ran", "3")]
 
 

@@ -273,8 +273,8 @@ def test_a_batch_bar_of_a_hostile_agent_name_sends_it_only_escaped(kernel: Kerne
     """tqdm's notebook bar draws its label as HTML: the agent's name (any text) reaches the
     front end escaped from the bar's first state on, never as markup for a moment."""
     start = len(kernel.iopub_log)
-    kernel.execute("agent = scripted_agent('<img src=x onerror=alert(7)>b', reply('hi'), reply('hi'))\n"
-                   "result = await agent.batch(['a', 'b'])")
+    kernel.execute("agent = scripted_agent('<img src=x onerror=alert(7)>b', reply('hi'),"
+                   " reply('hi'))\nresult = await agent.batch(['a', 'b'])")
     kernel.drain()
     labels = [str(m["content"]["data"]["state"].get("value", ""))
               for m in kernel.iopub_log[start:]

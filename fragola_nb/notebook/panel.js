@@ -11,10 +11,11 @@ const ROW_ESTIMATE = 64; // px, until a row is measured
 const OVERSCAN = 600; // px drawn above and below the viewport
 const STICK = 40; // px from the bottom that still counts as "at the bottom"
 const LONG = 3000; // characters: a longer message is shown clamped, with "show all"
-const ICONS = { asked: "…", ran: "✓", error: "✗", rejected: "⊘", edited: "✎", injected: "✍",
-  cancelled: "■" };
+const ICONS = { asked: "…", ran: "✓", error: "✗", rejected: "⊘", edited: "✎", amended: "✎",
+  injected: "✍", cancelled: "■" };
 const STATES = { asked: "waiting", ran: "ran", error: "error", rejected: "rejected",
-  edited: "ran with edited arguments", injected: "answered by hand", cancelled: "cancelled" };
+  edited: "ran with edited arguments", amended: "result edited by hand, not what the tool returned",
+  injected: "answered by hand", cancelled: "cancelled" };
 const TAGS = new Set(["P", "EM", "STRONG", "S", "DEL", "CODE", "PRE", "A", "UL", "OL", "LI",
   "BLOCKQUOTE", "H1", "H2", "H3", "H4", "H5", "H6", "HR", "BR", "TABLE", "THEAD", "TBODY", "TR",
   "TH", "TD", "DIV", "SPAN"]);

@@ -11,11 +11,12 @@ the call it answers (a *patch*), so appending a message costs the same at 20,000
     added, patched = rows.add(messages, start_index)
 
 Each call in a row has a ``state``: ``asked`` (no answer yet), ``ran``, ``error``,
-``rejected``, ``edited``, ``injected`` (answered by hand) or ``cancelled``, with a ``note``
-(the reason, the edit) and, when the panel saw it run, ``ms``. ``edited`` is either a call run
-with edited arguments (``runloop.EDITED``, the note holds them) or a result edited afterwards
-by ``agent.edit`` (``forking.EDITED_RESULT``, the note says so): both differ from what the
-model asked for or the tool returned, which is what the row must not hide.
+``rejected``, ``edited``, ``amended``, ``injected`` (answered by hand) or ``cancelled``, with
+a ``note`` (the reason, the edit) and, when the panel saw it run, ``ms``. ``edited`` is a call
+run with edited arguments (``runloop.EDITED``, the note holds them); ``amended`` a result
+edited afterwards by ``agent.edit`` (``forking.EDITED_RESULT``; the panel says
+``RESULT_EDITED``): both differ from what the model asked for or the tool returned, which is
+what the row must not hide.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ __all__ = ["RESULT_EDITED", "SHORT", "CallFacts", "Rows", "compact", "disguised"
 SHORT = 120
 """Characters of arguments or result shown on a call's one line."""
 RESULT_EDITED = "result edited by hand, not what the tool returned"
-"""The note of a call whose result ``agent.edit`` replaced (``forking.EDITED_RESULT``)."""
+"""How the panel labels an ``amended`` call, one whose result ``agent.edit`` replaced
+(``forking.EDITED_RESULT``); panel.js writes the same words."""
 
 _DISGUISE = re.compile("[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 # what the run loop writes for a rejected call, and for one run with edited arguments
@@ -192,7 +194,7 @@ class Rows:
         facts = self.facts.get(call_id, CallFacts())
         rejected = _REJECTED.match(text)
         if text.startswith(EDITED_RESULT):  # edited after it ran: wins over how it ended
-            state, note = "edited", RESULT_EDITED
+            state, note = "amended", ""  # panel.js labels it RESULT_EDITED's words
         elif text in (CANCELLED, INTERRUPTED):
             state, note = "cancelled", "stopped while it ran" if text == INTERRUPTED else ""
         elif rejected:
