@@ -1,0 +1,134 @@
+"""nbconvert's HTML of an executed notebook shows a panel's conversation, with or without the
+widget state ``--execute`` stores (issue 24, item 4).
+
+With stored widget state, nbconvert's HTML exporter picks the panel's widget view over its
+static copy and the page holds no conversation (only a view JSON that needs a CDN and
+anywidget's module); ``fragola_nb.notebook.static_views.static_views``, given to nbconvert as a
+preprocessor, brings the static copy back. Real ``jupyter nbconvert`` in a subprocess, a real
+kernel, the scripted model (offline). The page opened in Chromium:
+``tests/browser/test_browser_saved_static.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+pytestmark = pytest.mark.timeout(300)
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+PREPROCESSOR = "fragola_nb.notebook.static_views.static_views"
+QUESTION = 'Is <img src=x onerror="alert(1)"> a capital?'
+ANSWER = "No: <script>alert(2)</script> <b>bold</b> is not a city."
+SETUP = f"""\
+%load_ext fragola_nb
+from fragola_nb import Fragola
+from fragola_nb.scripted import reply
+agent = Fragola.scripted([reply({ANSWER!r})]).agent(name="geographer")
+"""
+SLIDER = "import ipywidgets\nipywidgets.IntSlider(value=3)"  # someone else's widget
+
+
+def nbconvert(*args: str, cwd: Path) -> None:
+    subprocess.run([sys.executable, "-m", "nbconvert", *args], cwd=cwd, check=True,
+                   capture_output=True, timeout=240)
+
+
+def make_files(folder: Path) -> dict[str, Path]:
+    """The notebook executed by nbconvert (widget state stored), the same without its
+    widget state, and their HTML pages: plain nbconvert and with the preprocessor."""
+    nb = new_notebook(cells=[new_code_cell(SETUP), new_code_cell(f"%%fragola\n{QUESTION}"),
+                             new_code_cell(SLIDER)],
+                      metadata={"kernelspec": {"name": "python3", "language": "python",
+                                               "display_name": "Python 3"}})
+    nbformat.write(nb, str(folder / "asked.ipynb"))
+    nbconvert("--execute", "--to", "notebook", "asked.ipynb", "--output", "saved", cwd=folder)
+    stateless = nbformat.read(str(folder / "saved.ipynb"), as_version=4)
+    del stateless.metadata["widgets"]
+    nbformat.write(stateless, str(folder / "stateless.ipynb"))
+    for name in ("saved", "stateless"):
+        nbconvert("--to", "html", f"{name}.ipynb", "--output", f"{name}-plain", cwd=folder)
+        nbconvert("--to", "html", f"{name}.ipynb", "--output", f"{name}-static",
+                  f"--HTMLExporter.preprocessors={PREPROCESSOR}", cwd=folder)
+    # in one command, as people run it
+    nbconvert("--execute", "--to", "html", "asked.ipynb", "--output", "executed-static",
+              f"--HTMLExporter.preprocessors={PREPROCESSOR}", cwd=folder)
+    return {path.stem: path for path in folder.iterdir()}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_files(tmp_path_factory.mktemp("saved_static"))
+
+
+def conversations(page: str) -> list[str]:
+    """Each static copy in the page, up to the next output or the page's end."""
+    return re.findall(r'<div class="fragola-conversation">.*?(?=jp-OutputArea-child|</body>)',
+                      page, re.DOTALL)
+
+
+def assert_shows_the_conversation(page: str) -> None:
+    (shown,) = conversations(page)
+    assert "geographer" in shown
+    assert 'Is &lt;img src=x onerror="alert(1)"&gt; a capital?' in shown
+    assert "No: &lt;script&gt;alert(2)&lt;/script&gt; &lt;b&gt;bold&lt;/b&gt; is not" in shown
+    assert "<script" not in shown and "<img" not in shown and "<b>bold" not in shown
+
+
+def test_executing_stores_the_panels_widget_state(files: dict[str, Path]) -> None:
+    nb = json.loads(files["saved"].read_text(encoding="utf-8"))
+    state = nb["metadata"]["widgets"][WIDGET_STATE]["state"]
+    (panel_output,) = [o for o in nb["cells"][1]["outputs"] if WIDGET_VIEW in o.get("data", {})]
+    assert panel_output["data"][WIDGET_VIEW]["model_id"] in state
+    assert "text/html" in panel_output["data"]  # the static copy is in the file
+
+
+def test_plain_nbconvert_of_stored_widget_state_has_no_conversation(
+        files: dict[str, Path]) -> None:
+    # what the preprocessor is for: nbconvert alone shows the widget view, nothing to read
+    page = files["saved-plain"].read_text(encoding="utf-8")
+    assert conversations(page) == []
+    assert page.count(f'<script type="{WIDGET_VIEW}">') == 2  # the panel and the slider
+
+
+@pytest.mark.parametrize("name", ["saved-static", "executed-static", "stateless-static",
+                                  "stateless-plain"])
+def test_the_html_shows_the_conversation_as_escaped_text(files: dict[str, Path],
+                                                         name: str) -> None:
+    page = files[name].read_text(encoding="utf-8")
+    assert_shows_the_conversation(page)
+
+
+@pytest.mark.parametrize("name", ["saved-static", "executed-static"])
+def test_other_widgets_keep_their_view_and_state(files: dict[str, Path], name: str) -> None:
+    page = files[name].read_text(encoding="utf-8")
+    (view,) = re.findall(rf'<script type="{re.escape(WIDGET_VIEW)}">\s*(.*?)\s*</script>',
+                         page, re.DOTALL)
+    state = re.search(rf'<script type="{re.escape(WIDGET_STATE)}">\s*(.*?)\s*</script>',
+                      page, re.DOTALL)
+    assert state
+    models = json.loads(state.group(1))["state"]
+    assert models[json.loads(view)["model_id"]]["model_name"] == "IntSliderModel"
+
+
+def test_without_other_widgets_the_page_loads_no_widget_manager(tmp_path: Path,
+                                                                files: dict[str, Path]) -> None:
+    nb = nbformat.read(str(files["saved"]), as_version=4)
+    nb.cells = nb.cells[:2]  # no slider: only the panel's model is left to draw
+    nbformat.write(nb, str(tmp_path / "panel.ipynb"))
+    nbconvert("--to", "html", "panel.ipynb", f"--HTMLExporter.preprocessors={PREPROCESSOR}",
+              cwd=tmp_path)
+    page = (tmp_path / "panel.html").read_text(encoding="utf-8")
+    assert_shows_the_conversation(page)
+    assert WIDGET_VIEW not in page.replace("querySelector('script[type=", "")
+    assert "html-manager" not in page and WIDGET_STATE not in page
+    # the file itself is not changed by the export
+    assert "widgets" in nbformat.read(str(tmp_path / "panel.ipynb"), as_version=4).metadata
