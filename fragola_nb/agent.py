@@ -115,11 +115,12 @@ class Agent(Listening):
         return self.options.description
 
     @property
-    def instructions(self) -> str | None:
-        """The unscoped instructions (upstream's ``instructions()`` without a scope); the
-        scoped ones are read with ``instructions_for(scope)``, all merged with
-        ``system_prompt``."""
-        return self.options.instructions
+    def instructions(self) -> _instructions.Instructions | None:
+        """The unscoped instructions, a ``str`` (None when the agent has none, scoped or
+        not), callable as upstream's ``instructions(scope=None)``: ``agent.instructions("*")``
+        is every scope merged (what the model is sent), ``agent.instructions("lang")`` one
+        scope's. ``instructions_for(scope)`` reads the same whatever is set."""
+        return _instructions.shown(self)
 
     @property
     def system_prompt(self) -> str | None:

@@ -26,7 +26,7 @@ from .errors import BadUsage
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["ALL", "Scopes", "merged", "read", "remove", "write"]
+__all__ = ["ALL", "Instructions", "Scopes", "merged", "read", "remove", "shown", "write"]
 
 ALL = "*"
 """The scope that names every scope merged: read only."""
@@ -64,6 +64,40 @@ class Scopes:
     def as_dict(self) -> dict[str, str]:
         """The scopes in sorted order: how sessions save them."""
         return {scope: self._texts[scope] for scope in self}
+
+
+class Instructions(str):
+    """What ``agent.instructions`` gives: the unscoped text, as the attribute always gave it
+    (a ``str``: compared, printed, saved as one), which can also be called as upstream's
+    ``instructions(scope?)``: ``agent.instructions("*")`` is every scope merged,
+    ``agent.instructions("lang")`` one scope's, ``agent.instructions()`` the unscoped text.
+
+    Why a callable string: ``agent.instructions`` was an attribute before scopes existed
+    (``agent.instructions == "Be brief."``, ``is None`` when unset) and upstream's name for
+    reading a scope is ``instructions(scope)``; both keep working. An agent with neither
+    unscoped nor scoped instructions still gives ``None``; ``instructions_for(scope)`` reads
+    a scope whatever is set."""
+
+    _agent: Agent
+
+    def __call__(self, scope: str | None = None) -> str | None:
+        return read(self._agent, scope)
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        # Pickled, copied or deep-copied as the plain text: never the agent it reads from.
+        return str, (str(self),)
+
+
+def shown(agent: Agent) -> Instructions | None:
+    """``agent.instructions``: the unscoped text as an ``Instructions`` (an empty one when
+    only scopes are set, so that ``agent.instructions("*")`` reads them); None when the
+    agent has no instructions at all."""
+    unscoped = agent.options.instructions
+    if unscoped is None and not len(agent._scopes):
+        return None
+    text = Instructions(unscoped or "")
+    text._agent = agent
+    return text
 
 
 def merged(unscoped: str | None, scopes: Scopes) -> str | None:

@@ -185,7 +185,7 @@ async def test_scopes_alone_send_a_system_message_and_forks_copy_them(
     agent.set_instructions("Only a scope.", scope="s")
     branch = agent.fork()
     branch.set_instructions("Fork only.", scope="t")
-    assert agent.instructions is None
+    assert agent.options.instructions is None and agent.instructions == ""  # unscoped: none
     assert agent.system_prompt == "Only a scope."
     assert branch.system_prompt == "Only a scope.\nFork only."
     model.push(reply("ok"))
@@ -338,3 +338,29 @@ async def test_orchestrate_as_a_hook_adds_the_message_tool_until_removed(
     assert lead.tool_named(MESSAGE_TOOL) is not None
     lead.remove_hook("team")
     assert lead.tool_named(MESSAGE_TOOL) is None and lead.instructions is None
+
+
+def test_agent_instructions_is_the_text_and_callable_as_upstreams_instructions() -> None:
+    import copy
+    import pickle
+
+    from fragola_nb import Fragola
+
+    fragola = Fragola.scripted()
+    plain = fragola.agent(name="plain")
+    assert plain.instructions is None  # nothing set: as before scopes existed
+    agent = fragola.agent(name="tutor", instructions="Be brief.")
+    assert agent.instructions == "Be brief." and isinstance(agent.instructions, str)
+    agent.set_instructions("Answer in French.", scope="lang")
+    agent.set_instructions("Say please.", scope="manners")
+    assert agent.instructions() == "Be brief."
+    assert agent.instructions("lang") == "Answer in French."
+    assert agent.instructions("*") == "Be brief.\nAnswer in French.\nSay please."  # by scope
+    assert agent.instructions("*") == agent.system_prompt == agent.instructions_for("*")
+    only_scoped = fragola.agent(name="scoped")
+    only_scoped.set_instructions("Be kind.", scope="tone")
+    assert only_scoped.instructions == "" and only_scoped.instructions("*") == "Be kind."
+    # Saved, pickled or copied, it is the plain text, never the agent behind it.
+    for copied in (pickle.loads(pickle.dumps(agent.instructions)),
+                   copy.deepcopy(agent.instructions), copy.copy(agent.instructions)):
+        assert copied == "Be brief." and not callable(copied)
