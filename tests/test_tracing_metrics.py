@@ -14,7 +14,7 @@ import pytest
 from helpers import make_agent
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
-from test_issue21_secrets import KEY, EchoAPI, rejecting_key
+from test_secrets_in_traces_and_recordings import KEY, EchoAPI, rejecting_key
 
 from fragola_nb import BadUsage, Fragola, ModelHTTPError
 from fragola_nb.scripted import ScriptedModel, reply

@@ -13,7 +13,7 @@ import pytest
 from . import jlab_harness as h
 from . import scenarios
 from .conftest import UI, expect
-from .test_browser_panel_v2 import (
+from .test_browser_long_panel import (
     CONTRAST_JS,
     NO_MARKUP_JS,
     TOO_WIDE_JS,

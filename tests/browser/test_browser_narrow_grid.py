@@ -15,7 +15,7 @@ import pytest
 from . import jlab_harness as h
 from . import scenarios
 from .conftest import UI, expect
-from .test_browser_panel_v2 import CONTRAST_JS, set_theme
+from .test_browser_long_panel import CONTRAST_JS, set_theme
 
 pytestmark = pytest.mark.timeout(300)
 

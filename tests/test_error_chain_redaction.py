@@ -18,7 +18,13 @@ from typing import Any
 
 import openai
 import pytest
-from test_issue21_secrets import BODY_TOKEN, KEY, EchoAPI, fastapi_422, rejecting_key
+from test_secrets_in_traces_and_recordings import (
+    BODY_TOKEN,
+    KEY,
+    EchoAPI,
+    fastapi_422,
+    rejecting_key,
+)
 
 from fragola_nb import Fragola, ModelHTTPError
 from fragola_nb.redact import redact_exception

@@ -4,7 +4,7 @@ decided approval card stays, saying who decided; repeated fork names get a suffi
 compare's columns keep the variant's name; a failed call is said once in the panel.
 
 The browser and kernel sides (Run All of the lesson notebooks) are in
-``tests/browser/test_browser_issue27_run_all.py``.
+``tests/browser/test_browser_guide_turns.py``.
 """
 
 from __future__ import annotations

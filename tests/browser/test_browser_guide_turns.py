@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 from . import jlab_harness as h
 from . import scenarios
 from .conftest import REPO, UI
-from .test_browser_panel_v2 import set_theme
+from .test_browser_long_panel import set_theme
 
 pytestmark = pytest.mark.timeout(300)
 
