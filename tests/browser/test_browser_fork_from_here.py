@@ -68,12 +68,16 @@ def notebook(root: Path, name: str) -> None:
 def row(panel: Any, index: int) -> Any:
     """Message ``index`` of the panel, scrolled to (the list is windowed)."""
     box = panel.locator(".fragola-messages")
-    # scrolled to the top until the row is drawn (a new panel's rows arrive newest first)
-    panel.page.wait_for_function(
-        "([box, i]) => { box.scrollTop = 0;"
-        " return !!box.querySelector(`.fragola-msg[data-index='${i}']`); }",
-        arg=[box.element_handle(), index])
     target = panel.locator(f".fragola-msg[data-index='{index}']")
+    # scrolled to the top until the row is drawn (a new panel's rows arrive newest first); the
+    # box is looked up again each time, as a tree may still be swapping the panel shown
+    for _ in range(3):
+        panel.page.wait_for_function(
+            "([box, i]) => { box.scrollTop = 0;"
+            " return !!box.querySelector(`.fragola-msg[data-index='${i}']`); }",
+            arg=[box.element_handle(), index])
+        if target.count() == 1:
+            break
     expect(target).to_have_count(1)
     target.scroll_into_view_if_needed()
     return target
@@ -154,6 +158,7 @@ def test_fork_from_here_edit_a_result_and_diff_two_branches(ui: UI) -> None:
 
     # Escape closes an editor: nothing is forked (an edit the agent refuses: the kernel test)
     nodes.nth(0).click()
+    expect(panel.locator(".fragola-name")).to_have_text("long-talker")  # the root's panel now
     first = row(panel, 0)
     first.hover()
     first.locator(".fragola-edit-here-open").click()
