@@ -331,3 +331,14 @@ def test_an_informational_status_is_never_written(tmp_path: Path) -> None:
     appender.append({"agent": "a", "status": 103, "request": {"model": "m"}, "body": {}})
     appender.append({"agent": "a", "status": 200, "request": {"model": "m"}, "body": {}})
     assert [e.status for e in read_recording(path)] == [200]
+
+
+def test_a_broken_session_file_is_named_in_its_error(tmp_path: Path) -> None:
+    fragola = Fragola(api_key="k", base_url="http://127.0.0.1:9")
+    broken = tmp_path / "lesson.json"
+    broken.write_text('{"format": "fragola_nb.session", "version": 1, "stores": '
+                      + "[" * DEEP, encoding="utf-8")
+    with pytest.raises(SessionError, match=r"^.*lesson\.json: .*nested too deeply") as raised:
+        load_session(broken, fragola)
+    assert str(broken) in str(raised.value)
+    assert broken.read_text(encoding="utf-8").endswith("[")  # the file is left as it was

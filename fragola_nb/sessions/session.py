@@ -156,8 +156,13 @@ def load_session(path: str | os.PathLike[str], fragola: Fragola, *,
     ``hooks`` (``agent.use``) are given like listeners, ``{name: hook}`` or a list matched by
     ``__qualname__``, and each is run again on the agent that had it.
     """
-    return session_from_json(Path(path).read_bytes(), fragola, tools=tools, listeners=listeners,
-                             hooks=hooks)
+    data = Path(path).read_bytes()
+    try:
+        return session_from_json(data, fragola, tools=tools, listeners=listeners, hooks=hooks)
+    except SessionError as exc:
+        # The message names the file it is about (a notebook may load several).
+        exc.args = (f"{os.fspath(path)}: {exc}", *exc.args[1:])
+        raise
 
 
 def session_from_json(data: bytes | str, fragola: Fragola, *, tools: Iterable[Tool] = (),
