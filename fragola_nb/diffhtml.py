@@ -12,10 +12,10 @@ width (``minmax(0, 1fr)``) and long tokens wrap, so it reads at 700 px.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from .render import escape as _escape
+from .textfile import writable
 
 if TYPE_CHECKING:
     from .branchdiff import BranchDiff, DiffPair, Message
@@ -56,14 +56,11 @@ grid-template-columns:minmax(0,1fr) minmax(0,1fr)}
 </style>"""
 
 
-_LONE = re.compile("[\ud800-\udfff]")
-"""Half a surrogate pair (half an emoji a model sent), which UTF-8 cannot hold: a page with
-one could not be sent to the browser, so it is written out as ``\\udXXX``."""
-
-
 def escape(text: Any) -> str:
-    """``render.escape``, lone surrogates written out too."""
-    return _escape(_LONE.sub(lambda match: f"\\u{ord(match.group()):04x}", str(text)))
+    """``render.escape``, half a surrogate pair (half an emoji a model sent, which UTF-8
+    cannot hold: a page with one could not be sent to the browser) written out as
+    ``\\udXXX`` (``textfile.writable``)."""
+    return _escape(writable(str(text)))
 
 
 def _text(text: str) -> str:

@@ -18,6 +18,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from ..textfile import utf8
+
 __all__ = [
     "DONE",
     "LAST_CHUNK",
@@ -54,8 +56,7 @@ class Answer:
 def dumps(obj: Any) -> bytes:
     """Compact JSON bytes (the server sends many of these, so skip whitespace)."""
     # A lone surrogate (half an emoji a replayed recording holds) goes as its JSON escape.
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8", "backslashreplace")
+    return utf8(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
 
 
 def _words(text: str) -> int:

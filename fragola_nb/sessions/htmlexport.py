@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["export_html"]
 
 _HERE = Path(__file__).parent
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # What may not appear as itself inside <script type="application/json">: "<" could close the
 # block ("</script>") or open a comment; ">" and "&" for good measure; U+2028/9 end a line in
 # older JavaScript. All are the same string once JSON.parse has read them.
@@ -150,12 +149,10 @@ class _Clean:
         self.known = frozenset(known)
 
     def text(self, value: Any) -> str:
-        text = redact_text(visible(str(value)), self.known)
-        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return writable(redact_text(visible(str(value)), self.known))
 
     def markdown(self, value: str) -> str:
-        return markdown_html(_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}",
-                                            redact_text(value, self.known)))
+        return markdown_html(writable(redact_text(value, self.known)))
 
     def arguments(self, arguments: Any) -> str:
         """Tool arguments as indented JSON, a field named like a credential hidden."""
