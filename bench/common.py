@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,28 @@ class LeanServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def same_requests(first: Callable[[str], Any], second: Callable[[str], Any],
+                  differ: str) -> None:
+    """The two workload makers send the very same request bodies: run both at K=2, streaming
+    and not, and compare the bodies as JSON; ``differ`` is the failure's message."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dump = os.path.join(tmp, "requests.jsonl")
+        with LeanServer(dump=dump) as server:
+
+            async def both() -> None:
+                for make in (first, second):
+                    run = make(server.base_url)
+                    for stream in (False, True):
+                        await run(2, stream)
+                    await run.aclose()
+
+            asyncio.run(both())
+        with open(dump) as f:
+            bodies = [json.loads(line) for line in f]
+    assert len(bodies) == 12, len(bodies)
+    assert bodies[:6] == bodies[6:], differ
 
 
 def report(result: Any, text: str, json_path: str | None) -> None:

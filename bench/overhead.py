@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import sys
 import time
 from typing import Any
 
-from common import LeanServer, median, median_ci, report, spread
+from common import LeanServer, median, median_ci, report, same_requests, spread
 from workloads import LIBRARIES, Run
 
 FLOOR = "bare openai (floor)"
@@ -30,27 +29,9 @@ RUNS_PER_SAMPLE = {5: 4, 20: 1}
 
 def check_same_requests() -> None:
     """The floor must send the very request bodies fragola_nb sends (so the ratio compares
-    two ways through the same client, not two workloads): run both at K=2, streaming and not,
-    and compare the bodies as JSON."""
-    import os
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        dump = os.path.join(tmp, "requests.jsonl")
-        with LeanServer(dump=dump) as server:
-
-            async def both() -> None:
-                for name in (FLOOR, "fragola_nb"):
-                    run = LIBRARIES[name](server.base_url)
-                    for stream in (False, True):
-                        await run(2, stream)
-                    await run.aclose()  # type: ignore[attr-defined]
-
-            asyncio.run(both())
-        with open(dump) as f:
-            bodies = [json.loads(line) for line in f]
-    assert len(bodies) == 12, len(bodies)
-    assert bodies[:6] == bodies[6:], "the floor and fragola_nb send different requests"
+    two ways through the same client, not two workloads)."""
+    same_requests(LIBRARIES[FLOOR], LIBRARIES["fragola_nb"],
+                  "the floor and fragola_nb send different requests")
 
 
 async def _sample(run: Run, k: int, stream: bool, runs: int) -> tuple[float, float]:

@@ -22,11 +22,10 @@ import gc
 import json
 import os
 import sys
-import tempfile
 import time
 from typing import Any
 
-from common import LeanServer, median, median_ci, report, write_section
+from common import LeanServer, median, median_ci, report, same_requests, write_section
 from workloads import MODEL, TIMEOUT, make_floor, make_fragola, make_raw_httpx
 
 RAW = "raw httpx (limit)"
@@ -66,22 +65,8 @@ MAKERS = {RAW: make_raw_httpx, "fragola_nb": make_fragola, LISTENING: make_liste
 
 def check_same_requests() -> None:
     """raw httpx sends the very bodies fragola_nb sends (K=2, streaming and not)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        dump = os.path.join(tmp, "requests.jsonl")
-        with LeanServer(dump=dump) as server:
-
-            async def both() -> None:
-                for make in (make_raw_httpx, make_fragola):
-                    run = make(server.base_url)
-                    for stream in (False, True):
-                        await run(2, stream)
-                    await run.aclose()  # type: ignore[attr-defined]
-
-            asyncio.run(both())
-        with open(dump) as f:
-            bodies = [json.loads(line) for line in f]
-    assert len(bodies) == 12, len(bodies)
-    assert bodies[:6] == bodies[6:], "raw httpx and fragola_nb send different requests"
+    same_requests(make_raw_httpx, make_fragola,
+                  "raw httpx and fragola_nb send different requests")
 
 
 async def per_call(server: LeanServer, reps: int) -> list[dict[str, Any]]:

@@ -39,6 +39,20 @@ def client(base_url: str) -> openai.AsyncOpenAI:
                               timeout=TIMEOUT)
 
 
+def answer_calls(messages: list[dict[str, Any]], content: str | None,
+                 calls: list[dict[str, Any]]) -> None:
+    """A hand-written loop's step: append the assistant message that asked for ``calls`` (no
+    ``"content": null``, as fragola_nb sends it) and each call's ``add`` result."""
+    assistant: dict[str, Any] = {"role": "assistant"}
+    if content:
+        assistant["content"] = content
+    assistant["tool_calls"] = calls
+    messages.append(assistant)
+    for call in calls:
+        result = add(**json.loads(call["function"]["arguments"]))
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(result)})
+
+
 # -- the floor: a hand-written loop on the bare client ------------------------------------
 
 # The floor sends the very bodies fragola_nb sends (checked by ``check_same_requests``): the
@@ -81,15 +95,7 @@ def make_floor(base_url: str) -> Run:
                 ]
             if not calls:
                 return
-            assistant: dict[str, Any] = {"role": "assistant"}
-            if content:
-                assistant["content"] = content
-            assistant["tool_calls"] = calls
-            messages.append(assistant)
-            for call in calls:
-                result = add(**json.loads(call["function"]["arguments"]))
-                messages.append({"role": "tool", "tool_call_id": call["id"],
-                                 "content": str(result)})
+            answer_calls(messages, content, calls)
 
     run.aclose = bare.close  # type: ignore[attr-defined]
     return run
@@ -257,15 +263,7 @@ def make_raw_httpx(base_url: str) -> Run:
             if not calls:
                 assert content and content.startswith("The total is"), content
                 return
-            assistant: dict[str, Any] = {"role": "assistant"}
-            if content:
-                assistant["content"] = content
-            assistant["tool_calls"] = calls
-            messages.append(assistant)
-            for c in calls:
-                result = add(**json.loads(c["function"]["arguments"]))
-                messages.append({"role": "tool", "tool_call_id": c["id"],
-                                 "content": str(result)})
+            answer_calls(messages, content, calls)
 
     run.aclose = http.aclose  # type: ignore[attr-defined]
     return run
