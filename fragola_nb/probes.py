@@ -17,7 +17,7 @@ a fork from that fork alone).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -109,26 +109,22 @@ def _all(managers: list[AbstractContextManager[object]]) -> Iterator[object]:
         yield None
 
 
-def turn(agent: Agent) -> AbstractContextManager[object]:
+def _seam(agent: Agent, enter: Callable[[Probe], AbstractContextManager[object]]
+          ) -> AbstractContextManager[object]:
+    """``enter`` of every probe watching ``agent``, nested; nothing when none watches."""
     found = _watching(agent)
     if not found:
         return contextlib.nullcontext()
-    return found[0].turn(agent) if len(found) == 1 else _all([p.turn(agent) for p in found])
+    return enter(found[0]) if len(found) == 1 else _all([enter(p) for p in found])
+
+
+def turn(agent: Agent) -> AbstractContextManager[object]:
+    return _seam(agent, lambda probe: probe.turn(agent))
 
 
 def model_call(agent: Agent, call: ModelCall) -> AbstractContextManager[object]:
-    found = _watching(agent)
-    if not found:
-        return contextlib.nullcontext()
-    if len(found) == 1:
-        return found[0].model_call(agent, call)
-    return _all([p.model_call(agent, call) for p in found])
+    return _seam(agent, lambda probe: probe.model_call(agent, call))
 
 
 def tool_run(agent: Agent, run: ToolRun) -> AbstractContextManager[object]:
-    found = _watching(agent)
-    if not found:
-        return contextlib.nullcontext()
-    if len(found) == 1:
-        return found[0].tool_run(agent, run)
-    return _all([p.tool_run(agent, run) for p in found])
+    return _seam(agent, lambda probe: probe.tool_run(agent, run))
