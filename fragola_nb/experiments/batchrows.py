@@ -152,14 +152,16 @@ class BatchResult(Sequence[BatchRow]):
         errors = any(row.error for row in shown)
         names = ("#", "input", "answer", "error", "tokens", "s")
         keep = [i for i in range(len(names)) if errors or names[i] != "error"]
-        head = "".join(f"<th>{names[i]}</th>" for i in keep)
+        head = "".join(f"<th>{names[i]}</th>" if i in (0, 4, 5)  # text heads sit over their text
+                       else f'<th style="text-align:left">{names[i]}</th>' for i in keep)
         body = []
         for row in shown:
             cells = [str(row.index), _short(text_of(row.input)), _short(row.answer or ""),
                      _short(row.error or ""), "" if row.tokens is None else f"{row.tokens:,}",
                      "" if row.seconds is None else f"{row.seconds:.2f}"]
             # numbers never break inside ("0.\n01"); a text cell may break a long word (a
-            # URL) anywhere rather than push the last columns out of sight
+            # URL) anywhere rather than push the last columns out of sight, but takes room for
+            # a short word first ("question 0" was cut to "questio|n 0" at 700 px)
             body.append("<tr>" + "".join(
                 f'<td style="white-space:nowrap">{escape(cells[i])}</td>' if i in (0, 4, 5)
                 else f'<td style="{_TEXT_CELL}">{escape(cells[i])}</td>'
@@ -175,7 +177,7 @@ class BatchResult(Sequence[BatchRow]):
                 f"</table>{tail}</div>")
 
 
-_TEXT_CELL = "overflow-wrap:anywhere;min-width:4em;text-align:left"
+_TEXT_CELL = "overflow-wrap:anywhere;min-width:6em;text-align:left"
 
 
 def _short(text: str) -> str:
