@@ -12,7 +12,8 @@ from .checks import normalize_instructions
 from .context import AgentOptions
 from .errors import BadUsage
 from .jsonshapes import check_json_mode
-from .model_client import ModelClient, settings_problem
+from .model_client import ModelClient
+from .options import check_max_step, check_model_settings
 from .redact import redact_text
 from .stores import Store, index_stores
 from .tools import Tool, check_tools
@@ -287,15 +288,8 @@ class Fragola:
         """Make an agent; see the docs' option list (names in snake_case)."""
         if not isinstance(name, str) or not name:
             raise BadUsage("an agent needs a non-empty string name")
-        if isinstance(max_step, bool) or not isinstance(max_step, int) or max_step < 1:
-            raise BadUsage(f"max_step must be a whole number >= 1, got {max_step!r}")
-        if model_settings is not None and not isinstance(model_settings, Mapping):
-            # dict() would accept a list of pairs or fail with a bare ValueError.
-            raise BadUsage(f"model_settings must be a dict, got {type(model_settings).__name__}")
-        settings = dict(model_settings or {})
-        problem = settings_problem(settings)
-        if problem:
-            raise BadUsage(problem)
+        check_max_step(max_step)
+        settings = check_model_settings({} if model_settings is None else model_settings)
         options = AgentOptions(
             name=name,
             description=description,

@@ -22,17 +22,21 @@ from .tools import check_tools
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["SETTABLE", "add_store", "set_options"]
+__all__ = ["SETTABLE", "add_store", "check_max_step", "check_model_settings",
+           "set_options"]
 
 
-def _max_step(value: Any) -> int:
+def check_max_step(value: Any) -> int:
+    """``value`` when it is a whole number >= 1 (``max_step``); else ``BadUsage``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadUsage(f"max_step must be a whole number >= 1, got {value!r}")
     return value
 
 
-def _model_settings(value: Any) -> dict[str, Any]:
+def check_model_settings(value: Any) -> dict[str, Any]:
+    """A copy of ``value`` when it is a dict of settings the model client accepts."""
     if not isinstance(value, Mapping):
+        # dict() would accept a list of pairs or fail with a bare ValueError.
         raise BadUsage(f"model_settings must be a dict, got {type(value).__name__}")
     settings = dict(value)
     problem = settings_problem(settings)
@@ -60,8 +64,8 @@ SETTABLE: dict[str, Callable[[Any], Any]] = {
     "description": _text,
     "instructions": normalize_instructions,
     "use_developer_role": _flag("use_developer_role"),
-    "model_settings": _model_settings,
-    "max_step": _max_step,
+    "model_settings": check_model_settings,
+    "max_step": check_max_step,
     "reset_step_count_after_user_message": _flag("reset_step_count_after_user_message"),
     "tools": lambda tools: list(check_tools(tools)),
 }
