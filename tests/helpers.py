@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from fragola_nb import Agent, Fragola, Tool
+from fragola_nb import Agent, Fragola, Tool, tool
 from fragola_nb.scripted import ScriptedModel, reply
+
+if TYPE_CHECKING:
+    import psutil
 
 __all__ = [
     "answered",
@@ -126,3 +131,35 @@ async def until_async(check: Callable[[], Any], timeout: float = 10.0) -> None:
 def panel_calls(panel: Any) -> list[dict[str, Any]]:
     """Every call shown in a panel's rows, without the timing (which varies)."""
     return [{k: v for k, v in c.items() if k != "ms"} for row in panel.rows for c in row["calls"]]
+
+
+# -- tools and MCP servers more than one test file uses ------------------------------------------
+
+@tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+@tool
+def broken(city: str) -> str:
+    """Always fails."""
+    raise TimeoutError("no answer from the station")
+
+
+SERVER = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
+STDIO = [sys.executable, SERVER, "stdio"]
+
+
+def servers_running() -> list[psutil.Process]:
+    """The demo servers this test process started (and that still run)."""
+    import psutil  # in the "test" extra only: imported by the tests that use it
+
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if SERVER in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found

@@ -5,13 +5,19 @@ and tracing as a hook of one agent (``fragola_nb.tracing.tracing_hook``)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
-from helpers import answered, make_agent, make_fragola, until_async
+from helpers import (
+    STDIO,
+    answered,
+    broken,
+    make_agent,
+    make_fragola,
+    servers_running,
+    until_async,
+    weather,
+)
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -19,18 +25,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from fragola_nb import BadUsage, ToolCallPayload, tool, tracing_hook
 from fragola_nb.hooks import mcp_hook
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-
-
-@tool
-def weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
-
-
-@tool
-def broken(city: str) -> str:
-    """Always fails."""
-    raise TimeoutError("no answer from the station")
 
 
 @tool
@@ -119,20 +113,6 @@ async def test_refused_arguments_are_validation_errors_before_and_after_listener
 
 # -- mcp_hook with a real MCP server ----------------------------------------------------------
 
-SERVER = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
-STDIO = [sys.executable, SERVER, "stdio"]
-
-
-def servers_running() -> list[psutil.Process]:
-    """The demo servers this test process started (and that still run)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if SERVER in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return found
 
 
 def tool_names(agent: Any) -> list[str]:

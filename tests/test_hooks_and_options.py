@@ -10,22 +10,10 @@ from typing import Any
 
 import pydantic
 import pytest
-from helpers import answered, make_agent, make_fragola
+from helpers import answered, broken, make_agent, make_fragola, weather
 
 from fragola_nb import BadUsage, ToolCallPayload, create_store, tool
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-
-
-@tool
-def weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
-
-
-@tool
-def broken(city: str) -> str:
-    """Always fails."""
-    raise TimeoutError("no answer from the station")
 
 
 class City(pydantic.BaseModel):

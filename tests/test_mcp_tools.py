@@ -11,32 +11,27 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import psutil
 import pytest
-from helpers import answered, asked, assert_valid_history, make_agent, until, user
+from helpers import (
+    SERVER,
+    STDIO,
+    answered,
+    asked,
+    assert_valid_history,
+    make_agent,
+    servers_running,
+    until,
+    user,
+)
 
 from fragola_nb import BadUsage, InvalidToolDefinition, run_sync, tool
 from fragola_nb.mcptools import MCPConnection, MCPConnectionError, mcp_tools
 from fragola_nb.runloop import INTERRUPTED
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 
-SERVER = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
-STDIO = [sys.executable, SERVER, "stdio"]
 FAILED = "Error: the tool '{}' raised MCPToolError: "
-
-
-def servers_running() -> list[psutil.Process]:
-    """The demo servers this test process started (and that still run)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if SERVER in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return found
 
 
 @pytest.fixture
