@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import answered, asked, assert_valid_history, make_agent, user
 
-from fragola_nb import BadUsage, tool
+from fragola_nb import Agent, BadUsage, tool
 from fragola_nb.forking import EDITED_RESULT, EDITED_TEXT
 from fragola_nb.scripted import call, hang, reply, tool_calls
 
@@ -96,12 +96,18 @@ async def test_fork_at_leaves_pending_calls_behind(model):
     assert earlier.state.messages == [user("go")]
 
 
-async def test_fork_while_generating_is_refused_as_today(model):
+async def _generating(model: Any) -> tuple[Agent, asyncio.Task[Any]]:
+    """An agent on ``_history()`` whose turn "more" waits on the model (status "generating")."""
     agent = make_agent(model, messages=_history())
     model.push(hang())
     turn = asyncio.create_task(agent.user_message("more"))
     while agent.status != "generating":
         await asyncio.sleep(0.01)
+    return agent, turn
+
+
+async def test_fork_while_generating_is_refused_as_today(model):
+    agent, turn = await _generating(model)
     with pytest.raises(BadUsage, match="generating"):
         agent.fork(at=1)
     agent.stop_sync()
@@ -180,11 +186,7 @@ def test_system_messages_are_not_edited(model):
 
 
 async def test_edit_while_generating_is_refused(model):
-    agent = make_agent(model, messages=_history())
-    model.push(hang())
-    turn = asyncio.create_task(agent.user_message("more"))
-    while agent.status != "generating":
-        await asyncio.sleep(0.01)
+    agent, turn = await _generating(model)
     with pytest.raises(BadUsage, match="generating"):
         agent.edit(0, content="changed")
     agent.stop_sync()
