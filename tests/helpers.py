@@ -22,7 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fragola_nb import Agent, Fragola, Tool, tool
+import pytest
+
+from fragola_nb import Agent, Fragola, ModelHTTPError, Tool, tool
 from fragola_nb.scripted import ScriptedModel, reply
 
 if TYPE_CHECKING:
@@ -126,6 +128,19 @@ async def until_async(check: Callable[[], Any], timeout: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.01)
+
+
+async def model_error(agent: Agent, text: str, fragola: Fragola, server: Any
+                      ) -> pytest.ExceptionInfo[ModelHTTPError]:
+    """Send ``text``: the turn fails with a :class:`ModelHTTPError` (``pytest.raises``'s
+    answer is returned); then, failed or not, close ``fragola`` and the test ``server``."""
+    try:
+        with pytest.raises(ModelHTTPError) as raised:
+            await agent.user_message(text)
+    finally:
+        await fragola.aclose()
+        server.close()
+    return raised
 
 
 def panel_calls(panel: Any) -> list[dict[str, Any]]:

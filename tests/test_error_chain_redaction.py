@@ -18,6 +18,7 @@ from typing import Any
 
 import openai
 import pytest
+from helpers import model_error
 from test_secrets_in_traces_and_recordings import (
     BODY_TOKEN,
     KEY,
@@ -43,12 +44,7 @@ async def raised_by(answer: Any) -> ModelHTTPError:
     api = EchoAPI(answer)
     fragola = Fragola(api_key=KEY, base_url=api.base_url, model="m", max_retries=0)
     agent = fragola.agent(name="a", model_settings={"extra_body": {"access_tokens": BODY_TOKEN}})
-    try:
-        with pytest.raises(ModelHTTPError) as raised:
-            await agent.user_message("hi")
-    finally:
-        await fragola.aclose()
-        api.close()
+    raised = await model_error(agent, "hi", fragola, api)
     return raised.value
 
 

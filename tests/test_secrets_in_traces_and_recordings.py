@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 import requests
+from helpers import model_error
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from fragola_nb import Fragola, ModelHTTPError, load_session, save_session
+from fragola_nb import Fragola, load_session, save_session
 from fragola_nb.redact import credentials_in, is_secret_name, redact_text, redacted, scrub
 from fragola_nb.tracing import instrument, uninstrument
 
@@ -194,12 +195,7 @@ async def test_a_short_key_is_not_cut_out_of_the_servers_words() -> None:
         "message": 'model "llama3.2" not found, try pulling it first: ollama pull llama3.2',
         "type": "api_error"}}))
     fragola = Fragola(api_key="ollama", base_url=api.base_url, model="llama3.2", max_retries=0)
-    try:
-        with pytest.raises(ModelHTTPError) as raised:
-            await fragola.agent(name="local").user_message("hi")
-    finally:
-        await fragola.aclose()
-        api.close()
+    raised = await model_error(fragola.agent(name="local"), "hi", fragola, api)
     assert "try pulling it first: ollama pull llama3.2" in str(raised.value)
     assert "[redacted]" not in str(raised.value)
 
@@ -216,12 +212,7 @@ async def test_a_credential_sent_in_extra_body_is_hidden_when_an_error_quotes_it
     fragola = Fragola(api_key=KEY, base_url=api.base_url, model="m", max_retries=0)
     agent = fragola.agent(name="a", model_settings={
         "extra_body": {"access_tokens": BODY_TOKEN, "top_k": 5}})
-    try:
-        with pytest.raises(ModelHTTPError) as raised:
-            await agent.user_message("hi")
-    finally:
-        await fragola.aclose()
-        api.close()
+    raised = await model_error(agent, "hi", fragola, api)
     assert "Extra inputs are not permitted" in str(raised.value)
     assert BODY_TOKEN not in str(raised.value)
 
@@ -238,12 +229,7 @@ async def test_a_recording_hides_what_the_server_quotes_back_and_plural_credenti
         "access_tokens": [BODY_TOKEN], "refresh_tokens": "rt-0a9b8c7d6e",
         "passcode": "pc-91827364", "creds": {"user": "u", "secret": "s-5f4e3d2c1b"},
         "max_tokens": 7}})
-    try:
-        with pytest.raises(ModelHTTPError):
-            await agent.user_message(f"my gateway key is {KEY}")
-    finally:
-        await fragola.aclose()
-        api.close()
+    await model_error(agent, f"my gateway key is {KEY}", fragola, api)
     data = path.read_text()
     for secret in (KEY, BODY_TOKEN, "rt-0a9b8c7d6e", "pc-91827364", "s-5f4e3d2c1b"):
         assert secret not in data, secret
@@ -312,12 +298,7 @@ async def test_a_key_a_server_echoes_never_reaches_an_exported_span(
     fragola = Fragola(api_key=KEY, base_url=api.base_url, model="m", max_retries=0)
     agent = fragola.agent(name="a", model_settings={
         "extra_body": {"access_tokens": BODY_TOKEN}})
-    try:
-        with pytest.raises(ModelHTTPError):
-            await agent.user_message(f"is {KEY} right?")
-    finally:
-        await fragola.aclose()
-        api.close()
+    await model_error(agent, f"is {KEY} right?", fragola, api)
     spans = found.spans()
     assert sorted(span.name for span in spans) == ["chat m", "invoke_agent a"]
     text = everything_in(spans)

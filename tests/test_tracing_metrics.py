@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import make_agent
+from helpers import make_agent, model_error
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from test_secrets_in_traces_and_recordings import KEY, EchoAPI, rejecting_key
 
-from fragola_nb import BadUsage, Fragola, ModelHTTPError
+from fragola_nb import BadUsage, Fragola
 from fragola_nb.scripted import ScriptedModel, reply
 from fragola_nb.tracing import instrument, uninstrument
 
@@ -78,12 +78,7 @@ async def test_a_failed_call_records_its_duration_with_error_type_and_no_key(
         reader: InMemoryMetricReader) -> None:
     api = EchoAPI(rejecting_key)
     fragola = Fragola(api_key=KEY, base_url=api.base_url, model="m", max_retries=0)
-    try:
-        with pytest.raises(ModelHTTPError):
-            await fragola.agent(name="a").user_message("hi")
-    finally:
-        await fragola.aclose()
-        api.close()
+    await model_error(fragola.agent(name="a"), "hi", fragola, api)
 
     found = metrics_of(reader)
     _, [duration] = found["gen_ai.client.operation.duration"]
