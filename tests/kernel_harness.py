@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from jupyter_client.manager import KernelManager
@@ -35,6 +37,17 @@ class Result:
     def data(self) -> list[dict[str, Any]]:
         """The ``data`` bundles of display_data / execute_result outputs."""
         return [o["data"] for o in self.outputs if "data" in o]
+
+
+# The repository's opt-in IPython config: its profile_default loads fragola_nb at kernel start.
+CONFIG = Path(__file__).parent.parent / "jupyter-config" / "ipython"
+
+
+def startup_profile(ipython_dir: Path) -> dict[str, str]:
+    """``Kernel(env=...)`` for a kernel that loads fragola_nb through the opt-in startup file
+    (no ``%load_ext``): the repository's profile_default copied into ``ipython_dir``."""
+    shutil.copytree(CONFIG / "profile_default", ipython_dir / "profile_default")
+    return {"IPYTHONDIR": str(ipython_dir)}
 
 
 class Kernel:

@@ -10,7 +10,6 @@ that calls such a server ends as an error and ``%tb`` prints the whole chain.
 from __future__ import annotations
 
 import json
-import shutil
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +28,6 @@ from test_secrets_in_traces_and_recordings import (
 
 from fragola_nb import Fragola, ModelHTTPError
 from fragola_nb.redact import redact_exception
-
-CONFIG = Path(__file__).parent.parent / "jupyter-config" / "ipython"
 
 
 def echoing_both(auth: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -122,11 +119,9 @@ def everything(result: Any) -> str:
 
 def test_a_cell_calling_a_server_that_echoes_the_key_shows_it_nowhere(
         api: EchoAPI, tmp_path: Path) -> None:
-    from kernel_harness import Kernel
+    from kernel_harness import Kernel, startup_profile
 
-    ipython_dir = tmp_path / "ipython"
-    shutil.copytree(CONFIG / "profile_default", ipython_dir / "profile_default")
-    with Kernel(env={"IPYTHONDIR": str(ipython_dir)}) as kernel:
+    with Kernel(env=startup_profile(tmp_path / "ipython")) as kernel:
         kernel.execute(
             "from fragola_nb import Fragola\n"
             f"fragola = Fragola(api_key={KEY!r}, base_url={api.base_url!r}, model='m', "

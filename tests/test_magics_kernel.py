@@ -17,13 +17,12 @@ from typing import Any
 import nbformat
 import pytest
 from helpers import until
-from kernel_harness import Kernel
+from kernel_harness import CONFIG, Kernel, startup_profile
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from fragola_nb.scripted import ScriptedModel, call, demo_brain, fail, hang, reply, tool_calls
 
-CONFIG = Path(__file__).parent.parent / "jupyter-config" / "ipython"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 SECRET = "sk-test-SECRET-123"
 SHORT_503 = ["ModelHTTPError: the model API answered HTTP 503: overloaded, try later",
@@ -48,9 +47,7 @@ def where(event):
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
     """A kernel that loads fragola_nb through the opt-in startup file: no %load_ext."""
-    ipython_dir = tmp_path_factory.mktemp("ipython")
-    shutil.copytree(CONFIG / "profile_default", ipython_dir / "profile_default")
-    with Kernel(env={"IPYTHONDIR": str(ipython_dir)}) as running:
+    with Kernel(env=startup_profile(tmp_path_factory.mktemp("ipython"))) as running:
         running.execute(SETUP)
         yield running
 

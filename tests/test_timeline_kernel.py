@@ -6,18 +6,15 @@ totals; a hostile argument stays text. A panel of the whole agent sends none."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_harness import Kernel
+from kernel_harness import Kernel, startup_profile
 
 from fragola_nb.scripted import ScriptedModel, call, hang, reply, tool_calls
 
-CONFIG = Path(__file__).parent.parent / "jupyter-config" / "ipython"
 HOSTILE = '<img src=x onerror="alert(1)">\u202egnp.exe'
 
 SETUP = """
@@ -33,9 +30,7 @@ async def nap(q: str) -> str:
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    ipython_dir = tmp_path_factory.mktemp("ipython")
-    shutil.copytree(CONFIG / "profile_default", ipython_dir / "profile_default")
-    with Kernel(env={"IPYTHONDIR": str(ipython_dir)}) as running:
+    with Kernel(env=startup_profile(tmp_path_factory.mktemp("ipython"))) as running:
         running.execute(SETUP)
         yield running
 
