@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pydantic
 import pytest
 
 from fragola_nb import Agent, Fragola, ModelHTTPError, Tool, tool
@@ -149,6 +150,17 @@ def panel_calls(panel: Any) -> list[dict[str, Any]]:
 
 
 # -- tools and MCP servers more than one test file uses ------------------------------------------
+
+class AddArgs(pydantic.BaseModel):
+    a: int
+    b: int
+
+
+def add_tool(*, require_approval: bool = True) -> Tool:
+    """``add(a, b)``, asking for approval unless told not to."""
+    return tool(name="add", description="Add two numbers.", schema=AddArgs,
+                handler=lambda p: p.a + p.b, require_approval=require_approval)
+
 
 @tool
 def weather(city: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pydantic
+from helpers import AddArgs, add_tool
 from helpers import panel_calls as calls
 from helpers import until_async as until
 from hypothesis import example, given
@@ -25,16 +25,6 @@ from fragola_nb.notebook.rows import Rows
 from fragola_nb.render import _markdown, markdown_html, visible
 from fragola_nb.runloop import CANCELLED, INTERRUPTED
 from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-
-
-class AddArgs(pydantic.BaseModel):
-    a: int
-    b: int
-
-
-def add_tool(*, require_approval: bool) -> Tool:
-    return tool(name="add", description="Add two numbers.", schema=AddArgs,
-                handler=lambda p: p.a + p.b, require_approval=require_approval)
 
 
 def make_agent(model: ScriptedModel, *tools: Tool) -> Agent:

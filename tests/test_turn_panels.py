@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pydantic
+from helpers import add_tool
 from helpers import until_async as until
 
 from fragola_nb import Fragola, Tool, tool
@@ -20,16 +20,6 @@ from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
 
 API_KEY = "sk-test-issue27-DO-NOT-SHOW"
-
-
-class AddArgs(pydantic.BaseModel):
-    a: int
-    b: int
-
-
-def add_tool(*, require_approval: bool = True) -> Tool:
-    return tool(name="add", description="Add two numbers.", schema=AddArgs,
-                handler=lambda p: p.a + p.b, require_approval=require_approval)
 
 
 def make_agent(model: ScriptedModel, *tools: Tool, **options: Any) -> Agent:

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import comm
-import pydantic
 import pytest
 from comm.base_comm import BaseComm
-from helpers import make_fragola
+from helpers import AddArgs, add_tool, make_fragola
 from helpers import panel_calls as calls
 from helpers import until_async as until
 from IPython.core.interactiveshell import InteractiveShell
@@ -42,16 +41,6 @@ API_KEY = "sk-test-DO-NOT-SHOW-4242"
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(2)>"
 RLO, ZWSP = "\u202e", "\u200b"
-
-
-class AddArgs(pydantic.BaseModel):
-    a: int
-    b: int
-
-
-def add_tool(*, require_approval: bool = True) -> Tool:
-    return tool(name="add", description="Add two numbers.", schema=AddArgs,
-                handler=lambda p: p.a + p.b, require_approval=require_approval)
 
 
 def lookup_tool() -> Tool:
