@@ -114,6 +114,9 @@ function render({ model, el }) {
   let cueQueued = false;
   const cue = () => {
     cueQueued = false;
+    // Not laid out (JupyterLab hides outputs while it restyles, on a theme change): nothing
+    // to measure; the cue is read again when the grid has its size back.
+    if (!grid.clientWidth) return;
     const total = grid.children.length;
     const overflow = grid.scrollWidth > grid.clientWidth + 1;
     const atStart = grid.scrollLeft <= 1;

@@ -179,6 +179,8 @@ def test_diff_rule_toggle_narrow_with_the_file_browser_and_a_compact_export(ui: 
         set_theme(page, "JupyterLab Dark")
         try:
             out.scroll_into_view_if_needed()
+            # the cue is read again once JupyterLab has restyled the outputs
+            expect(more).to_have_text(re.compile(r"^columns? [2-4](–[3-4])? of 4 · scroll [↔←]$"))
             ui.shot("grid-700-dark", out)
             check_contrast(out, ".fragola-compare-more, .fragola-compare-mode, "
                            ".fragola-compare-apart, .fragola-compare-answer > *")
