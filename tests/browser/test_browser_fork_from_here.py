@@ -5,6 +5,7 @@ with hostile text, in the dark theme at 700 px."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +70,14 @@ def row(panel: Any, index: int) -> Any:
     """Message ``index`` of the panel, scrolled to (the list is windowed)."""
     box = panel.locator(".fragola-messages")
     target = panel.locator(f".fragola-msg[data-index='{index}']")
-    # scrolled to the top until the row is drawn (a new panel's rows arrive newest first); the
-    # box is looked up again each time, as a tree may still be swapping the panel shown
-    for _ in range(3):
-        panel.page.wait_for_function(
-            "([box, i]) => { box.scrollTop = 0;"
-            " return !!box.querySelector(`.fragola-msg[data-index='${i}']`); }",
-            arg=[box.element_handle(), index])
-        if target.count() == 1:
-            break
+    # scrolled to the top until the row is drawn (a new panel's rows arrive newest first);
+    # the locators are resolved again at each try, as a tree may still be swapping the panel
+    # it shows (a handle taken before the swap scrolls a box no longer in the page)
+    deadline = time.monotonic() + 30
+    while target.count() != 1 and time.monotonic() < deadline:
+        if box.count() == 1:
+            box.evaluate("b => { b.scrollTop = 0; }")
+        panel.page.wait_for_timeout(100)
     expect(target).to_have_count(1)
     target.scroll_into_view_if_needed()
     return target
