@@ -1,7 +1,11 @@
 """fragola_nb: the Fragola agent SDK in Python, with a Jupyter layer to watch and steer agents.
 
-The core (this package's top level) imports no Jupyter module; the notebook layer lives in
-``fragola_nb.notebook`` and is loaded by ``%load_ext fragola_nb``.
+The package is built in layers, each importing only the layers below it (docs/architecture.md;
+``.importlinter`` checks it): ``base`` (errors, redaction, safe text) < ``models`` (the model
+client, the scripted model, recording, the local model) < ``core`` (Fragola, Agent, the run loop)
+< ``sessions`` and ``presets`` (guardrails, orchestration, MCP tools, tracing) < ``experiments``
+(compare, batch, Ray) < ``notebook`` (the Jupyter layer, loaded by
+``%load_ext fragola_nb``) < this face, which imports the core and names the rest lazily.
 """
 
 from __future__ import annotations
@@ -9,10 +13,9 @@ from __future__ import annotations
 import importlib
 import typing
 
-from ._version import __version__ as __version__  # re-exported: the one version
-from .agent import Agent
-from .context import AgentContext, AgentOptions
-from .errors import (
+from fragola_nb import _moved
+from fragola_nb._version import __version__ as __version__  # re-exported: the one version
+from fragola_nb.base.errors import (
     BadUsage,
     FragolaError,
     InvalidArguments,
@@ -28,39 +31,48 @@ from .errors import (
     SessionError,
     TurnRefused,
 )
-from .events import EVENT_NAMES, Subscription, ToolCallConfig
-from .fragola import Fragola
-from .payloads import ToolCallPayload
-from .state import AgentState, Decision, PendingCall
-from .stores import Store, create_store
-from .sync import run_sync
-from .tools import Tool, tool
+from fragola_nb.base.sync import run_sync
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.context import AgentContext, AgentOptions
+from fragola_nb.core.events import EVENT_NAMES, Subscription, ToolCallConfig
+from fragola_nb.core.fragola import Fragola
+from fragola_nb.core.payloads import ToolCallPayload
+from fragola_nb.core.state import AgentState, Decision, PendingCall
+from fragola_nb.core.stores import Store, create_store
+from fragola_nb.core.tools import Tool, tool
+
+_moved.install()  # fragola_nb.scripted, fragola_nb.agent... (the flat layout's paths) still import
 
 if typing.TYPE_CHECKING:
-    from .branchdiff import BranchDiff, diff
-    from .experiments import BatchResult, Comparison
-    from .experiments.raybackend import RayBackend
-    from .guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
-    from .jsonmode import JsonResult
-    from .mcptools import MCPConnection, MCPConnectionError, MCPToolError, mcp_tools
-    from .orchestration import (
+    from fragola_nb.core.branchdiff import BranchDiff, diff
+    from fragola_nb.core.jsonmode import JsonResult
+    from fragola_nb.core.usage import Usage, tree_usage
+    from fragola_nb.experiments import BatchResult, Comparison
+    from fragola_nb.experiments.ray.backend import RayBackend
+    from fragola_nb.presets.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
+    from fragola_nb.presets.mcptools import (
+        MCPConnection,
+        MCPConnectionError,
+        MCPToolError,
+        mcp_tools,
+    )
+    from fragola_nb.presets.orchestration import (
         Orchestration,
         OrchestrationError,
         OrchestrationMessage,
         Veto,
         orchestrate,
     )
-    from .sessions import (
+    from fragola_nb.presets.tracing import instrument, tracing_hook, uninstrument
+    from fragola_nb.sessions import (
         Session,
-        export_html,
         export_markdown,
         export_tree_html,
         export_tree_markdown,
         load_session,
         save_session,
     )
-    from .tracing import instrument, tracing_hook, uninstrument
-    from .usage import Usage, tree_usage
+    from fragola_nb.sessions.htmlexport import export_html
 
 # Imported on first use (module __getattr__, PEP 562): most programs never save a session,
 # export or ask for JSON, and those modules made up a good part of what ``import fragola_nb``
@@ -68,7 +80,7 @@ if typing.TYPE_CHECKING:
 _LAZY = {
     "BatchResult": "experiments",
     "Comparison": "experiments",
-    "JsonResult": "jsonmode",
+    "JsonResult": "core.jsonmode",
     "Session": "sessions",
     "export_html": "sessions",
     "export_markdown": "sessions",
@@ -76,30 +88,30 @@ _LAZY = {
     "export_tree_markdown": "sessions",
     "load_session": "sessions",
     "save_session": "sessions",
-    "Usage": "usage",
-    "tree_usage": "usage",
-    "BranchDiff": "branchdiff",
-    "diff": "branchdiff",
+    "Usage": "core.usage",
+    "tree_usage": "core.usage",
+    "BranchDiff": "core.branchdiff",
+    "diff": "core.branchdiff",
     # The rest of the Fragola system: optional modules (mcp_tools and instrument import their
     # extras, mcp and opentelemetry, only when called).
-    "Guardrail": "guardrails",
-    "GuardrailRejected": "guardrails",
-    "Rejection": "guardrails",
-    "guardrail": "guardrails",
-    "MCPConnection": "mcptools",
-    "MCPConnectionError": "mcptools",
-    "MCPToolError": "mcptools",
-    "mcp_tools": "mcptools",
-    "Orchestration": "orchestration",
-    "OrchestrationError": "orchestration",
-    "OrchestrationMessage": "orchestration",
-    "Veto": "orchestration",
-    "orchestrate": "orchestration",
-    "instrument": "tracing",
-    "tracing_hook": "tracing",
-    "uninstrument": "tracing",
+    "Guardrail": "presets.guardrails",
+    "GuardrailRejected": "presets.guardrails",
+    "Rejection": "presets.guardrails",
+    "guardrail": "presets.guardrails",
+    "MCPConnection": "presets.mcptools",
+    "MCPConnectionError": "presets.mcptools",
+    "MCPToolError": "presets.mcptools",
+    "mcp_tools": "presets.mcptools",
+    "Orchestration": "presets.orchestration",
+    "OrchestrationError": "presets.orchestration",
+    "OrchestrationMessage": "presets.orchestration",
+    "Veto": "presets.orchestration",
+    "orchestrate": "presets.orchestration",
+    "instrument": "presets.tracing",
+    "tracing_hook": "presets.tracing",
+    "uninstrument": "presets.tracing",
     # agent.batch(..., backend=RayBackend(...)): imports ray only when a batch uses it.
-    "RayBackend": "experiments.raybackend",
+    "RayBackend": "experiments.ray.backend",
 }
 
 __all__ = [
@@ -171,7 +183,7 @@ def __getattr__(name: str) -> typing.Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value  # once: later lookups do not come here
     return value
 
@@ -182,12 +194,12 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: object) -> None:
     """``%load_ext fragola_nb``: the notebook layer, imported only here."""
-    from .notebook import load_ipython_extension as load
+    from fragola_nb.notebook import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: object) -> None:
-    from .notebook import unload_ipython_extension as unload
+    from fragola_nb.notebook import unload_ipython_extension as unload
 
     unload(ipython)

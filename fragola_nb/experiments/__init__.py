@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-from .batch import BatchResult
-from .compare import Comparison
+from fragola_nb.experiments import pages  # export_html's pages of comparisons and batches
+from fragola_nb.experiments.batch import BatchResult
+from fragola_nb.experiments.compare import Comparison
+
+del pages
 
 __all__ = ["BatchResult", "Comparison"]

@@ -41,17 +41,23 @@ from collections.abc import Callable, Iterable
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-from ..checks import check_content
-from ..driver import StopNow
-from ..errors import BadUsage
-from ..usage import Usage
-from .batchfile import ResumeFile
-from .batchrows import BatchResult, BatchRow
-from .comparison import answer_text, error_line, experiment_ended, row_tokens, undone_on_error
+from fragola_nb.base.checks import check_content
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.core.driver import StopNow
+from fragola_nb.core.usage import Usage
+from fragola_nb.experiments.batchfile import ResumeFile
+from fragola_nb.experiments.batchrows import BatchResult, BatchRow
+from fragola_nb.experiments.comparison import (
+    answer_text,
+    error_line,
+    experiment_ended,
+    row_tokens,
+    undone_on_error,
+)
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..state import AgentState
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.state import AgentState
 
 __all__ = ["BatchResult", "BatchRow", "run_batch"]
 
@@ -80,7 +86,7 @@ async def run_batch(
     base = agent._copy(f"{agent.name}-batch")
     on_ray = definition = None
     if backend != "local":  # everything is checked before anything starts or is opened
-        from .raybackend import backend_of, definition_of
+        from fragola_nb.experiments.ray.backend import backend_of, definition_of
 
         on_ray = backend_of(backend)
         if on_ray is not None:
@@ -103,7 +109,7 @@ async def run_batch(
         raise
     try:
         if on_ray is not None and definition is not None:
-            from .rayrun import run_on_ray
+            from fragola_nb.experiments.ray.run import run_on_ray
 
             await run_on_ray(batch, on_ray, concurrency, definition)
         else:

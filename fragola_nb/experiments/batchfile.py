@@ -17,7 +17,7 @@ JSON) is ignored and cut off before anything is appended; a whole row that only 
 newline (an editor's) is kept, and the next row starts on a line of its own. Anything else
 there, like a line that is not a row, or token counts that are negative or larger than
 ``2**53 - 1``, is a ``BadUsage`` naming the file and the line, the file left as it was.
-Any text a model sends is written, half an emoji included (``fragola_nb.textfile``): it
+Any text a model sends is written, half an emoji included (``fragola_nb.base.textfile``): it
 reads back the same. The rows hold the
 input, the answer, the error (already redacted, see ``comparison.error_line``), the usage and
 the time: no settings, no headers, no key. The file is created readable by its owner only,
@@ -38,12 +38,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadUsage
-from ..textfile import utf8
-from ..timing import tool_read_back
-from ..usage import ModelPrice, Usage, call_read_back
-from .batchrows import BatchRow
-from .comparison import row_tokens
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.textfile import utf8
+from fragola_nb.core.timing import tool_read_back
+from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
+from fragola_nb.experiments.batchrows import BatchRow
+from fragola_nb.experiments.comparison import row_tokens
 
 __all__ = ["ResumeFile"]
 

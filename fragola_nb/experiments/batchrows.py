@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ..render import escape, text_of
-from ..usage import Usage
-from .comparison import import_pandas
+from fragola_nb.base.render import escape, text_of
+from fragola_nb.core.usage import Usage
+from fragola_nb.experiments.comparison import import_pandas
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from fragola_nb.core.agent import Agent
 
 __all__ = ["BatchResult", "BatchRow", "RowStatus"]
 

@@ -33,11 +33,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..checks import check_content, normalize_instructions
-from ..errors import BadUsage, InvalidToolDefinition
-from ..model_client import settings_problem
-from ..tools import Tool, check_tools
-from .comparison import (
+from fragola_nb.base.checks import check_content, normalize_instructions
+from fragola_nb.base.errors import BadUsage, InvalidToolDefinition
+from fragola_nb.core.tools import Tool, check_tools
+from fragola_nb.experiments.comparison import (
     WATCHERS,
     Comparison,
     VariantRun,
@@ -49,10 +48,11 @@ from .comparison import (
     tool_call_texts,
     undone_on_error,
 )
+from fragola_nb.models.client import settings_problem
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..state import AgentState
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.state import AgentState
 
 __all__ = [
     "VARIANT_KEYS",

@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..redact import redact_text
-from ..render import escape, text_of, visible
-from ..usage import Usage
+from fragola_nb.base.redact import redact_text
+from fragola_nb.base.render import escape, text_of, visible
+from fragola_nb.core.usage import Usage
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from fragola_nb.core.agent import Agent
 
 __all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "error_line",
            "experiment_ended", "import_pandas", "row_tokens", "tool_call_texts",

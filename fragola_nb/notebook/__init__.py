@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import compare_cell, interrupts
-from .magics import Extension, FragolaMagics
+from fragola_nb.notebook import compare_cell, interrupts
+from fragola_nb.notebook.magics import Extension, FragolaMagics
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
 

@@ -25,16 +25,16 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FragolaError
-from ..redact import redact_text
-from ..render import visible
-from . import fromhere
-from .runner import launch, runs_of
+from fragola_nb.base.errors import FragolaError
+from fragola_nb.base.redact import redact_text
+from fragola_nb.base.render import visible
+from fragola_nb.notebook import fromhere
+from fragola_nb.notebook.runner import launch, runs_of
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..state import PendingCall
-    from .panel import AgentPanel
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.state import PendingCall
+    from fragola_nb.notebook.panel import AgentPanel
 
 __all__ = ["Actions", "clicked", "error_text"]
 

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-from ..jsonshapes import JSON_MODES
+from fragola_nb.core.jsonshapes import JSON_MODES
 
 __all__ = ["USAGE", "CellOptions", "interpolate", "lookup", "parse_name", "parse_options"]
 

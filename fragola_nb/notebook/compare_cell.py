@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ..errors import BadUsage
-from ..experiments.compare import WATCHERS, Comparison, check_variants
-from ..render import escape
-from .cellargs import CellOptions, interpolate, lookup, parse_options
-from .textviews import say, show
-from .turn import Turn, TurnInterrupted
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.render import escape
+from fragola_nb.experiments.compare import WATCHERS, Comparison, check_variants
+from fragola_nb.notebook.cellargs import CellOptions, interpolate, lookup, parse_options
+from fragola_nb.notebook.textviews import say, show
+from fragola_nb.notebook.turn import Turn, TurnInterrupted
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from .magics import Extension
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.notebook.magics import Extension
 
 __all__ = ["CompareCell", "CompareWatcher", "cell_for", "unwatch", "watch"]
 
@@ -48,7 +48,7 @@ class CompareWatcher:
     def started(self, comparison: Comparison) -> None:
         if not self.ext.widgets:
             return
-        from .compare_view import CompareView
+        from fragola_nb.notebook.compare_view import CompareView
 
         view = CompareView(comparison, namespace=self.ext.shell.user_ns)
         self._live = {k: v for k, v in self._live.items() if v[0]() is not None}
@@ -70,7 +70,7 @@ class CompareWatcher:
             # Every form, so IPython adds no second table below the live grid.
             line = f"Comparison of {len(comparison)} variant(s): the grid above"
             return {"text/plain": line, "text/html": f"<small>{escape(line)}</small>"}
-        from .compare_view import CompareView
+        from fragola_nb.notebook.compare_view import CompareView
 
         view = CompareView(comparison, namespace=self.ext.shell.user_ns)
         self.ext.views.append(view)  # detached on unload, as the magics' views are

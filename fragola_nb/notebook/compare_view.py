@@ -29,15 +29,15 @@ import anywidget
 import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
-from ..events import transient
-from ..experiments.compare import Comparison, VariantRun
-from ..render import text_of, visible
-from . import shown
-from .panel import AgentPanel
-from .stream import Stream
+from fragola_nb.base.render import text_of, visible
+from fragola_nb.core.events import transient
+from fragola_nb.experiments.compare import Comparison, VariantRun
+from fragola_nb.notebook import shown
+from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.stream import Stream
 
 if TYPE_CHECKING:
-    from ..events import Subscription
+    from fragola_nb.core.events import Subscription
 
 __all__ = ["SIMILAR", "CompareGrid", "CompareView", "column", "diff_segments", "word_overlap"]
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FragolaError
-from ..render import text_of, visible
-from .rows import disguised
+from fragola_nb.base.errors import FragolaError
+from fragola_nb.base.render import text_of, visible
+from fragola_nb.notebook.rows import disguised
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from fragola_nb.core.agent import Agent
 
 __all__ = ["NotHere", "fork_edited", "fork_here", "goes_on", "row_end", "source", "target_of"]
 

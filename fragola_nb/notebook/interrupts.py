@@ -15,8 +15,8 @@ import asyncio
 from types import TracebackType
 from typing import Any
 
-from ..agent import Agent
-from ..render import visible
+from fragola_nb.base.render import visible
+from fragola_nb.core.agent import Agent
 
 __all__ = ["install", "uninstall"]
 

@@ -24,15 +24,15 @@ from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 
-from ..agent import Agent
-from ..errors import BadUsage
-from ..fragola import Fragola
-from ..jsonshapes import JSON_MODES
-from ..sync import run_sync
-from .cellargs import lookup, parse_name
-from .compare_cell import cell_for
-from .textviews import AgentTable, ForkTreeText, say, show
-from .turn import TurnView
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.sync import run_sync
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.fragola import Fragola
+from fragola_nb.core.jsonshapes import JSON_MODES
+from fragola_nb.notebook.cellargs import lookup, parse_name
+from fragola_nb.notebook.compare_cell import cell_for
+from fragola_nb.notebook.textviews import AgentTable, ForkTreeText, say, show
+from fragola_nb.notebook.turn import TurnView
 
 __all__ = ["Extension", "FragolaMagics"]
 
@@ -57,7 +57,7 @@ class Extension:
         """The transformer's target: the turn runs on the loop running this cell."""
         turn = cell_for(self, line, body)
         turn.prepare()
-        await turn.run()  # its calls keep the loop awake for an interrupt (fragola_nb.awake)
+        await turn.run()  # its calls keep the loop awake for an interrupt (fragola_nb.base.awake)
         turn.finish()
 
     def run_cell_sync(self, line: str, body: str) -> None:
@@ -135,7 +135,7 @@ class Extension:
         self.detach_turn_panels(agent, "a newer panel follows this agent")
         if not self.widgets:
             return None
-        from .panel import AgentPanel
+        from fragola_nb.notebook.panel import AgentPanel
 
         panel = AgentPanel(agent, since=since, model=model, namespace=self.shell.user_ns)
         self.turn_panels.setdefault(agent.id, []).append(panel)
@@ -207,7 +207,7 @@ class FragolaMagics(Magics):
         if not self.ext.widgets:
             show(agent)
             return
-        from .panel import AgentPanel
+        from fragola_nb.notebook.panel import AgentPanel
 
         self.ext.show_view(AgentPanel(agent, namespace=self.ext.shell.user_ns))
 
@@ -218,7 +218,7 @@ class FragolaMagics(Magics):
         if not self.ext.widgets:
             show(ForkTreeText(agent))
             return
-        from .tree import ForkTree
+        from fragola_nb.notebook.tree import ForkTree
 
         self.ext.show_view(ForkTree(agent, namespace=self.ext.shell.user_ns))
 

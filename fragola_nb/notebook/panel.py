@@ -37,19 +37,19 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
-from ..events import transient
-from ..render import conversation_html, escape, visible
-from . import shown
-from .actions import Actions, clicked, error_text
-from .rows import CallFacts, Rows
-from .runner import started_by
-from .stream import Stream
-from .timeline import timeline_shown
+from fragola_nb.base.render import conversation_html, escape, visible
+from fragola_nb.core.events import transient
+from fragola_nb.notebook import shown
+from fragola_nb.notebook.actions import Actions, clicked, error_text
+from fragola_nb.notebook.rows import CallFacts, Rows
+from fragola_nb.notebook.runner import started_by
+from fragola_nb.notebook.stream import Stream
+from fragola_nb.notebook.timeline import timeline_shown
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..events import Subscription
-    from ..usage import Usage
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.events import Subscription
+    from fragola_nb.core.usage import Usage
 
 __all__ = ["AgentPanel", "error_text"]
 

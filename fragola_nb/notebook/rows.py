@@ -27,10 +27,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..forking import EDITED_RESULT
-from ..guardrails import rejection_of
-from ..render import markdown_html, pretty_arguments, text_of, visible
-from ..runloop import CANCELLED, EDITED, INTERRUPTED, REJECTED
+from fragola_nb.base.checks import rejection_of
+from fragola_nb.base.render import markdown_html, pretty_arguments, text_of, visible
+from fragola_nb.core.forking import EDITED_RESULT
+from fragola_nb.core.runloop import CANCELLED, EDITED, INTERRUPTED, REJECTED
 
 __all__ = ["RESULT_EDITED", "SHORT", "CallFacts", "Rows", "compact", "disguised", "short"]
 

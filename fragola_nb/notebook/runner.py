@@ -20,7 +20,7 @@ import contextvars
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from ..sync import background_loop
+from fragola_nb.base.sync import background_loop
 
 __all__ = ["launch", "runs_of", "started_by"]
 

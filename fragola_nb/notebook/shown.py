@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..render import text_of, visible
-from .rows import compact, disguised, short
+from fragola_nb.base.render import text_of, visible
+from fragola_nb.notebook.rows import compact, disguised, short
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..state import Decision, PendingCall
-    from ..usage import Usage
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.state import Decision, PendingCall
+    from fragola_nb.core.usage import Usage
 
 __all__ = ["OUTCOME_TEXT", "card", "decision", "head", "stores", "streamed_text", "strip", "tools",
            "usage_shown"]

@@ -12,9 +12,9 @@ from typing import Any
 
 from IPython.display import display
 
-from ..agent import Agent
-from ..render import conversation_html, escape, transcript_text, visible
-from ..usage import Usage
+from fragola_nb.base.render import conversation_html, escape, transcript_text, visible
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.usage import Usage
 
 __all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "say", "show", "walk"]
 

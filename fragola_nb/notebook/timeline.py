@@ -1,4 +1,4 @@
-"""The data a turn panel's "timeline" draws: ``fragola_nb.timing.Timeline`` as plain values.
+"""The data a turn panel's "timeline" draws: ``fragola_nb.core.timing.Timeline`` as plain values.
 
 The panel sends it as its ``timeline`` trait; ``panel.js`` draws the waterfall only while the
 "timeline" toggle is open (a long panel pays nothing for it), every text with
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..render import visible
-from ..timing import Timeline, duration
+from fragola_nb.base.render import visible
+from fragola_nb.core.timing import Timeline, duration
 
 if TYPE_CHECKING:
-    from ..usage import Usage
+    from fragola_nb.core.usage import Usage
 
 __all__ = ["ARGS_SHOWN", "timeline_shown"]
 

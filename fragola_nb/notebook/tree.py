@@ -25,14 +25,14 @@ import anywidget
 import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
-from ..events import transient
-from ..render import escape, visible
-from .panel import AgentPanel
-from .textviews import ForkTreeText, walk
+from fragola_nb.base.render import escape, visible
+from fragola_nb.core.events import transient
+from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.textviews import ForkTreeText, walk
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..events import Subscription
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.events import Subscription
 
 __all__ = ["ForkTree", "TreeView"]
 

@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from IPython.core.error import UsageError
 
-from ..agent import Agent
-from ..errors import BadUsage, ShortTraceback
-from ..jsonmode import JsonResult
-from ..schemas import load_json_schema
-from ..state import AgentState
-from .cellargs import CellOptions, interpolate, lookup, parse_options
-from .runner import runs_of
-from .textviews import TextLine, TurnTranscript, say, show
+from fragola_nb.base.errors import BadUsage, ShortTraceback
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.jsonmode import JsonResult
+from fragola_nb.core.schemas import load_json_schema
+from fragola_nb.core.state import AgentState
+from fragola_nb.notebook.cellargs import CellOptions, interpolate, lookup, parse_options
+from fragola_nb.notebook.runner import runs_of
+from fragola_nb.notebook.textviews import TextLine, TurnTranscript, say, show
 
 if TYPE_CHECKING:
-    from ..events import Event
-    from .magics import Extension
+    from fragola_nb.core.events import Event
+    from fragola_nb.notebook.magics import Extension
 
 __all__ = ["Turn", "TurnInterrupted", "TurnSettings", "TurnView"]
 

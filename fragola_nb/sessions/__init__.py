@@ -4,18 +4,25 @@ conversations written as Markdown or standalone HTML.
 ``session`` holds the public functions (``save_session``, ``load_session``, ``Session``);
 ``schema`` the file format and its strict parsing; ``dump`` and ``restore`` turn live agents
 into the document and back; ``export`` writes the readable copies (``markdown`` keeps any
-message from reshaping a Markdown transcript); ``htmlexport`` writes a run (an agent's tree, a
-comparison, a batch) as one self-contained HTML file to browse without a kernel; ``atomic``
+message from reshaping a Markdown transcript); ``htmlexport`` writes a run (an agent's tree, and
+any kind a layer above registers: a comparison, a batch) as one self-contained HTML file to
+browse without a kernel; ``atomic``
 writes any of these files whole or not at all, replacing a symbolic link rather than writing
 through it. Credentials in model settings are left out of session files (and exports) by the
-one rule of ``fragola_nb.redact``.
+one rule of ``fragola_nb.base.redact``.
 """
 
 from __future__ import annotations
 
-from .export import export_markdown, export_tree_html, export_tree_markdown
-from .htmlexport import export_html
-from .session import Session, load_session, save_session, session_from_json, session_to_json
+from fragola_nb.sessions.export import export_markdown, export_tree_html, export_tree_markdown
+from fragola_nb.sessions.htmlexport import export_html
+from fragola_nb.sessions.session import (
+    Session,
+    load_session,
+    save_session,
+    session_from_json,
+    session_to_json,
+)
 
 __all__ = [
     "Session",
@@ -28,3 +35,4 @@ __all__ = [
     "session_from_json",
     "session_to_json",
 ]
+

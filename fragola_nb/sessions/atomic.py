@@ -13,7 +13,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ..textfile import utf8
+from fragola_nb.base.textfile import utf8
 
 __all__ = ["atomic_write", "entry_path"]
 
@@ -27,7 +27,7 @@ def atomic_write(path: Path, text: str, *, mode: int = 0o600) -> None:
     """Write ``text`` to ``path``: a temporary file beside it, flushed, fsynced, renamed over it.
 
     ``text`` is written as UTF-8 as it is (no newline translation), a lone surrogate as its
-    escape (``fragola_nb.textfile``): any text a model sent can be saved.
+    escape (``fragola_nb.base.textfile``): any text a model sent can be saved.
 
     A new file gets ``mode`` (by default readable by its owner only: conversations are
     private); an existing regular file keeps its permissions. A symbolic link at ``path`` is

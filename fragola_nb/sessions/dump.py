@@ -19,20 +19,20 @@ from typing import Any
 
 import pydantic
 
-from ..agent import Agent
-from ..errors import BadUsage, SessionError
-from ..events import Listener, is_transient
-from ..fragola import Fragola
-from ..history import History
-from ..hooks import hook_name
-from ..redact import scrub
-from ..state import PendingCall
-from ..stores import Store
-from ..timing import call_timing
-from ..tools import serialize_result
-from ..usage import CallUsage
-from .restore import label
-from .schema import FORMAT, VERSION
+from fragola_nb.base.errors import BadUsage, SessionError
+from fragola_nb.base.redact import scrub
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.events import Listener, is_transient
+from fragola_nb.core.fragola import Fragola
+from fragola_nb.core.history import History
+from fragola_nb.core.hooks import hook_name
+from fragola_nb.core.state import PendingCall
+from fragola_nb.core.stores import Store
+from fragola_nb.core.timing import call_timing
+from fragola_nb.core.tools import serialize_result
+from fragola_nb.core.usage import CallUsage
+from fragola_nb.sessions.restore import label
+from fragola_nb.sessions.schema import FORMAT, VERSION
 
 __all__ = ["document_of", "listener_name", "locate", "not_json"]
 

@@ -10,7 +10,7 @@ An agent's history is its branch from the root, so exporting a fork exports that
 tree exports list the root's conversation, then each fork's messages after the point it
 shares with its parent.
 
-Everything is inert. HTML comes from ``fragola_nb.render`` (every string escaped, raw HTML and
+Everything is inert. HTML comes from ``fragola_nb.base.render`` (every string escaped, raw HTML and
 images off) inside a page whose Content-Security-Policy forbids scripts and remote loads.
 In Markdown (``markdown``), names and titles are backslash-escaped; message text is kept as
 Markdown only when no renderer could make markup or a line of the transcript from it (no
@@ -25,21 +25,22 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..render import (
+from fragola_nb.base.render import (
     CSS,
     escape,
     message_html,
     messages_html,
 )
-from ..render import tool_names_of as _tool_names
-from ..textfile import writable
-from .atomic import atomic_write, entry_path
-from .markdown import MarkdownText, fence, inline, messages_markdown
+from fragola_nb.base.render import tool_names_of as _tool_names
+from fragola_nb.base.textfile import writable
+from fragola_nb.sessions.atomic import atomic_write, entry_path
+from fragola_nb.sessions.markdown import MarkdownText, fence, inline, messages_markdown
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from fragola_nb.core.agent import Agent
 
-__all__ = ["export_markdown", "export_tree_html", "export_tree_markdown"]
+__all__ = ["branches", "changed_instructions", "export_markdown", "export_tree_html",
+           "export_tree_markdown", "subtitle"]
 
 Messages = list[dict[str, Any]]
 
@@ -63,9 +64,9 @@ def export_tree_markdown(agent: Agent, path: str | os.PathLike[str] | None = Non
     """Every branch of ``agent``'s tree: the root's conversation, then what each fork adds."""
     root = agent.root
     lines = [f"# {inline(title or root.name)}", ""]
-    for node, start, messages in _branches(root):
+    for node, start, messages in branches(root):
         lines += [f"## {inline(node.name)}", "", _about(node, len(messages)), ""]
-        instructions = _changed_instructions(node)
+        instructions = changed_instructions(node)
         if instructions:
             lines += ["Instructions:", "", fence(instructions, "text"), ""]
         if start:
@@ -82,16 +83,16 @@ def export_tree_html(agent: Agent, path: str | os.PathLike[str] | None = None, *
     """``export_tree_markdown`` as a standalone HTML page."""
     root = agent.root
     sections = []
-    for node, start, messages in _branches(root):
+    for node, start, messages in branches(root):
         note = (f"<p><small>continues after message {start} of "
                 f"{escape(node.parent.name if node.parent else '')}</small></p>" if start else "")
         body = messages_html(messages[start:], start, _tool_names(messages[:start]))
-        instructions = _changed_instructions(node)
+        instructions = changed_instructions(node)
         if instructions:
             role = "developer" if node.options.use_developer_role else "system"
             body = message_html({"role": role, "content": instructions}) + body
         sections.append(f'<section class="fragola-conversation"><h2>{escape(node.name)}</h2>'
-                        f"<p><small>{escape(_subtitle(node))}</small></p>{note}{body}</section>")
+                        f"<p><small>{escape(subtitle(node))}</small></p>{note}{body}</section>")
     heading = f"<h1>{escape(title or root.name)}</h1>"
     return _written(path, _page(title or root.name, CSS + heading + "".join(sections)))
 
@@ -99,7 +100,7 @@ def export_tree_html(agent: Agent, path: str | os.PathLike[str] | None = None, *
 # -- pieces -----------------------------------------------------------------------------------
 
 
-def _branches(root: Agent) -> Iterator[tuple[Agent, int, Messages]]:
+def branches(root: Agent) -> Iterator[tuple[Agent, int, Messages]]:
     """Each agent of the tree (parents first), where its own part starts, its messages."""
     stack: list[tuple[Agent, Messages]] = [(root, [])]  # with the parent's messages
     while stack:
@@ -114,7 +115,7 @@ def _branches(root: Agent) -> Iterator[tuple[Agent, int, Messages]]:
         stack.extend((fork, messages) for fork in reversed(node.forks))
 
 
-def _changed_instructions(agent: Agent) -> str | None:
+def changed_instructions(agent: Agent) -> str | None:
     """The agent's instructions when a root has them or a fork changed them, else None."""
     # A prompt experiment compares branches by their instructions: show each change.
     if agent.parent is not None and agent.instructions == agent.parent.instructions:
@@ -122,7 +123,7 @@ def _changed_instructions(agent: Agent) -> str | None:
     return agent.instructions or None
 
 
-def _subtitle(agent: Agent) -> str:
+def subtitle(agent: Agent) -> str:
     fork = f" · fork of {agent.fork_of} at message {agent.fork_point}" if agent.fork_of else ""
     # The model calls this agent made (a fork's own, not its parent's), with the cost known.
     summary = agent.usage.summary()
@@ -132,7 +133,7 @@ def _subtitle(agent: Agent) -> str:
 
 
 def _about(agent: Agent, count: int) -> str:
-    return f"*{inline(_subtitle(agent))} · {count} messages*"
+    return f"*{inline(subtitle(agent))} · {count} messages*"
 
 
 def _page(title: str, body: str) -> str:
@@ -147,7 +148,7 @@ def _page(title: str, body: str) -> str:
 
 def _written(path: str | os.PathLike[str] | None, text: str) -> str:
     """``text`` as it can be written (half an emoji a model sent, a lone surrogate, as its
-    ``\\udXXX`` escape: ``fragola_nb.textfile``), written to ``path`` when given. The text
+    ``\\udXXX`` escape: ``fragola_nb.base.textfile``), written to ``path`` when given. The text
     returned is the file's, and can be written by the caller's own ``open`` too."""
     text = writable(text)
     if path is not None:

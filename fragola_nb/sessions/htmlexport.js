@@ -1,6 +1,6 @@
 // fragola_nb's export_html viewer: draws the run held in #fx-data (see htmlexport.py).
 // Every text is set with textContent; only "h" (assistant Markdown rendered and escaped by
-// fragola_nb.render in Python) is set as HTML. Nothing is fetched: the page's policy forbids it.
+// fragola_nb.base.render in Python) is set as HTML. Nothing is fetched: the page's policy forbids it.
 (function () {
   "use strict";
   var CHUNK = 150;
@@ -54,7 +54,7 @@
     box.appendChild(el("div", "fx-role", number + " · " + role));
     if (m.h !== undefined) {
       var md = el("div", "fx-md");
-      md.innerHTML = m.h;  // escaped by fragola_nb.render.markdown_html in Python
+      md.innerHTML = m.h;  // escaped by fragola_nb.base.render.markdown_html in Python
       box.appendChild(md);
     }
     if (m.t !== undefined && role !== "tool") box.appendChild(el("div", "fx-text", m.t));

@@ -17,7 +17,7 @@ What makes it safe to open, whatever a model, a tool or a person wrote:
   ``\\u202e`` (``render.visible``) and a lone surrogate (half an emoji) as its escape;
   assistant Markdown rendered by ``render.markdown_html`` (raw HTML escaped, images off, only
   web links); everything else is drawn by the script with ``textContent``.
-- Credentials never reach the file: every string passes ``fragola_nb.redact``'s one rule with
+- Credentials never reach the file: every string passes ``fragola_nb.base.redact``'s one rule with
   the credentials in use (the client's key, credential headers and fields of every agent's
   model settings) as known values; tool arguments are parsed first, so a field named
   ``api_key`` is hidden by its name. Model settings themselves are not written.
@@ -26,8 +26,10 @@ What makes it safe to open, whatever a model, a tool or a person wrote:
 - A Content-Security-Policy (``default-src 'none'``, the one inline script allowed by its
   hash, inline styles) forbids every network request: no script, font, image or link loads.
 
-Open to more kinds (an evaluation later): each kind is one builder here (``_KINDS``: a type
-test and a function making the ``{"kind": ...}`` data) and one view in ``htmlexport.js``.
+Open to more kinds: each kind is a type registered with ``register_kind`` (a function making
+its ``{"kind": ...}`` data and one naming the agents it holds) and one view in
+``htmlexport.js``. An agent's tree is this module's; ``fragola_nb.experiments`` registers
+comparisons and batches (``experiments/pages.py``), so this layer never imports the one above.
 """
 
 from __future__ import annotations
@@ -38,22 +40,20 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import BadUsage
-from ..redact import credentials_in, redact_text, redacted
-from ..render import escape, markdown_html, text_of, transcript_text, visible
-from ..textfile import writable
-from .atomic import atomic_write, entry_path
-from .export import _branches, _changed_instructions, _subtitle
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import credentials_in, redact_text, redacted
+from fragola_nb.base.render import escape, markdown_html, text_of, visible
+from fragola_nb.base.textfile import writable
+from fragola_nb.core.agent import Agent
+from fragola_nb.sessions.atomic import atomic_write, entry_path
+from fragola_nb.sessions.export import branches, changed_instructions, subtitle
 
-if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..experiments import BatchResult, Comparison
-
-__all__ = ["export_html"]
+__all__ = ["Clean", "Data", "export_html", "register_kind"]
 
 _HERE = Path(__file__).parent
 # What may not appear as itself inside <script type="application/json">: "<" could close the
@@ -66,7 +66,7 @@ _SCRIPT_UNSAFE_RE = re.compile("[<>&\u2028\u2029]")
 Data = dict[str, Any]
 
 
-def export_html(obj: Agent | Comparison | BatchResult, path: str | os.PathLike[str] | None = None,
+def export_html(obj: Any, path: str | os.PathLike[str] | None = None,
                 *, title: str | None = None) -> str:
     """Write ``obj`` (an agent with its whole fork tree, a ``Comparison`` or a
     ``BatchResult``) as one HTML file that a browser opens from disk with no kernel and no
@@ -79,7 +79,7 @@ def export_html(obj: Agent | Comparison | BatchResult, path: str | os.PathLike[s
     build = _builder(obj)
     target = _target(path) if path is not None else None
     known = _known(obj)
-    data = build(obj, _Clean(known))
+    data = build(obj, Clean(known))
     page = _page(title if title is not None else str(data["title"]), data)
     if target is None:
         return page
@@ -93,10 +93,32 @@ def export_html(obj: Agent | Comparison | BatchResult, path: str | os.PathLike[s
 # -- what can be exported ---------------------------------------------------------------------
 
 
-def _builder(obj: Any) -> Callable[[Any, _Clean], Data]:
-    for test, build in _KINDS:
-        if test(obj):
-            return build
+@dataclass(frozen=True)
+class _Kind:
+    type: type
+    build: Callable[[Any, Clean], Data]  # the {"kind": ...} data the page's script draws
+    agents: Callable[[Any], list[Agent]]  # whose credentials the page must hide
+
+
+_KINDS: list[_Kind] = []
+
+
+def register_kind(kind: type, build: Callable[[Any, Clean], Data],
+                  agents: Callable[[Any], list[Agent]]) -> None:
+    """Let ``export_html`` export objects of ``kind`` (a layer above this one registers its
+    own: ``fragola_nb.experiments`` registers ``Comparison`` and ``BatchResult``)."""
+    _KINDS[:] = [k for k in _KINDS if k.type is not kind]
+    _KINDS.append(_Kind(kind, build, agents))
+
+
+def _kind(obj: Any) -> _Kind | None:
+    return next((kind for kind in _KINDS if isinstance(obj, kind.type)), None)
+
+
+def _builder(obj: Any) -> Callable[[Any, Clean], Data]:
+    kind = _kind(obj)
+    if kind is not None:
+        return kind.build
     raise BadUsage(
         f"export_html exports an Agent, a Comparison or a BatchResult, not "
         f"{type(obj).__name__}")
@@ -114,20 +136,12 @@ def _target(path: Any) -> Path:
 
 
 def _agents_of(obj: Any) -> list[Agent]:
-    from ..agent import Agent
-    from ..experiments import BatchResult, Comparison
-
-    if isinstance(obj, Agent):
-        return _tree(obj.root)
-    if isinstance(obj, Comparison):
-        return [obj.agent, *(run.fork for run in obj.runs.values())]
-    if isinstance(obj, BatchResult):
-        return [row.fork for row in obj if row.fork is not None]
-    return []
+    kind = _kind(obj)
+    return kind.agents(obj) if kind is not None else []
 
 
 def _tree(root: Agent) -> list[Agent]:
-    return [node for node, _, _ in _branches(root)]
+    return [node for node, _, _ in branches(root)]
 
 
 def _known(obj: Any) -> set[str]:
@@ -142,7 +156,7 @@ def _known(obj: Any) -> set[str]:
     return known
 
 
-class _Clean:
+class Clean:
     """Text as the page may hold it: no credential, controls and half emoji written out."""
 
     def __init__(self, known: Iterable[str]) -> None:
@@ -167,7 +181,7 @@ class _Clean:
 
     def message(self, message: dict[str, Any]) -> Data:
         """One message as the page's script draws it (short keys: 5,000 of them)."""
-        from ..guardrails import rejection_of
+        from fragola_nb.base.checks import rejection_of
 
         role = str(message.get("role", "?"))
         out: Data = {"r": self.text(role)}
@@ -198,15 +212,15 @@ class _Clean:
 # -- the kinds ------------------------------------------------------------------------------
 
 
-def _agent_data(agent: Agent, clean: _Clean) -> Data:
+def _agent_data(agent: Agent, clean: Clean) -> Data:
     """The whole tree: each node with only the messages it adds (a fork's shared part is its
     parent's, by reference), so 20 forks of a long history do not repeat it 20 times."""
     nodes = []
     depth: dict[str, int] = {}
-    for node, start, messages in _branches(agent.root):
+    for node, start, messages in branches(agent.root):
         parent = node.parent.id if node.parent is not None else None
         depth[node.id] = depth[parent] + 1 if parent is not None else 0
-        instructions = _changed_instructions(node)
+        instructions = changed_instructions(node)
         nodes.append({
             "id": clean.text(node.id), "name": clean.text(node.name),
             "parent": clean.text(parent) if parent is not None else None,
@@ -215,7 +229,7 @@ def _agent_data(agent: Agent, clean: _Clean) -> Data:
             "fork_of": clean.text(node.parent.name if node.parent is not None
                                   else node.fork_of) if node.fork_of else None,
             "fork_point": node.fork_point, "status": clean.text(node.status),
-            "about": clean.text(_subtitle(node)),
+            "about": clean.text(subtitle(node)),
             "instructions": clean.text(instructions) if instructions else None,
             "messages": clean.messages(messages[start:]),
         })
@@ -223,63 +237,8 @@ def _agent_data(agent: Agent, clean: _Clean) -> Data:
             "nodes": nodes}
 
 
-def _comparison_data(comparison: Comparison, clean: _Clean) -> Data:
-    variants = []
-    shared: list[dict[str, Any]] = []
-    for run, row in zip(comparison.runs.values(), comparison.table(), strict=True):
-        fork = run.fork
-        messages = fork.state.messages
-        if not shared:
-            shared = messages[:fork.fork_point]
-        variants.append({
-            "name": clean.text(row["variant"]), "status": clean.text(row["status"]),
-            "answer": clean.text(row["answer"]) if row["answer"] is not None else None,
-            "calls": [clean.text(c) for c in row["tool_calls"]],
-            "tokens": row["tokens"], "seconds": row["seconds"],
-            "error": clean.text(row["error"]) if row["error"] else None,
-            "about": clean.text(_subtitle(fork)),
-            "messages": clean.messages(messages[fork.fork_point:]),
-        })
-    agent = comparison.agent
-    return {"kind": "comparison", "title": clean.text(f"{agent.name}: comparison"),
-            "message": clean.text(text_of(comparison.message)),
-            "shared": clean.messages(shared), "variants": variants}
+register_kind(Agent, _agent_data, lambda agent: _tree(agent.root))
 
-
-def _batch_data(result: BatchResult, clean: _Clean) -> Data:
-    rows = []
-    for row in result:
-        given = row.input if isinstance(row.input, str) else transcript_text(row.input)
-        fork = row.fork
-        rows.append({
-            "index": row.index, "status": clean.text(row.status), "input": clean.text(given),
-            "answer": clean.text(row.answer) if row.answer is not None else None,
-            "error": clean.text(row.error) if row.error is not None else None,
-            "tokens": row.tokens, "seconds": row.seconds, "resumed": row.resumed,
-            "messages": clean.messages(fork.state.messages[fork.fork_point:])
-            if fork is not None else None,
-        })
-    return {"kind": "batch", "title": f"batch of {len(result):,} inputs",
-            "summary": clean.text(result.summary()), "rows": rows}
-
-
-def _is(kind: str) -> Callable[[Any], bool]:
-    def test(obj: Any) -> bool:
-        from .. import experiments
-        from ..agent import Agent
-
-        types: dict[str, type] = {"agent": Agent, "comparison": experiments.Comparison,
-                                  "batch": experiments.BatchResult}
-        return isinstance(obj, types[kind])
-
-    return test
-
-
-_KINDS: list[tuple[Callable[[Any], bool], Callable[[Any, _Clean], Data]]] = [
-    (_is("agent"), _agent_data),
-    (_is("comparison"), _comparison_data),
-    (_is("batch"), _batch_data),
-]
 
 
 # -- the page -------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..render import markdown_html, pretty_arguments, text_of, visible
-from ..render import tool_names_of as _tool_names
+from fragola_nb.base.render import markdown_html, pretty_arguments, text_of, visible
+from fragola_nb.base.render import tool_names_of as _tool_names
 
 __all__ = ["MarkdownText", "fence", "inline", "messages_markdown"]
 

@@ -17,24 +17,24 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..agent import Agent
-from ..context import AgentOptions
-from ..errors import SessionError
-from ..events import Listener
-from ..history import History
-from ..hooks import Hook
-from ..instructions import Scopes
-from ..model_client import settings_problem
-from ..runloop import parse_arguments
-from ..schemas import ArgumentsRejected
-from ..state import Decision, PendingCall
-from ..stores import Store
-from ..timing import TIMING_FIELDS, ToolTiming
-from ..usage import CallUsage, Usage
+from fragola_nb.base.errors import SessionError
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.context import AgentOptions
+from fragola_nb.core.events import Listener
+from fragola_nb.core.history import History
+from fragola_nb.core.hooks import Hook
+from fragola_nb.core.instructions import Scopes
+from fragola_nb.core.runloop import parse_arguments
+from fragola_nb.core.schemas import ArgumentsRejected
+from fragola_nb.core.state import Decision, PendingCall
+from fragola_nb.core.stores import Store
+from fragola_nb.core.timing import TIMING_FIELDS, ToolTiming
+from fragola_nb.core.usage import CallUsage, Usage
+from fragola_nb.models.client import settings_problem
 
 if TYPE_CHECKING:
-    from ..fragola import Fragola
-    from ..tools import Tool
+    from fragola_nb.core.fragola import Fragola
+    from fragola_nb.core.tools import Tool
 
 __all__ = ["build_agents", "check_document", "label"]
 

@@ -15,8 +15,8 @@ import json
 import math
 from typing import Any
 
-from ..errors import SessionError
-from ..events import EVENT_NAMES
+from fragola_nb.base.errors import SessionError
+from fragola_nb.core.events import EVENT_NAMES
 
 __all__ = ["FORMAT", "SCHEMA", "VERSION", "parse_session"]
 
@@ -98,8 +98,8 @@ _OPTIONS = _strict({
     "tools": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
               "uniqueItems": True},
 })
-# One model call's usage (``fragola_nb.usage.CallUsage``): the counts the server reported, or
-# ``"reported": false`` when it reported none; and its timing (``fragola_nb.timing``), the
+# One model call's usage (``fragola_nb.core.usage.CallUsage``): the counts the server reported, or
+# ``"reported": false`` when it reported none; and its timing (``fragola_nb.core.timing``), the
 # fields that are known (older files have none).
 _seconds = {"type": "number", "minimum": 0}
 _TIMING = {"started": _seconds, "ttft": _seconds, "seconds": _seconds}
@@ -111,7 +111,7 @@ _CALL_USAGE = {
         _strict({"model": _text, "reported": {"const": False}, **_TIMING}, *_TIMING),
     ]
 }
-# One tool call that ran, timed (``fragola_nb.timing.ToolTiming``).
+# One tool call that ran, timed (``fragola_nb.core.timing.ToolTiming``).
 _TOOL_TIMING = _strict({"name": _text, "call_id": _text, "started": _seconds,
                         "seconds": _seconds})
 _AGENT = _strict({
@@ -131,7 +131,7 @@ _AGENT = _strict({
         "additionalProperties": {"type": "array", "items": _name},
     },
     # Written only when something was left out: the paths (never the values) of the model
-    # settings that ``fragola_nb.redact`` took for credentials. Older files have none.
+    # settings that ``fragola_nb.base.redact`` took for credentials. Older files have none.
     "credentials_not_saved": {"type": "array", "items": {"type": "string", "maxLength": 1000}},
     # Issue 25 (older files have neither): the hooks ``agent.use`` put on, run again on load
     # (their listeners are not in "listeners"), and the scoped instructions by scope.

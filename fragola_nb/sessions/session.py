@@ -11,7 +11,7 @@ name), own stores, pending calls with their decisions, listeners by ``__qualname
 (each model call's reported tokens, so ``agent.usage`` and its cost come back); plus
 the ``Fragola`` instance's stores. What is not: the API key and client (they stay with the
 ``Fragola`` you load into), credentials in model settings (any header, query or body value
-whose name or text ``fragola_nb.redact`` takes for one: dropped, each logged as a warning and
+whose name or text ``fragola_nb.base.redact`` takes for one: dropped, each logged as a warning and
 its path listed in the agent's ``credentials_not_saved``; loading warns again), and code:
 tools and listeners are re-bound by name from what ``load_session`` is given.
 
@@ -34,16 +34,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..agent import Agent
-from ..errors import BadUsage, SessionError
-from ..events import Listener
-from ..fragola import Fragola
-from ..stores import Store
-from ..tools import Tool, check_tools
-from .atomic import atomic_write, entry_path
-from .dump import document_of, listener_name, locate, not_json
-from .restore import build_agents, check_document
-from .schema import parse_session
+from fragola_nb.base.errors import BadUsage, SessionError
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.events import Listener
+from fragola_nb.core.fragola import Fragola
+from fragola_nb.core.stores import Store
+from fragola_nb.core.tools import Tool, check_tools
+from fragola_nb.sessions.atomic import atomic_write, entry_path
+from fragola_nb.sessions.dump import document_of, listener_name, locate, not_json
+from fragola_nb.sessions.restore import build_agents, check_document
+from fragola_nb.sessions.schema import parse_session
 
 __all__ = ["Session", "load_session", "save_session", "session_from_json", "session_to_json"]
 

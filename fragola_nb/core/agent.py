@@ -1,0 +1,700 @@
+"""``Agent``: one conversation with a model, its tools, listeners, stores and forks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import itertools
+import threading
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+from fragola_nb.base.checks import (
+    ON_STOP,
+    check_content,
+    check_messages,
+    kept_problem,
+    sent,
+    withheld,
+)
+from fragola_nb.base.errors import BadUsage, InvalidArguments, TurnRefused
+from fragola_nb.core import driver, forking
+from fragola_nb.core import instructions as _instructions
+from fragola_nb.core import options as _options
+from fragola_nb.core.context import AgentContext, AgentOptions
+from fragola_nb.core.driver import Run, StopNow
+from fragola_nb.core.events import (
+    Listeners,
+    StateUpdateEvent,
+    StatusChangeEvent,
+    UserMessageEvent,
+)
+from fragola_nb.core.history import History
+from fragola_nb.core.hooks import Hook, Hooks
+from fragola_nb.core.instructions import Scopes
+from fragola_nb.core.listening import Listening
+from fragola_nb.core.schemas import ArgumentsRejected
+from fragola_nb.core.state import AgentState, Decision, Outcome, PendingCall, Status
+from fragola_nb.core.stores import Store, deep_copy, index_stores
+from fragola_nb.core.tools import Tool
+from fragola_nb.core.usage import Usage
+
+if TYPE_CHECKING:
+    from fragola_nb.core.fragola import Fragola
+    from fragola_nb.core.jsonmode import JsonResult
+    from fragola_nb.core.probes import Probe
+    from fragola_nb.experiments import BatchResult, Comparison
+    from fragola_nb.experiments.ray.backend import RayBackend
+
+__all__ = ["Agent"]
+
+
+class Agent(Listening):
+    """An agent, made with ``fragola.agent(...)``.
+
+    >>> state = await agent.user_message("What is 2 + 3?")      # doctest: +SKIP
+    >>> state.messages[-1]["content"]                            # doctest: +SKIP
+    '5'
+    """
+
+    def __init__(
+        self,
+        fragola: Fragola,
+        options: AgentOptions,
+        *,
+        messages: Sequence[dict[str, Any]] = (),
+        stores: Sequence[Store[Any]] = (),
+    ) -> None:
+        self.fragola = fragola
+        self.options = options
+        self.id: str = uuid.uuid4().hex[:8]
+        self.fork_of: str | None = None
+        self.parent: Agent | None = None
+        self.fork_point = 0
+        """How many messages this agent inherited from its parent when forked."""
+        self.fork_at: int | None = None
+        """Where ``fork(at=...)`` left the parent: the index into the parent's messages of
+        the first one this fork does not hold (None for a fork at the end)."""
+        self._forks: list[Agent] = []
+        self._fork_names = itertools.count(1)
+        self._history = History(check_messages(messages))
+        self._stores = index_stores(stores)
+        self._step_count = 0
+        self._status: Status = "idle"
+        self._outcome: Outcome | None = None
+        self._pending: dict[str, PendingCall] = {}
+        self._listeners = Listeners()
+        self._hooks = Hooks()
+        """The hooks ``use`` put on, and the listeners each registered (``fragola_nb.hooks``)."""
+        self._probes: tuple[Probe, ...] = ()
+        """Probes watching this agent's turns alone (``fragola_nb.core.probes.attach``), besides
+        the one ``instrument()`` installs for every agent."""
+        self._scopes = Scopes()
+        """The scoped instructions (``fragola_nb.core.instructions``); the unscoped ones are
+        ``options.instructions``."""
+        self._run: Run | None = None
+        """The ``user_message``/``step``/``json`` call in flight, if any (see ``driver``)."""
+        self._home_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        """The loop of the last call: where a ``step()`` would resume a waiting agent."""
+        self._lock = threading.RLock()
+        """Held while the status changes hands (a call starts; a waiting agent is stopped)."""
+        self._experiments: dict[Callable[[bool], None], str] = {}
+        """The ``compare``/``batch`` calls running on this agent's forks: each one's stopper
+        and what it is ("batch of 40 inputs"). ``stop()`` calls each stopper with ``False``
+        (let what runs finish), ``stop_sync()`` with ``True`` (cancel at once)."""
+        self._usage = Usage()
+        """The model calls this agent made (the run loop adds each); a fork starts at zero."""
+        self.context = AgentContext(self)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.options.name
+
+    @property
+    def description(self) -> str:
+        return self.options.description
+
+    @property
+    def instructions(self) -> _instructions.Instructions | None:
+        """The unscoped instructions, a ``str`` (None when the agent has none, scoped or
+        not), callable as upstream's ``instructions(scope=None)``: ``agent.instructions("*")``
+        is every scope merged (what the model is sent), ``agent.instructions("lang")`` one
+        scope's. ``instructions_for(scope)`` reads the same whatever is set."""
+        return _instructions.shown(self)
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The system (or developer) message the model is sent: the unscoped instructions,
+        then each scope's in sorted scope order; None when there are none."""
+        return _instructions.merged(self.options.instructions, self._scopes)
+
+    def instructions_for(self, scope: str | None = None) -> str | None:
+        """The unscoped instructions (``None``), one scope's, or ``"*"``: every scope merged
+        (what the model is sent)."""
+        return _instructions.read(self, scope)
+
+    @property
+    def model(self) -> str:
+        return str(self.options.model_settings.get("model", self.fragola.model))
+
+    @property
+    def status(self) -> Status:
+        return self._status
+
+    @property
+    def step_count(self) -> int:
+        return self._step_count
+
+    @property
+    def state(self) -> AgentState:
+        """A snapshot: ``messages`` (a new list; the dicts are shared, do not mutate them),
+        ``step_count``, ``status``, ``pending`` and the last run's ``outcome``."""
+        return AgentState(
+            messages=self._history.to_list(),
+            step_count=self._step_count,
+            status=self._status,
+            pending=self.pending,
+            outcome=self._outcome,
+        )
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """``agent.state.outcome``: how the last run ended, without copying the history."""
+        return self._outcome
+
+    @property
+    def message_count(self) -> int:
+        """``len(agent.state.messages)``, without copying the history."""
+        return len(self._history)
+
+    @property
+    def pending(self) -> tuple[PendingCall, ...]:
+        """``agent.state.pending`` (the calls the run paused on, decided or not), without
+        copying the history."""
+        return tuple(self._pending.values())
+
+    def messages_since(self, index: int) -> list[dict[str, Any]]:
+        """``agent.state.messages[index:]``, costing what it returns rather than the history's
+        length: a view that already shows the first ``index`` messages reads only the new ones.
+
+        >>> agent.messages_since(agent.message_count - 1)   # the last message   # doctest: +SKIP
+        """
+        history = self._history
+        return [history[i] for i in range(*slice(index, None).indices(len(history)))]
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens, requests and cost of the model calls this agent made (not its parent's
+        before a fork, nor its forks': ``fragola_nb.tree_usage`` sums a tree). ``reset()``
+        keeps it: the tokens were spent.
+
+        >>> agent.usage.total_tokens, agent.usage.cost              # doctest: +SKIP
+        (1234, 0.000415)
+        """
+        return self._usage
+
+    @property
+    def forks(self) -> tuple[Agent, ...]:
+        """The agents forked from this one, oldest first."""
+        return tuple(self._forks)
+
+    @property
+    def root(self) -> Agent:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    @property
+    def stores(self) -> dict[str, Store[Any]]:
+        """This agent's own stores by namespace (the Fragola instance's are not included)."""
+        return dict(self._stores)
+
+    def get_store(self, namespace: str) -> Store[Any] | None:
+        return self._stores.get(namespace) or self.fragola.get_store(namespace)
+
+    def tool_named(self, name: str) -> Tool | None:
+        for item in self.options.tools:
+            if item.name == name:
+                return item
+        return None
+
+    # -- turns ------------------------------------------------------------------------------
+
+    async def user_message(
+        self, content: str | list[dict[str, Any]], *, by: int | None = None
+    ) -> AgentState:
+        """Append a user message and run until a final answer, a pause, or the step budget."""
+        message = {"role": "user", "content": check_content(content)}
+        await self._hooks.ready()
+        self._check_can_start(resuming=False)
+        budget = self._budget(by, after_user_message=True)
+        return await driver.drive(self, self._user_message_start(message), budget,
+                                  resuming=False)
+
+    async def step(self, *, by: int | None = None) -> AgentState:
+        """Run without a new user message; also resumes a paused agent."""
+        await self._hooks.ready()
+        self._check_can_start(resuming=True)
+        if self.system_prompt is None and not sent(self._history.to_list()):
+            # The request would hold no message at all (none, or only notes such as rejected
+            # messages, which are never sent), which the API always refuses.
+            raise BadUsage(f"agent {self.name!r} has no message to send: use user_message()")
+        budget = self._budget(by, after_user_message=False)
+        return await driver.drive(self, None, budget, resuming=True)
+
+    async def json(
+        self, message: str, schema: Any, *, ignore_user_message_events: bool = False,
+        json_mode: str | None = None,
+    ) -> JsonResult[Any]:
+        """Ask for structured output matching ``schema`` (a pydantic model or JSON Schema).
+
+        ``json_mode`` (default: the Fragola's, ``"auto"``) is how the server is asked:
+        ``"json_schema"``, ``"json_object"`` or ``"tool"``; ``"auto"`` falls back from one to
+        the next when a server refuses one, and the Fragola remembers what worked per model.
+        See ``fragola_nb.core.jsonshapes``."""
+        from fragola_nb.core.jsonmode import run_json
+
+        return await run_json(self, message, schema, ignore_user_message_events, json_mode)
+
+    # -- experiments ------------------------------------------------------------------------
+
+    async def compare(
+        self,
+        message: str,
+        variants: Mapping[str, Mapping[str, Any]],
+        concurrency: int = 4,
+    ) -> Comparison:
+        """Run ``message`` once per variant, each on a fork named after it, concurrently.
+
+        ``variants`` maps a name to overrides of ``instructions``, ``model``,
+        ``model_settings`` and ``tools``; see ``fragola_nb.experiments.compare``.
+        """
+        from fragola_nb.experiments.compare import run_compare
+
+        return await run_compare(self, message, variants, concurrency)
+
+    async def batch(
+        self,
+        inputs: Iterable[Any],
+        concurrency: int = 8,
+        *,
+        resume: str | PathLike[str] | None = None,
+        progress: bool = True,
+        backend: str | RayBackend = "local",
+    ) -> BatchResult:
+        """Send each input (a string, or a list of content parts) with ``user_message`` on
+        a fresh fork of this agent, at most ``concurrency`` at once; this agent's history is
+        the shared prefix, and the agent itself is left as it was.
+
+        Returns a ``BatchResult``: one row per input, in input order (``input``, ``answer``,
+        ``error``, ``status``, ``tokens``, ``seconds``, ``fork``; the forks are kept by the rows,
+        not in the fork tree). A failed input is a row with its error. ``stop()`` starts
+        nothing more, ``stop_sync()`` also stops the running inputs: the rows come back, the
+        finished ones kept. ``resume=PATH`` appends each finished row to a JSON Lines file and
+        skips the inputs it already answered when run again. ``progress`` shows a tqdm bar.
+
+        ``backend="ray"`` (or ``RayBackend(address=..., workers=...)``) runs the inputs on Ray
+        workers, ``concurrency`` at once on each, and gives the same rows: see
+        ``fragola_nb.experiments.ray.backend`` (``pip install "fragola_nb[ray]"``).
+
+        >>> result = await agent.batch(["2 + 2?", "3 + 3?"], resume="rows.jsonl")  # doctest: +SKIP
+        >>> result.answers, result.failed                                # doctest: +SKIP
+        (['4', '6'], 0)
+
+        See ``fragola_nb.experiments.batch``.
+        """
+        from fragola_nb.experiments.batch import run_batch
+
+        return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
+                               backend=backend)
+
+    def _experiment_began(self, stopper: Callable[[bool], None], what: str) -> None:
+        """A ``compare``/``batch`` started on this agent's forks: ``stop()`` reaches it, and
+        views (the panel's Stop button) learn of it from ``after_state_update``."""
+        self._experiments[stopper] = what
+        self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
+
+    def _experiment_ended(self, stopper: Callable[[bool], None]) -> None:
+        if self._experiments.pop(stopper, None) is not None:
+            self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
+
+    def _user_message_start(
+        self, message: dict[str, Any], *, events: bool = True
+    ) -> Callable[[], Awaitable[None]]:
+        def keep(message: dict[str, Any]) -> None:
+            if self.options.reset_step_count_after_user_message:
+                self._step_count = 0
+            self._append(message, "user_message")
+
+        async def start() -> None:
+            nonlocal message
+            if events and self._listeners.has("user_message"):
+                event = UserMessageEvent(self.context, message)
+                try:
+                    await self._listeners.emit("user_message", event)
+                except TurnRefused as refused:  # a guardrail: no step, no model call
+                    self._keep_refused(refused, "user")
+                    raise
+                except (StopNow, asyncio.CancelledError, KeyboardInterrupt):
+                    # stop_sync(), cancellation or Ctrl-C while a listener ran: the user message
+                    # that started the turn is kept, with the changes of the listeners that
+                    # finished. A guardrail stopped before it passed the message leaves a
+                    # marked copy (never sent) or, with on_reject="remove", nothing to keep;
+                    # so does one that had not started yet (the stop landed in a listener
+                    # added before it): a message no guard passed is never sent.
+                    for listener in self._listeners.of("user_message"):
+                        settle = getattr(listener, ON_STOP, None)
+                        if settle is not None:
+                            settle(event)
+                    if not withheld(event.message):
+                        keep(event.message)
+                    raise
+                message = event.message
+            keep(message)
+
+        return start
+
+    def _keep_refused(self, refused: TurnRefused, role: str) -> None:
+        """Store what a ``user_message``/``ai_message`` listener left in place of the message
+        it refused (``refused.keep``, never sent), if anything and if it can be stored."""
+        if refused.keep is None:
+            return
+        problem = kept_problem(refused.keep, role)
+        if problem is not None:
+            refused.add_note(f"fragola_nb: nothing was stored in its place: {problem}")
+            return
+        self._append(refused.keep, "user_message" if role == "user" else "ai_message")
+
+    def _budget(self, by: int | None, *, after_user_message: bool) -> int:
+        if by is not None:
+            if isinstance(by, bool) or not isinstance(by, int) or by < 0:
+                raise BadUsage(f"by must be a whole number >= 0, got {by!r}")
+            return by
+        if self.options.reset_step_count_after_user_message:
+            return self.options.max_step
+        # A lifetime budget: a user message does not reset the count.
+        return max(self.options.max_step - self._step_count, 0)
+
+    def _check_can_start(self, *, resuming: bool) -> None:
+        if self._status == "generating":
+            raise BadUsage(f"agent {self.name!r} is already generating: await that call or stop it")
+        if self._status == "waiting" and not resuming:
+            raise BadUsage(
+                f"agent {self.name!r} is waiting on {len(self._pending)} pending tool call(s): "
+                "approve/reject/inject them and call step(), or stop() to cancel them"
+            )
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the operation in flight, then return to idle (pending calls are cancelled).
+        A ``compare``/``batch`` running on this agent starts nothing more and keeps what is
+        done."""
+        for stopper in list(self._experiments):
+            stopper(False)
+        driver.stop(self)
+
+    def stop_sync(self) -> None:
+        """Cancel the run at once, an HTTP request in flight included; the history is repaired
+        and the interrupted ``user_message``/``step`` returns the state. A call whose run has
+        ended but which still waits for an async observer returns too (the observer is
+        cancelled). A ``compare``/``batch`` running on this agent is cancelled the same way,
+        keeping what is done."""
+        for stopper in list(self._experiments):
+            stopper(True)
+        driver.stop_sync(self)
+
+    # -- decisions on pending calls ---------------------------------------------------------
+
+    def approve(self, call_id: str, params: Any = None) -> None:
+        """Let a paused call run, with ``params`` replacing the model's arguments if given:
+        a dict validated like the model's, or an instance of the tool's pydantic model;
+        anything invalid raises ``InvalidArguments`` and changes nothing."""
+        pending = self._undecided(call_id)
+        if pending.reason == "dynamic":
+            raise BadUsage(f"{pending.name} is a dynamic tool: answer it with inject(id, result)")
+        parsed = None
+        if params is not None:
+            tool = self.tool_named(pending.name)
+            if tool is None:
+                raise BadUsage(f"the tool {pending.name!r} is no longer on this agent")
+            if isinstance(params, dict):
+                try:
+                    parsed = tool.parse_arguments(params)
+                except ArgumentsRejected as exc:
+                    raise InvalidArguments(f"invalid arguments for {pending.name}:\n{exc}") from exc
+            elif isinstance(params, getattr(tool.schema, "model", ())):
+                parsed = params  # an instance of the tool's own model is already validated
+            else:
+                # Anything else would reach the handler unchecked and fail there instead.
+                raise InvalidArguments(
+                    f"edited arguments for {pending.name} must be a dict of arguments (or an "
+                    f"instance of the tool's schema model), got {type(params).__name__}"
+                )
+        self._decide(pending, Decision("approve", params=parsed))
+
+    def reject(self, call_id: str, reason: str = "") -> None:
+        """Refuse a paused call; the model is told, with ``reason``."""
+        self._decide(self._undecided(call_id), Decision("reject", text=str(reason)))
+
+    def inject(self, call_id: str, result: Any) -> None:
+        """Answer a paused call (dynamic or awaiting approval) with ``result`` by hand: a
+        value, or a ``ToolCallPayload`` (a failed one reaches the model as its error line)."""
+        self._decide(self._undecided(call_id), Decision("inject", text=result))
+
+    def _undecided(self, call_id: str) -> PendingCall:
+        pending = self._pending.get(call_id)
+        if pending is None:
+            ids = ", ".join(self._pending) or "none"
+            raise BadUsage(f"no pending tool call with id {call_id!r} (pending: {ids})")
+        if pending.decision is not None:
+            raise BadUsage(f"tool call {call_id!r} is already decided ({pending.decision.kind})")
+        return pending
+
+    def _decide(self, pending: PendingCall, decision: Decision) -> None:
+        self._add_pending(dataclasses.replace(pending, decision=decision))
+
+    # -- history and options ----------------------------------------------------------------
+
+    def reset(self, messages: Sequence[dict[str, Any]] | None = None) -> None:
+        """Clear the history (or replace it with ``messages``, checked like the agent's
+        ``messages=``) and the step count; pending calls are dropped."""
+        history = History(check_messages(() if messages is None else messages))
+        with self._lock:
+            if self._status == "generating":
+                raise BadUsage(f"agent {self.name!r} is generating: stop it before reset()")
+            self._history = history
+            self._pending.clear()
+            self._step_count = 0
+            self._outcome = None
+            self._set_status("idle")
+        self._observe("after_state_update", StateUpdateEvent(self.context, "reset"))
+
+    def reset_step_count(self) -> None:
+        self._step_count = 0
+
+    def set_instructions(self, instructions: str | list[str] | None,
+                         scope: str | None = None) -> None:
+        """Set the unscoped instructions, or those of ``scope`` (None clears them); ``"*"``
+        cannot be set. See ``fragola_nb.core.instructions``."""
+        _instructions.write(self, instructions, scope)
+
+    def remove_instructions(self, scope: str) -> bool:
+        """Take a scope's instructions away; True when it had some."""
+        return _instructions.remove(self, scope)
+
+    # -- at run time: hooks, stores, options --------------------------------------------------
+
+    def use(self, hook: Hook, name: str | None = None) -> Agent:
+        """Put ``hook`` on this agent: ``hook(agent)`` registers listeners (and more) and may
+        return a function that undoes it; an async hook starts as a task. Returns the agent.
+        See ``fragola_nb.core.hooks``."""
+        self._hooks.use(self, hook, name)
+        return self
+
+    def has_hook(self, name: str) -> bool:
+        return self._hooks.has(name)
+
+    def remove_hook(self, name: str) -> bool:
+        """Take the hook named ``name`` off: the listeners it registered on this agent, then
+        its dispose function. False when there is no such hook."""
+        return self._hooks.remove(self, name)
+
+    def dispose(self) -> None:
+        """Take every hook off, the last put on first (one still starting is cancelled)."""
+        self._hooks.dispose(self)
+
+    async def hooks_ready(self) -> None:
+        """Wait for the async hooks still starting (a turn waits for them by itself)."""
+        await self._hooks.ready()
+
+    def add_store(self, store: Store[Any]) -> None:
+        """Give this agent one more store (a namespace it does not have yet)."""
+        _options.add_store(self, store)
+
+    def remove_store(self, namespace: str) -> bool:
+        """Take the store ``namespace`` off this agent; False when it had none."""
+        return self._stores.pop(namespace, None) is not None
+
+    def set_options(self, **changes: Any) -> None:
+        """Change options at run time (``instructions``, ``description``, ``model_settings``,
+        ``max_step``, ...), checked as ``fragola.agent`` checks them; only when idle."""
+        _options.set_options(self, changes)
+
+    def _request_messages(self) -> list[dict[str, Any]]:
+        messages = sent(self._history.to_list())  # not the notes beside it (checks.META)
+        system_prompt = self.system_prompt
+        if system_prompt is not None:
+            role = "developer" if self.options.use_developer_role else "system"
+            messages.insert(0, {"role": role, "content": system_prompt})
+        return messages
+
+    def _append(self, message: dict[str, Any], reason: str) -> None:
+        self._history.append(message)
+        if self._listeners.has("after_state_update"):
+            self._observe(
+                "after_state_update", StateUpdateEvent(self.context, reason, message)
+            )
+
+    def _answer(self, call_id: str, content: str, reason: str = "tool_result") -> dict[str, Any]:
+        message = {"role": "tool", "tool_call_id": call_id, "content": content}
+        self._append(message, reason)
+        return message
+
+    def _add_pending(self, pending: PendingCall) -> None:
+        """Store a call the run pauses on, or its new decision."""
+        self._pending[pending.id] = pending
+        self._observe("after_state_update", StateUpdateEvent(self.context, "pending"))
+
+    def _observe(self, name: str, event: Any) -> None:
+        """Fire an observer event from synchronous code. Async listeners run as tasks; during
+        a call they are awaited before the call returns, so their errors are raised."""
+        tasks = self._listeners.emit_nowait(name, event)
+        run = self._run
+        if tasks and run is not None:
+            run.add_observers(tasks)
+
+    def _set_status(self, status: Status) -> None:
+        previous, self._status = self._status, status
+        if previous != status and self._listeners.has("status_change"):
+            self._observe(
+                "status_change", StatusChangeEvent(self.context, status, previous)
+            )
+
+    # -- fork -------------------------------------------------------------------------------
+
+    def fork(self, name: str | None = None, at: int | None = None, *,
+             exact: bool = False) -> Agent:
+        """A new agent that starts where this one is and goes on independently.
+
+        ``at`` (a message index, negative from the end) starts it earlier, holding the
+        messages before ``at`` (shared, not copied); ``fork_at`` records it. A cut inside a
+        tool call's answers moves back to the assistant message that made the calls, with a
+        warning (``exact=True``: a ``BadUsage`` instead); see ``fragola_nb.core.forking``.
+
+        A ``name`` one of this agent's forks already has gets the first free suffix
+        (``plain``, then ``plain-2``, ``plain-3``): two compares on one agent, or a fork
+        named twice, leave branches a tree can tell apart by name (a compare's columns and
+        ``comparison[...]`` keep the variant's own name)."""
+        child = self._copy(self._free_fork_name(name or f"{self.name}-fork"
+                                                f"{next(self._fork_names)}"), at, exact)
+        child.parent = self
+        self._forks.append(child)
+        # Views of the tree (a fork tree widget) learn of the new branch from the parent. A
+        # listener that raises fails the fork: nothing is left in the tree that fork() did
+        # not return (the listeners are told again, of a drop, so a view does not keep it).
+        try:
+            self._observe("after_state_update", StateUpdateEvent(self.context, "fork"))
+        except BaseException:
+            self._forks.remove(child)
+            child.parent = None
+            with contextlib.suppress(Exception):
+                self._observe("after_state_update", StateUpdateEvent(self.context, "drop"))
+            raise
+        return child
+
+    def _free_fork_name(self, name: str) -> str:
+        taken = {fork.name for fork in self._forks}
+        free, n = name, 2
+        while free in taken:
+            free, n = f"{name}-{n}", n + 1
+        return free
+
+    def _copy(self, name: str | None, at: int | None = None, exact: bool = False) -> Agent:
+        """A fork that is in no tree (``parent`` None), and that no listener hears of:
+        ``fork`` puts it in this agent's tree; ``agent.batch`` runs its inputs on these."""
+        if self._status == "generating":
+            raise BadUsage(f"agent {self.name!r} is generating: fork it when the turn ends")
+        cut, _ = forking.cut(self, at, exact)
+        options = copy.copy(self.options)
+        options.name = name or f"{self.name}-fork{next(self._fork_names)}"
+        options.model_settings = deep_copy(self.options.model_settings)
+        options.tools = list(self.options.tools)
+        child = Agent(self.fragola, options,
+                      stores=[s.clone() for s in self._stores.values()])
+        child._history = self._history.fork(cut)
+        child._step_count = self._step_count
+        # child._usage stays at zero: a fork counts its own calls, not its parent's.
+        if cut is None:
+            child._status, child._outcome = self._status, self._outcome
+            child._pending = dict(self._pending)
+        # else: idle, and the pending calls (of the last message) stay behind the cut.
+        self._hooks.clone_into(self, child)  # the listeners, and the hooks they belong to
+        child._scopes = self._scopes.copy()
+        child.fork_of, child.fork_point = self.id, len(child._history)
+        child.fork_at = cut
+        return child
+
+    def edit(self, index: int, content: Any = None, *, result: Any = None) -> None:
+        """Replace a user/assistant text (``content``) or a tool message's ``result`` in this
+        agent's own history, noted in the message, before ``step()``/``user_message`` runs
+        on from it. The parent and other forks keep the message as it was (it is shared,
+        never changed in place); see ``fragola_nb.core.forking``.
+
+        >>> branch = agent.fork(at=2)                                 # doctest: +SKIP
+        >>> branch.edit(1, content="Say it in French.")               # doctest: +SKIP
+        """
+        forking.edit(self, index, content, result, (content is not None, result is not None))
+
+    def drop(self) -> None:
+        """Take this fork, with its own forks, out of its parent's tree.
+
+        ``parent.forks`` holds every fork so the tree can be drawn and saved; a branch you no
+        longer want is dropped with this, and once nothing else refers to it, it is freed.
+        The dropped agent still works on its own, as the root of its own tree (``parent`` is
+        None, ``fork_of`` still names where it came from, its history is unchanged).
+
+        >>> for variant in variants:                                  # doctest: +SKIP
+        ...     trial = agent.fork(variant)
+        ...     answers[variant] = (await trial.user_message(q)).messages[-1]["content"]
+        ...     trial.drop()
+        """
+        parent = self.parent
+        if parent is None:
+            raise BadUsage(f"agent {self.name!r} is not a fork (or was already dropped)")
+        if self._status == "generating":
+            raise BadUsage(f"agent {self.name!r} is generating: drop it when the turn ends")
+        parent._forks.remove(self)
+        self.parent = None
+        # The parent's views (a fork tree widget) redraw without the branch.
+        parent._observe("after_state_update", StateUpdateEvent(parent.context, "drop"))
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _repr_html_(self) -> str:
+        """The conversation as escaped HTML (nbconvert, GitHub, a notebook without widgets)."""
+        from fragola_nb.base.render import conversation_html
+
+        fork = f" · fork of {self.fork_of}" if self.fork_of else ""
+        pending = f" · {len(self._pending)} pending" if self._pending else ""
+        return conversation_html(
+            self._history.to_list(),
+            title=self.name,
+            status=self._status,
+            subtitle=f"id {self.id} · model {self.model} · "
+            f"step {self._step_count}/{self.options.max_step}{fork}{pending}",
+        )
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        from fragola_nb.base.render import transcript_text
+
+        printer.text(repr(self))
+        if not cycle and len(self._history):
+            printer.text("\n" + transcript_text(self._history.to_list()))
+
+    def __repr__(self) -> str:
+        fork = f", fork_of={self.fork_of!r}" if self.fork_of else ""
+        return (
+            f"Agent(name={self.name!r}, id={self.id!r}, model={self.model!r}, "
+            f"status={self._status!r}, messages={len(self._history)}{fork})"
+        )
+
+

@@ -1,0 +1,244 @@
+"""Hooks: a preset put on an agent in one call, and taken off again in one call.
+
+Fragola (0.1.1) packages reusable behaviour as a hook: a function that receives the agent,
+registers listeners (and tools, scoped instructions, stores...) and may return a function
+that undoes what it did. ``agent.use(hook, name=None)`` runs it; the listeners it registers
+on that agent are remembered as its own, so ``agent.remove_hook(name)`` takes those off (and
+nothing else) and then calls its dispose function; ``agent.dispose()`` removes every hook.
+
+A hook may be ``async``: it then starts as a task on the running loop, and a turn waits for
+the hooks still starting before it calls the model (``await agent.hooks_ready()`` waits by
+hand). A hook removed before it finished starting is cancelled.
+
+A fork inherits its parent's hooks as it inherits listeners (a copy: the same listener
+functions, now the fork's, which ``fork.remove_hook(name)`` takes off the fork alone); the
+dispose function stays with the agent the hook ran on. A session saves each hook under its
+name (or ``__qualname__``) and ``load_session(..., hooks=...)`` runs it again on load.
+
+>>> def shout(agent):                                              # doctest: +SKIP
+...     agent.on_ai_message(lambda event: {**event.message,
+...                                        "content": event.message["content"].upper()})
+>>> agent.use(shout, name="shout")                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.core import probes
+from fragola_nb.core.events import Listener, Listeners, is_transient
+
+if TYPE_CHECKING:
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.probes import Probe
+
+__all__ = ["Hook", "Hooks", "hook_name", "preset"]
+
+Hook = Callable[["Agent"], Any]
+"""A hook: called with the agent; returns None or a dispose function (sync or async)."""
+
+_log = logging.getLogger("fragola_nb")
+
+
+@dataclass(eq=False)
+class _Entry:
+    hook: Hook
+    name: str | None
+    owner: Hooks
+    listeners: list[tuple[str, Listener]] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+    """The probes it attached (``probes.attach``: ``fragola_nb.presets.tracing.tracing_hook``)."""
+    dispose: Callable[[], Any] | None = None
+    task: asyncio.Task[Any] | None = None
+
+
+_installing: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
+    "fragola_nb_installing_hook", default=None)
+"""The hook running now (in this task), to which the listeners it registers belong."""
+
+
+def hook_name(hook: Hook) -> str:
+    """The name a session saves an unnamed hook under: its ``__qualname__``."""
+    name = getattr(hook, "__qualname__", None)
+    return name if isinstance(name, str) else type(hook).__qualname__
+
+
+class Hooks:
+    """The hooks of one agent, in the order they were put on."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: list[_Entry] = []
+
+    def names(self) -> list[tuple[str | None, Hook]]:
+        return [(entry.name, entry.hook) for entry in self._entries]
+
+    def has(self, name: str) -> bool:
+        return any(entry.name == name for entry in self._entries)
+
+    def note(self, event: str, listener: Listener) -> None:
+        """A listener was put on this agent: it belongs to the hook running now, if any."""
+        entry = _installing.get()
+        if entry is not None and entry.owner is self:
+            entry.listeners.append((event, listener))
+
+    def note_probe(self, probe: Probe) -> None:
+        """A probe was attached to this agent: it belongs to the hook running now, if any."""
+        entry = _installing.get()
+        if entry is not None and entry.owner is self:
+            entry.probes.append(probe)
+
+    def owned(self) -> set[tuple[str, int]]:
+        """The listeners the hooks put on, as ``(event, id(listener))``."""
+        return {(event, id(fn)) for entry in self._entries for event, fn in entry.listeners}
+
+    def use(self, agent: Agent, hook: Hook, name: str | None) -> None:
+        if not callable(hook):
+            raise BadUsage(f"a hook is a function of the agent, got {type(hook).__name__}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise BadUsage(f"a hook's name is a non-empty string, got {name!r}")
+        if name is not None and self.has(name):
+            raise BadUsage(f"agent {agent.name!r} already has a hook named {name!r}: "
+                           f"remove_hook({name!r}) first, or use another name")
+        entry = _Entry(hook, name, self)
+        self._entries.append(entry)
+        token = _installing.set(entry)
+        try:
+            out = hook(agent)
+        except BaseException:
+            self._take_off(agent, entry)
+            raise
+        finally:
+            _installing.reset(token)
+        if inspect.isawaitable(out):
+            self._start(agent, entry, out)
+        else:
+            self._settle(agent, entry, out)
+
+    def _settle(self, agent: Agent, entry: _Entry, out: Any) -> None:
+        if out is not None and not callable(out):
+            self._take_off(agent, entry)
+            raise BadUsage(f"hook {hook_name(entry.hook)} returned a {type(out).__name__}: a "
+                           "hook returns None or a function that undoes it")
+        entry.dispose = out
+
+    def _start(self, agent: Agent, entry: _Entry, awaitable: Any) -> None:
+        async def start() -> None:
+            _installing.set(entry)  # this task's own context: the hook's listeners are its
+            try:
+                self._settle(agent, entry, await awaitable)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                entry.task = None  # done: taking it off must not cancel this very task
+                # Nobody awaits a hook's start: say so, and leave nothing of it behind.
+                _log.error("fragola_nb: hook %s of agent %r failed to start: %s",
+                           hook_name(entry.hook), agent.name, exc)
+                self._take_off(agent, entry)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(start())
+            return
+        entry.task = loop.create_task(start())
+        entry.task.add_done_callback(lambda _: setattr(entry, "task", None))
+        if inspect.iscoroutine(awaitable):
+            entry.task.add_done_callback(lambda _: awaitable.close())
+
+    async def ready(self) -> None:
+        """Wait for the hooks still starting."""
+        tasks = [entry.task for entry in self._entries if entry.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def remove(self, agent: Agent, name: str) -> bool:
+        for entry in self._entries:
+            if entry.name == name:
+                self._take_off(agent, entry, dispose=True)
+                return True
+        return False
+
+    def dispose(self, agent: Agent) -> None:
+        for entry in reversed(list(self._entries)):
+            self._take_off(agent, entry, dispose=True)
+
+    def _take_off(self, agent: Agent, entry: _Entry, *, dispose: bool = False) -> None:
+        if entry in self._entries:
+            self._entries.remove(entry)
+        if entry.task is not None:
+            entry.task.cancel()  # not started yet: it never will
+        for event, listener in entry.listeners:
+            agent._listeners.remove(event, listener)
+        for probe in entry.probes:
+            probes.detach(agent, probe)
+        undo, entry.dispose = entry.dispose, None
+        if dispose and undo is not None:
+            result = undo()
+            if inspect.isawaitable(result):
+                _finish(result)
+
+    def clone_into(self, parent: Agent, child: Agent) -> None:
+        """Give a fork its parent's listeners and hooks (see the module's docstring)."""
+        child._listeners = parent._listeners.copy()
+        child._probes = parent._probes
+        for entry in self._entries:
+            if entry.task is not None:  # still starting: it starts on the fork too
+                child._hooks.use(child, entry.hook, entry.name)
+                continue
+            kept = [(event, fn) for event, fn in entry.listeners if not is_transient(fn)]
+            child._hooks._entries.append(
+                _Entry(entry.hook, entry.name, child._hooks, kept, list(entry.probes)))
+
+    def listeners_of_its_own(self, listeners: Listeners) -> dict[str, list[Listener]]:
+        """The listeners not put on by a hook: what a session saves as listeners."""
+        owned = self.owned()
+        return {event: [fn for fn in fns if (event, id(fn)) not in owned]
+                for event, fns in listeners._by_event.items()}
+
+
+def preset(make: Callable[..., Any], *args: Any, **kwargs: Any) -> Hook:
+    """Today's presets as hooks, their own code unchanged: ``agent.use(preset(guardrail,
+    no_secrets, on_reject="remove"), name="guard")`` calls ``guardrail(agent, no_secrets,
+    on_reject="remove")`` and undoes it with the returned handle's ``remove()``; likewise
+    ``lead.use(preset(orchestrate, [lead, writer], flow))``."""
+    if not callable(make):
+        raise BadUsage(f"preset() takes a preset such as guardrail, got {type(make).__name__}")
+
+    def hook(agent: Agent) -> Callable[[], Any] | None:
+        handle = make(agent, *args, **kwargs)
+        remove = getattr(handle, "remove", None)
+        return remove if callable(remove) else None
+
+    hook.__qualname__ = f"preset({getattr(make, '__name__', type(make).__name__)})"
+    return hook
+
+
+def _finish(awaitable: Any) -> None:
+    """Run an async dispose function: as a task on the running loop, else to completion."""
+
+    async def run() -> None:
+        try:
+            await awaitable
+        except Exception as exc:
+            _log.error("fragola_nb: a hook's dispose function raised %s", exc)
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(run())
+        return
+    task = loop.create_task(run())
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+_pending: set[asyncio.Task[Any]] = set()

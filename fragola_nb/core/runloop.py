@@ -1,0 +1,430 @@
+"""The run loop, a visible state machine.
+
+One turn (a ``user_message`` or ``step`` call) moves through these states::
+
+    ANSWER_TOOLS ──(a call needs a person)──────────────▶ paused      (status "waiting")
+        │  every call of the last assistant message answered
+        ▼
+    budget left? ──no──────────────────────────────────▶ step_limit  (status "idle")
+        │ yes
+        ▼
+    CALL_MODEL ──(reply without tool calls)────────────▶ finished    (status "idle")
+        │  reply with tool calls
+        └──────────▶ ANSWER_TOOLS
+
+``stop()`` ends the turn at the next boundary (``stopped``); ``stop_sync()``, cancellation,
+a model error or a listener error end it at once, and ``repair`` answers every tool call left
+unanswered so the history is always a valid next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from fragola_nb.base.errors import TurnRefused, exception_text
+from fragola_nb.core import probes
+from fragola_nb.core.events import (
+    AfterModelInvocationEvent,
+    AfterToolCallEvent,
+    AiMessageEvent,
+    BeforeToolCallEvent,
+    ModelChunkEvent,
+    ModelInvocationEvent,
+    StepEvent,
+    ToolCallConfig,
+    ToolCallEvent,
+)
+from fragola_nb.core.jsonshapes import NOT_RUN, RECEIVED
+from fragola_nb.core.schemas import ArgumentsRejected
+from fragola_nb.core.state import Outcome, PendingCall
+from fragola_nb.core.timing import ToolTiming
+from fragola_nb.core.tools import Tool, serialize_result
+from fragola_nb.core.usage import CallUsage, Usage
+from fragola_nb.models.client.reported import Exchange
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.driver import Run
+
+REJECTED = "The user rejected this call to "
+"""How the answer to a rejected call begins (then the tool's name, "." and the reason)."""
+EDITED = "(The user edited the arguments before this call ran: "
+"""How the note on a call run with edited arguments begins (then the arguments and ")")."""
+CANCELLED = "Cancelled: this tool call did not run because the run was stopped."
+STOP_PASSES = 4
+"""Passes of the event loop a tool call waits for a stop already under way (see
+``_stopped_before_start``): twice what the longest known path (Jupyter's interrupt) takes."""
+INTERRUPTED = ("Cancelled: the run was stopped while this tool call ran; it did not finish, "
+               "and what it did is unknown.")
+
+
+async def run(agent: Agent, run: Run) -> Outcome:
+    """Drive one turn of ``agent`` with at most ``run.budget`` model calls."""
+    calls_made = 0
+    while True:
+        # A stop() asked for while answering wins over a pause: the turn ends "stopped",
+        # idle, and settling answers the calls still pending with a cancelled result.
+        if unanswered_calls(agent):
+            if await answer_tools(agent, run) and not run.stop_requested:
+                return "paused"
+        if run.stop_requested:
+            return "stopped"
+        if calls_made >= run.budget:
+            return "step_limit"
+        step = agent._step_count + 1
+        await emit(agent, "before_step", StepEvent(agent.context, step))
+        message = await call_model(agent, run)
+        if message is None:
+            return "stopped"
+        agent._step_count += 1
+        calls_made += 1
+        if not message.get("tool_calls"):
+            await emit(agent, "after_step", StepEvent(agent.context, step))
+            return "stopped" if run.stop_requested else "finished"
+        answer = run.shape.answer_call(agent, message) if run.shape is not None else None
+        if answer is not None:
+            # agent.json's answer tool: the arguments are the answer. Every call of the
+            # message is answered here, in order; the others did not run.
+            for call in message["tool_calls"]:
+                if call["id"] == answer["id"]:
+                    agent._answer(call["id"], RECEIVED)
+                else:
+                    agent._answer(call["id"], NOT_RUN, "cancelled")
+            await emit(agent, "after_step", StepEvent(agent.context, step))
+            return "finished"
+        paused = await answer_tools(agent, run)
+        await emit(agent, "after_step", StepEvent(agent.context, step))
+        if paused and not run.stop_requested:
+            return "paused"
+
+
+async def emit(agent: Agent, name: str, event: Any) -> Any:
+    if agent._listeners.has(name):
+        return await agent._listeners.emit(name, event)
+    return event
+
+
+async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
+    """Build the request, call the model, count its usage, store and announce the assistant
+    message."""
+    config: dict[str, Any] = {"model": agent.fragola.model, **agent.options.model_settings}
+    config.update(run.settings)
+    if agent._listeners.has("before_model_invocation"):
+        event = await emit(agent, "before_model_invocation",
+                           ModelInvocationEvent(agent.context, dict(config)))
+        config = event.config  # checked by emit: a mapping
+    if run.stop_requested:
+        return None  # a listener stopped the run before the request went out
+    request = dict(config)
+    request["messages"] = agent._request_messages()
+    tools = agent.options.tools
+    if tools:
+        request["tools"] = [t.definition for t in tools]
+    if run.shape is not None:
+        request = run.shape.dress(agent, request)
+    on_chunk = _chunk_forwarder(agent) if agent._listeners.has("model_chunk") else None
+    exchange = Exchange()
+    seen = probes.ModelCall(request, exchange)
+    clock = _Clock()
+    try:
+        with probes.model_call(agent, seen):
+            reply = seen.reply = await agent.fragola._model.reply(request, on_chunk, exchange)
+    except BaseException:
+        # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
+        # tokens once the server began to answer: a call, with its usage if it said any
+        # (else unknown, and the cost None). An HTTP error or no connection cost nothing.
+        if exchange.answered:
+            agent._usage += Usage((_call_usage(request, exchange.usage, clock, exchange),),
+                                  agent.fragola.prices)
+        raise
+    message = reply.message
+    # Counted at once: the tokens are spent whatever the listeners below do.
+    usage = Usage((_call_usage(request, reply.usage, clock, exchange),), agent.fragola.prices)
+    agent._usage += usage
+    if agent._listeners.has("ai_message"):
+        try:
+            event = await emit(agent, "ai_message", AiMessageEvent(agent.context, message))
+        except TurnRefused as refused:  # a guardrail: the reply is not stored, nothing runs
+            agent._keep_refused(refused, "assistant")
+            raise
+        message = event.message
+    agent._append(message, "ai_message")
+    await emit(agent, "after_model_invocation",
+               AfterModelInvocationEvent(agent.context, message, config, usage))
+    return message
+
+
+class _Clock:
+    """When something started: the wall-clock time a timeline is drawn from, and the
+    monotonic one its duration is measured with (the wall clock may jump)."""
+
+    def __init__(self) -> None:
+        self.started, self.counter = time.time(), time.perf_counter()
+
+    def seconds(self, until: float | None = None) -> float:
+        return max(0.0, (time.perf_counter() if until is None else until) - self.counter)
+
+
+def _call_usage(request: dict[str, Any], reported: dict[str, int] | None, clock: _Clock,
+                exchange: Exchange) -> CallUsage:
+    """The call's usage, under the model it asked for (the name prices are given for), and
+    its timing (``fragola_nb.core.timing``): an answer that came in one piece (not streamed) has
+    its time to first token equal to its duration."""
+    model = str(request.get("model") or "")
+    seconds = clock.seconds()
+    ttft = None if exchange.first_at is None else min(seconds, clock.seconds(exchange.first_at))
+    if exchange.pieces == 1:
+        ttft = seconds
+    if reported is None:
+        return CallUsage(model, reported=False, started=clock.started, ttft=ttft,
+                         seconds=seconds)
+    return CallUsage(model, reported["prompt_tokens"], reported["completion_tokens"],
+                     reported["total_tokens"], reported["cached_tokens"], True, clock.started,
+                     ttft, seconds)
+
+
+def _chunk_forwarder(agent: Agent) -> Any:
+    async def forward(chunk: Callable[[], Any], content: str,
+                      partial: Callable[[], dict[str, Any]]) -> None:
+        await agent._listeners.emit(
+            "model_chunk", ModelChunkEvent(agent.context, chunk, content, partial)
+        )
+
+    return forward
+
+
+def last_tool_calls(agent: Agent) -> tuple[list[dict[str, Any]], set[str]]:
+    """The tool calls of the last assistant message, and the ids already answered."""
+    history = agent._history
+    answered: set[str] = set()
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        role = message.get("role")
+        if role == "tool":
+            answered.add(message.get("tool_call_id", ""))
+            continue
+        if role == "assistant":
+            return list(message.get("tool_calls") or ()), answered
+        return [], answered
+    return [], answered
+
+
+def unanswered_calls(agent: Agent) -> list[dict[str, Any]]:
+    calls, answered = last_tool_calls(agent)
+    return [c for c in calls if c.get("id") not in answered]
+
+
+async def answer_tools(agent: Agent, run: Run) -> bool:
+    """Answer each unanswered call of the last assistant message, in order.
+
+    Returns True when at least one call waits for a person or an outside result.
+    """
+    for call in unanswered_calls(agent):
+        call_id = call["id"]
+        if run.stop_requested:
+            agent._answer(call_id, CANCELLED, "cancelled")
+            agent._pending.pop(call_id, None)
+            continue
+        pending = agent._pending.get(call_id)
+        if pending is not None:
+            if pending.decision is None:
+                continue
+            await _carry_out(agent, run, pending)
+            continue
+        await _first_look(agent, run, call)
+    return any(p.decision is None for p in agent._pending.values())
+
+
+async def _first_look(agent: Agent, run: Run, call: dict[str, Any]) -> None:
+    """A call seen for the first time: check it, then run it or pause on it.
+
+    A call that cannot run (an unknown tool, arguments that are not JSON or fail the schema,
+    an approval rule that raised) is answered with what went wrong, so the model can correct
+    itself; ``tool_call`` and ``after_tool_call`` hear of it with ``event.error`` set.
+    """
+    function = call["function"]
+    name = function["name"]
+    call_id = call["id"]
+    arguments, problem = parse_arguments(function["arguments"])
+    raw = function["arguments"] if problem is not None else arguments
+    tool = agent.tool_named(name)
+    if tool is None:
+        known = ", ".join(t.name for t in agent.options.tools) or "none"
+        error = f"Error: there is no tool named {name!r}. Tools: {known}."
+        await _finish(agent, run, name, call_id, raw, error, error=error)
+        return
+    if problem is not None:
+        error = f"Error: the arguments for {name} {problem}"
+        await _finish(agent, run, name, call_id, raw, error, error=error, validation=True)
+        return
+    try:
+        params = tool.parse_arguments(arguments)
+    except ArgumentsRejected as exc:
+        error = f"Error: invalid arguments for {name}:\n{exc}\nFix them and retry."
+        await _finish(agent, run, name, call_id, arguments, error, error=error,
+                      validation=True)
+        return
+    try:
+        needs_person = tool.needs_approval(params, agent.context)
+    except Exception as exc:
+        error = _failure(f"the approval rule of {name!r}", exc)
+        await _finish(agent, run, name, call_id, params, error, error=error)
+        return
+    if needs_person:
+        agent._add_pending(PendingCall(call_id, name, params, arguments, "approval"))
+        return
+    await _execute(agent, run, tool, call_id, params, arguments)
+
+
+async def _carry_out(agent: Agent, run: Run, pending: PendingCall) -> None:
+    """Act on a person's decision for a paused call."""
+    decision = pending.decision
+    assert decision is not None
+    del agent._pending[pending.id]
+    if decision.kind == "reject":
+        reason = f" Reason: {decision.text}" if decision.text else ""
+        text = f"{REJECTED}{pending.name}.{reason}"
+        await _finish(agent, run, pending.name, pending.id, pending.params, text, error=text)
+        return
+    if decision.kind == "inject":
+        await _finish(agent, run, pending.name, pending.id, pending.params, decision.text)
+        return
+    tool = agent.tool_named(pending.name)
+    if tool is None:
+        error = f"Error: the tool {pending.name!r} was removed before it ran."
+        await _finish(agent, run, pending.name, pending.id, pending.params, error, error=error)
+        return
+    if decision.params is None:
+        await _execute(agent, run, tool, pending.id, pending.params, pending.arguments)
+        return
+    # The model will read this result against the arguments it sent: say they were changed,
+    # so the history stays an exact record of what ran.
+    note = f"{EDITED}{_text(decision.params)})"
+    await _execute(agent, run, tool, pending.id, decision.params, pending.arguments, note)
+
+
+async def _execute(
+    agent: Agent,
+    run: Run,
+    tool: Tool,
+    call_id: str,
+    params: Any,
+    arguments: dict[str, Any],
+    note: str | None = None,
+) -> None:
+    config = ToolCallConfig(tool=tool, params=params, id=call_id, arguments=arguments)
+    if agent._listeners.has("before_tool_call"):
+        event = await emit(agent, "before_tool_call", BeforeToolCallEvent(agent.context, config))
+        config = event.config  # checked by emit: a ToolCallConfig
+    error = None
+    if config.inject_response is not None:
+        result: Any = config.inject_response
+    elif tool.is_dynamic:
+        agent._add_pending(PendingCall(call_id, tool.name, config.params, arguments, "dynamic"))
+        return
+    else:
+        if await _stopped_before_start(run):
+            agent._answer(call_id, CANCELLED, "cancelled")
+            return
+        run.running_call = call_id  # from here on, a stop means "interrupted", not "did not run"
+        clock = _Clock()
+        try:
+            with probes.tool_run(agent, seen := probes.ToolRun(tool.name, call_id, arguments)):
+                result = seen.result = await tool.invoke(config.params, agent.context)
+        except Exception as exc:
+            result = error = _failure(f"the tool {tool.name!r}", exc)
+        finally:  # timed however it ended (an interrupted call ran too, for that long)
+            agent._usage += Usage(tools=(ToolTiming(tool.name, call_id, clock.started,
+                                                    clock.seconds()),))
+    await _finish(agent, run, tool.name, call_id, config.params, result, note=note, error=error)
+
+
+async def _stopped_before_start(run: Run) -> bool:
+    """Whether the run was stopped before this tool starts; the last moment to not run it.
+
+    From the model's reply to here the turn may never pause (sync listeners, a sync tool
+    next): a stop that reaches it through the event loop (Jupyter's interrupt and asyncio's
+    Ctrl-C cancel the cell's task with a callback, ``stop_sync()`` from another thread or
+    from an async observer cancels the turn's task) would only land at the tool's first
+    await, or after a sync tool has done its work: a transfer made after the person pressed
+    Stop. A few passes of the loop first let what is already under way act: a cancellation
+    is raised here, and a ``stop()`` is seen in ``stop_requested``. A pass runs the callbacks
+    scheduled before it, and a stop may take a few hops: ipykernel's SIGINT handler schedules
+    a callback that completes a future whose done-callback (the next pass) cancels the cell;
+    ``stop_sync()`` from a thread, or an observer's task, is one."""
+    for _ in range(STOP_PASSES):
+        await asyncio.sleep(0)
+        if run.stop_requested:
+            return True
+    return False
+
+
+async def _finish(
+    agent: Agent, run: Run, name: str, call_id: str, params: Any, result: Any, *,
+    note: str | None = None, error: str | None = None, validation: bool = False,
+) -> None:
+    """Store the answer to a call and tell ``tool_call`` (which may change the result) and
+    ``after_tool_call``. A call that ran keeps its result in the history whatever happens to
+    the ``tool_call`` listeners (one raises, the run is cancelled meanwhile): then the result
+    as it was before them is stored.
+
+    ``validation``: the arguments were refused before the handler ran (said here, where it
+    is known, rather than read back from the error's text). ``after_tool_call`` hears the
+    outcome the ``tool_call`` listeners left (a payload may turn a success into a failure
+    or the reverse), so its ``payload`` says what the model reads."""
+    if agent._listeners.has("tool_call"):
+        event = ToolCallEvent(agent.context, name, params, result, call_id, error,
+                              is_validation_error=validation)
+        try:
+            event = await emit(agent, "tool_call", event)
+        except BaseException:
+            _store(agent, run, name, call_id, result, note)
+            raise
+        result, error, validation = event.result, event.error, event.is_validation_error
+    message = _store(agent, run, name, call_id, result, note)
+    await emit(agent, "after_tool_call",
+               AfterToolCallEvent(agent.context, name, params, result, call_id, message, error,
+                                  is_validation_error=validation))
+
+
+def _store(agent: Agent, run: Run, name: str, call_id: str, result: Any, note: str | None
+           ) -> dict[str, Any]:
+    try:
+        content = serialize_result(result)
+    except Exception as exc:  # a circular value, keys that are not strings, too deep...
+        content = (f"Error: the result of {name} could not be turned into JSON text "
+                   f"({type(exc).__name__}: {exc})")
+    run.running_call = None
+    return agent._answer(call_id, f"{note}\n{content}" if note else content)
+
+
+def _text(value: Any) -> str:
+    try:
+        return serialize_result(value)
+    except Exception:
+        return repr(value)[:500]
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """The model's arguments string as a dict, or a message saying what is wrong with it."""
+    if raw is None or raw == "":
+        return {}, None
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError as exc:
+        return {}, f"are not valid JSON ({exc.msg} at position {exc.pos}): {raw[:200]!r}"
+    except (ValueError, RecursionError) as exc:
+        # A number of more than 4,300 digits, or nesting deeper than Python's recursion limit.
+        return {}, f"cannot be read ({type(exc).__name__}: {str(exc)[:200]}): {raw[:200]!r}"
+    if not isinstance(value, dict):
+        return {}, f"must be a JSON object, got {type(value).__name__}: {str(raw)[:200]!r}"
+    return value, None
+
+
+def _failure(what: str, exc: BaseException) -> str:
+    return f"Error: {what} raised {exception_text(exc)}"
