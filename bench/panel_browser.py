@@ -75,8 +75,8 @@ from IPython import get_ipython
 from IPython.display import HTML
 from fragola_nb import Fragola, tool
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.render import conversation_html
-from fragola_nb.scripted import call, reply, tool_calls
+from fragola_nb.base.render import conversation_html
+from fragola_nb.models.scripted import call, reply, tool_calls
 
 SIZES = __SIZES__
 

@@ -30,7 +30,7 @@ import openai
 from common import LeanServer, median, report
 from workloads import FLOOR_TOOLS, MODEL, client
 
-from fragola_nb.model_client import ModelClient, assistant_message
+from fragola_nb.models.client import ModelClient, assistant_message
 
 # -- the two paths, each ending in fragola_nb's stored assistant message ------------------
 

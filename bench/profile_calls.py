@@ -126,7 +126,7 @@ async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
     from lean_server import answer
     from workloads import make_fragola
 
-    from fragola_nb.model_client.reported import ModelReply
+    from fragola_nb.models.client.reported import ModelReply
 
     async def stub(request: dict[str, Any], on_chunk: Any = None, exchange: Any = None
                    ) -> ModelReply:

@@ -51,7 +51,7 @@ import ray
 from common import median, report, write_section
 
 from fragola_nb import Agent, Fragola, RayBackend
-from fragola_nb.scripted import Item, hang, reply
+from fragola_nb.models.scripted import Item, hang, reply
 
 SECTION = "## Ray backend (issue 15)"
 INSTRUCTIONS = "Answer in one line."

@@ -1,6 +1,6 @@
 """Shared fixtures: a scripted OpenAI-compatible model behind the real ``openai`` client.
 
-``model`` is a started :class:`~fragola_nb.scripted.ScriptedModel` with an empty script (push
+``model`` is a started :class:`~fragola_nb.models.scripted.ScriptedModel` with an empty script (push
 items with ``model.push(...)``). At teardown every request it received is checked against the
 official ``CreateChatCompletionRequest`` schema, and every completion and stream chunk it sent
 against the response/chunk schemas, so a test that drifts from the real wire format fails.
@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 from openai_schema import SchemaMismatch, validate_chunk, validate_request, validate_response
 
-from fragola_nb.scripted import ScriptedModel
+from fragola_nb.models.scripted import ScriptedModel
 
 
 def _mismatches(

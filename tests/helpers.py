@@ -26,7 +26,7 @@ import pydantic
 import pytest
 
 from fragola_nb import Agent, Fragola, ModelHTTPError, Tool, tool
-from fragola_nb.scripted import ScriptedModel, reply
+from fragola_nb.models.scripted import ScriptedModel, reply
 
 if TYPE_CHECKING:
     import psutil

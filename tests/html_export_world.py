@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fragola_nb import Agent, BatchResult, Comparison, Fragola, tool
-from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, fail, reply, tool_calls
 
 KEY = "sk-proj-SECRET0123456789abcdef"
 HEADER_SECRET = "SECRET-header-value-42"

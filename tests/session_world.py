@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 
 from fragola_nb import Agent, Fragola, Tool, create_store, tool
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.sessions.dump import listener_name
 
 SECRET = "sk-test-SECRET-session-123"

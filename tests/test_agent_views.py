@@ -11,8 +11,8 @@ import pydantic
 from helpers import make_fragola, user
 
 from fragola_nb import tool
-from fragola_nb.agent import Agent
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.core.agent import Agent
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 class AddArgs(pydantic.BaseModel):

@@ -16,7 +16,7 @@ from helpers import make_fragola
 from openai_schema import validate_request
 
 from fragola_nb import BadUsage, Fragola, InvalidToolDefinition, create_store, tool
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 def header_recorder() -> tuple[httpx2.AsyncClient, list[httpx2.Headers]]:

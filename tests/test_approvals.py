@@ -20,7 +20,7 @@ from fragola_nb import (
     Tool,
     tool,
 )
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 USER = user("go")
 

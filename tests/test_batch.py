@@ -14,8 +14,8 @@ import pytest
 from helpers import assert_valid_history, make_agent, make_fragola, user
 
 from fragola_nb import Agent, BadUsage, BatchResult, tool
-from fragola_nb.events import StatusChangeEvent
-from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
+from fragola_nb.core.events import StatusChangeEvent
+from fragola_nb.models.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
 
 KEY = "sk-proj-abcdefgh12345678"
 FEW_SHOT = [user("2 + 2?"), {"role": "assistant", "content": "4"}]

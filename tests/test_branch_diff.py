@@ -7,7 +7,7 @@ from helpers import answered, asked, make_agent, user
 
 import fragola_nb
 from fragola_nb import BadUsage, BranchDiff
-from fragola_nb.scripted import call, reply, tool_calls
+from fragola_nb.models.scripted import call, reply, tool_calls
 
 HOSTILE = ("<script>alert(1)</script> <img src=x onerror=alert(2)> "
            "[link](javascript:alert(3)) file\u202egnp.exe zero\u200bwidth " + "A" * 5000)

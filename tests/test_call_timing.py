@@ -1,6 +1,6 @@
 """Issue 24 item 3, "where the time went": each model call's start, time to first token,
 duration and output rate, each tool call's duration, kept by sessions and batch resume rows,
-and laid out as a turn's timeline (``fragola_nb.timing``).
+and laid out as a turn's timeline (``fragola_nb.core.timing``).
 
 The model is the scripted OpenAI-compatible server on loopback, reached by the real
 ``openai`` client; the delays are the server's own (``hang``, ``chunk_delay``) and the
@@ -20,10 +20,10 @@ import pytest
 from helpers import make_fragola
 
 from fragola_nb import load_session, save_session, tool
+from fragola_nb.core.timing import Timeline
+from fragola_nb.core.usage import call_read_back
+from fragola_nb.models.scripted import ScriptedModel, call, hang, reply, tool_calls
 from fragola_nb.notebook.timeline import timeline_shown
-from fragola_nb.scripted import ScriptedModel, call, hang, reply, tool_calls
-from fragola_nb.timing import Timeline
-from fragola_nb.usage import call_read_back
 
 
 @tool(name="slow", description="Wait a little, then answer.")
@@ -149,7 +149,7 @@ async def test_an_older_session_file_without_timings_still_loads(tmp_path: Path)
 
 
 def test_a_session_file_with_a_negative_time_is_refused(tmp_path: Path) -> None:
-    from fragola_nb.errors import SessionError
+    from fragola_nb.base.errors import SessionError
 
     async def saved() -> Path:
         with ScriptedModel([reply("hi")]) as model:
@@ -214,8 +214,8 @@ def test_a_resume_row_with_a_bad_time_is_refused() -> None:
 
 
 def test_the_panels_timeline_data_writes_durations_and_keeps_hostile_text_as_text() -> None:
-    from fragola_nb.timing import ToolTiming
-    from fragola_nb.usage import CallUsage, Usage
+    from fragola_nb.core.timing import ToolTiming
+    from fragola_nb.core.usage import CallUsage, Usage
 
     hostile = '<img src=x onerror="alert(1)">\u202egnp.exe'
     usage = Usage((CallUsage("m", 10, 40, 50, 0, True, 100.0, 0.5, 1.5),
@@ -239,7 +239,7 @@ def test_the_panels_timeline_data_writes_durations_and_keeps_hostile_text_as_tex
 
 
 def test_calls_without_timing_have_no_rate_rather_than_zero() -> None:
-    from fragola_nb.usage import CallUsage, Usage
+    from fragola_nb.core.usage import CallUsage, Usage
 
     usage = Usage((CallUsage("m", 1, 2, 3),), {})
     assert usage.as_dict()["requests"] == 1 and usage.tool_seconds == 0

@@ -11,9 +11,9 @@ import pytest
 from helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, Comparison, run_sync, tool
-from fragola_nb.errors import InvalidToolDefinition
+from fragola_nb.base.errors import InvalidToolDefinition
 from fragola_nb.experiments.compare import WATCHERS
-from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
+from fragola_nb.models.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
 
 QUESTION = "What is DNS?"
 VARIANTS = {

@@ -16,6 +16,7 @@ from test_compare import by_instructions
 
 from fragola_nb import Comparison, Fragola
 from fragola_nb.experiments.compare import WATCHERS
+from fragola_nb.models.scripted import Item, ScriptedModel, reply
 from fragola_nb.notebook.compare_view import (
     SIMILAR,
     CompareView,
@@ -24,7 +25,6 @@ from fragola_nb.notebook.compare_view import (
     word_overlap,
 )
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.scripted import Item, ScriptedModel, reply
 
 HOSTILE = "<script>alert(1)</script> file\u202egnp.exe"
 
@@ -263,7 +263,7 @@ def test_compare_mistakes_are_one_line_usage_errors_and_make_no_fork(
 KERNEL_SETUP = f"""
 %load_ext fragola_nb
 from fragola_nb import Fragola
-from fragola_nb.scripted import reply
+from fragola_nb.models.scripted import reply
 
 def brain(request):
     first = request["messages"][0]
@@ -379,7 +379,7 @@ def test_an_interrupt_fails_the_cell_and_keeps_the_finished_forks(
 
 async def test_a_variant_stopped_mid_reply_keeps_what_had_streamed_marked_unsaved(
         model: ScriptedModel, grids: Grids) -> None:
-    from fragola_nb.scripted import reply
+    from fragola_nb.models.scripted import reply
 
     model.chunk_size, model.chunk_delay = 4, 0.02
     model.brain = lambda request: reply("one two three four five six seven eight " * 20)

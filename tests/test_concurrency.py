@@ -22,8 +22,8 @@ import pytest_asyncio
 from invariants import check_agent, loopback_http_client
 
 from fragola_nb import Agent, Fragola, ListenerError, create_store, tool
-from fragola_nb.scripted import Item, ScriptedModel, call, reply, tool_calls
-from fragola_nb.scripted.brain import text_of
+from fragola_nb.models.scripted import Item, ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted.brain import text_of
 
 TAG = re.compile(r"\btag-[\w-]+")
 

@@ -18,9 +18,9 @@ import pytest
 from helpers import make_fragola, user
 
 from fragola_nb import BadUsage, Fragola, ModelHTTPError
-from fragola_nb.events import ModelInvocationEvent
-from fragola_nb.model_client import NO_KEY
-from fragola_nb.scripted import ScriptedModel, fail, reply
+from fragola_nb.core.events import ModelInvocationEvent
+from fragola_nb.models.client import NO_KEY
+from fragola_nb.models.scripted import ScriptedModel, fail, reply
 
 KEY = "sk-proj-7f3a9c2e"
 

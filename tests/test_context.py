@@ -15,8 +15,8 @@ from fragola_nb import (
     create_store,
     tool,
 )
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.stores import Store
+from fragola_nb.core.stores import Store
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 def noop(name: str) -> Tool:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fragola_nb import BadUsage, Fragola, ModelHTTPError, tool
-from fragola_nb.scripted import (
+from fragola_nb.models.scripted import (
     SCRIPT_HEADER,
     Reply,
     ToolCalls,

@@ -27,7 +27,7 @@ from test_secrets_in_traces_and_recordings import (
 )
 
 from fragola_nb import Fragola, ModelHTTPError
-from fragola_nb.redact import redact_exception
+from fragola_nb.base.redact import redact_exception
 
 
 def echoing_both(auth: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

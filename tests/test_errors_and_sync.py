@@ -35,7 +35,7 @@ from fragola_nb import (
     run_sync,
     tool,
 )
-from fragola_nb.scripted import ScriptedModel, call, drop, fail, hang, raw, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, drop, fail, hang, raw, reply, tool_calls
 
 
 @tool

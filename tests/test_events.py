@@ -18,7 +18,7 @@ from fragola_nb import (
     ToolCallConfig,
     tool,
 )
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 class AddParams(BaseModel):
@@ -499,7 +499,7 @@ async def test_off_removes_an_inherited_listener_from_the_fork_only(model):
 
 
 def test_transient_listeners_stay_with_their_agent_when_forked(model):
-    from fragola_nb.events import is_transient, transient
+    from fragola_nb.core.events import is_transient, transient
 
     agent = make_fragola(model).agent("viewed")
 

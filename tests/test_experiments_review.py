@@ -15,11 +15,11 @@ import pytest
 from helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import BadUsage, Comparison
-from fragola_nb.errors import ListenerError
+from fragola_nb.base.errors import ListenerError
 from fragola_nb.experiments.compare import WATCHERS
+from fragola_nb.models.scripted import Item, ScriptedModel, hang, reply
 from fragola_nb.notebook.compare_view import CompareView
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.scripted import Item, ScriptedModel, hang, reply
 
 
 def echo(request: dict[str, Any]) -> Item:
@@ -282,7 +282,7 @@ async def test_a_batch_tells_the_agents_listeners_only_that_it_began_and_ended(
 
 
 async def test_to_pandas_keeps_tokens_whole_with_unknown_as_na(model: ScriptedModel) -> None:
-    from fragola_nb.scripted import raw
+    from fragola_nb.models.scripted import raw
 
     # The first input's server reports no usage: its tokens are unknown, the others stay ints.
     model.brain = echo

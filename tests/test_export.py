@@ -22,7 +22,7 @@ from fragola_nb import (
     save_session,
     tool,
 )
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 SCRIPT = "<script>alert(1)</script>"
 IMAGE = "<img src=x onerror=alert(2)>"

@@ -29,7 +29,7 @@ from html_export_world import (
 )
 
 from fragola_nb import BadUsage, export_html
-from fragola_nb.scripted import ScriptedModel
+from fragola_nb.models.scripted import ScriptedModel
 
 
 class Page(html.parser.HTMLParser):

@@ -29,7 +29,7 @@ from fragola_nb import (
     ModelTimeout,
     tool,
 )
-from fragola_nb.scripted import (
+from fragola_nb.models.scripted import (
     Raw,
     ScriptedModel,
     ScriptEntry,

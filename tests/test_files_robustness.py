@@ -24,8 +24,8 @@ from fragola_nb import (
     load_session,
     save_session,
 )
-from fragola_nb.recording.recordfile import Appender, read_recording
-from fragola_nb.scripted import ScriptedModel, raw, reply
+from fragola_nb.models.recording.recordfile import Appender, read_recording
+from fragola_nb.models.scripted import ScriptedModel, raw, reply
 from fragola_nb.sessions import session_from_json
 
 HALF = "half \ud83d of an emoji"

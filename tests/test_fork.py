@@ -9,7 +9,7 @@ import pytest
 from helpers import make_fragola, user
 
 from fragola_nb import Agent, BadUsage, create_store, tool
-from fragola_nb.scripted import call, hang, reply, tool_calls
+from fragola_nb.models.scripted import call, hang, reply, tool_calls
 
 
 @tool

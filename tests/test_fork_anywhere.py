@@ -10,8 +10,8 @@ import pytest
 from helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, tool
-from fragola_nb.forking import EDITED_RESULT, EDITED_TEXT
-from fragola_nb.scripted import call, hang, reply, tool_calls
+from fragola_nb.core.forking import EDITED_RESULT, EDITED_TEXT
+from fragola_nb.models.scripted import call, hang, reply, tool_calls
 
 
 def _lookup(q: str) -> str:

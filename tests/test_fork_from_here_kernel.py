@@ -18,7 +18,7 @@ SETUP = """
 from IPython.display import display
 from fragola_nb import Fragola, tool
 from fragola_nb.notebook.tree import ForkTree
-from fragola_nb.scripted import call, reply, tool_calls
+from fragola_nb.models.scripted import call, reply, tool_calls
 
 @tool
 def weather(city: str) -> str:

@@ -14,10 +14,16 @@ import pytest
 from helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Fragola, tool
-from fragola_nb.checks import META
-from fragola_nb.errors import BadUsage, FragolaError, TurnRefused
-from fragola_nb.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail, rejection_of
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.base.checks import META
+from fragola_nb.base.errors import BadUsage, FragolaError, TurnRefused
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.presets.guardrails import (
+    Guardrail,
+    GuardrailRejected,
+    Rejection,
+    guardrail,
+    rejection_of,
+)
 
 
 def no_secrets(text: str) -> str | None:

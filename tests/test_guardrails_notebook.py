@@ -12,10 +12,10 @@ from helpers import make_agent, user
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 
 from fragola_nb import Fragola
-from fragola_nb.guardrails import GuardrailRejected, Rejection, guardrail
+from fragola_nb.models.scripted import ScriptedModel, reply
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.rows import Rows
-from fragola_nb.scripted import ScriptedModel, reply
+from fragola_nb.presets.guardrails import GuardrailRejected, Rejection, guardrail
 
 
 def no_secrets(text: str) -> Rejection | None:
@@ -95,7 +95,7 @@ def test_a_rejected_fragola_cell_fails_in_one_line_and_the_agent_goes_on(
 
 
 def test_the_html_and_text_views_show_the_rejection_escaped() -> None:
-    from fragola_nb.render import conversation_html, transcript_text
+    from fragola_nb.base.render import conversation_html, transcript_text
 
     messages = [{"role": "user", "content": "sk-1",
                  "fragola_nb": {"rejected": {"guard": "no<secrets>", "reason": "a <b>key</b>"}}}]

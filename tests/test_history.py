@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fragola_nb.history import History
+from fragola_nb.core.history import History
 
 
 def msg(n: int) -> dict[str, Any]:

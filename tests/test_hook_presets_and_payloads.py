@@ -1,7 +1,7 @@
 """Issue 25's gaps: the payload ``after_tool_call`` hears is the outcome the ``tool_call``
 listeners left (what the model reads), ``is_validation_error`` is a flag the run loop sets
 where it refuses arguments (never guessed from a text), ``mcp_hook`` with a real MCP server,
-and tracing as a hook of one agent (``fragola_nb.tracing.tracing_hook``)."""
+and tracing as a hook of one agent (``fragola_nb.presets.tracing.tracing_hook``)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fragola_nb import BadUsage, ToolCallPayload, tool, tracing_hook
-from fragola_nb.hooks import mcp_hook
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.presets.hooks import mcp_hook
 
 
 @tool
@@ -177,7 +177,7 @@ def turns_traced(exporter: InMemorySpanExporter) -> list[str]:
 
 
 async def test_tracing_hook_traces_its_agent_and_its_forks_alone(model: ScriptedModel) -> None:
-    from fragola_nb import probes
+    from fragola_nb.core import probes
 
     assert probes.installed() is None  # no instrument(): every span below is the hook's
     exporter = InMemorySpanExporter()

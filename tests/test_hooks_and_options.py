@@ -13,7 +13,7 @@ import pytest
 from helpers import answered, broken, make_agent, make_fragola, weather
 
 from fragola_nb import BadUsage, ToolCallPayload, create_store, tool
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 class City(pydantic.BaseModel):
@@ -295,8 +295,8 @@ def test_a_session_saves_hooks_by_name_and_scopes_and_runs_the_hooks_again_on_lo
 
 
 async def test_guardrail_as_a_hook_is_taken_off_by_remove_hook(model: ScriptedModel) -> None:
-    from fragola_nb.guardrails import GuardrailRejected, Rejection, guardrail
-    from fragola_nb.hooks import preset
+    from fragola_nb.core.hooks import preset
+    from fragola_nb.presets.guardrails import GuardrailRejected, Rejection, guardrail
 
     def no_football(text: str) -> Rejection | None:
         return Rejection("not about cooking") if "football" in text else None
@@ -317,8 +317,8 @@ async def test_guardrail_as_a_hook_is_taken_off_by_remove_hook(model: ScriptedMo
 
 async def test_orchestrate_as_a_hook_adds_the_message_tool_until_removed(
         model: ScriptedModel) -> None:
-    from fragola_nb.hooks import preset
-    from fragola_nb.orchestration import MESSAGE_TOOL, orchestrate
+    from fragola_nb.core.hooks import preset
+    from fragola_nb.presets.orchestration import MESSAGE_TOOL, orchestrate
 
     fragola = make_fragola(model)
     lead, writer = fragola.agent("lead"), fragola.agent("writer")

@@ -30,8 +30,16 @@ from helpers import make_fragola, user
 from invariants import check_agent, loopback_http_client
 
 from fragola_nb import Agent, Fragola, ModelHTTPError, run_sync, tool
-from fragola_nb.runloop import CANCELLED, INTERRUPTED
-from fragola_nb.scripted import ScriptedModel, ScriptEntry, call, fail, hang, reply, tool_calls
+from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
+from fragola_nb.models.scripted import (
+    ScriptedModel,
+    ScriptEntry,
+    call,
+    fail,
+    hang,
+    reply,
+    tool_calls,
+)
 
 TESTS = Path(__file__).parent
 
@@ -440,7 +448,7 @@ import asyncio, json, sys, threading
 sys.path.insert(0, sys.argv[3])
 from invariants import check_agent, loopback_http_client
 from fragola_nb import Fragola, run_sync, tool
-from fragola_nb.scripted import ScriptedModel, call, hang, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, hang, reply, tool_calls
 
 runner = sys.argv[1]
 
@@ -597,7 +605,7 @@ def test_the_kernels_interrupt_reaches_a_cell_awaiting_a_silent_server(call: str
 
 
 async def test_one_ticker_keeps_a_loop_awake_for_every_call_in_flight() -> None:
-    from fragola_nb.awake import _tickers, kept_awake
+    from fragola_nb.base.awake import _tickers, kept_awake
 
     loop = asyncio.get_running_loop()
     with kept_awake():
@@ -728,7 +736,7 @@ import asyncio, json, os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from invariants import check_agent
 from fragola_nb import Fragola, tool
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 made = []
 

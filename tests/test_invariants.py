@@ -41,7 +41,7 @@ from fragola_nb import (
     create_store,
     tool,
 )
-from fragola_nb.scripted import Item, ScriptedModel, call, drop, fail, reply, tool_calls
+from fragola_nb.models.scripted import Item, ScriptedModel, call, drop, fail, reply, tool_calls
 
 # -- the agents' tools --------------------------------------------------------------------
 

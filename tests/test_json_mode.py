@@ -12,7 +12,7 @@ import pytest
 from helpers import make_fragola
 
 from fragola_nb import JsonModeError, JsonResult, ModelError
-from fragola_nb.scripted import fail, reply
+from fragola_nb.models.scripted import fail, reply
 
 
 class User(pydantic.BaseModel):

@@ -19,9 +19,9 @@ from helpers import assert_valid_history, make_fragola, until_async, user
 from invariants import check_agent
 
 from fragola_nb import BadUsage, Fragola, JsonModeError, tool
-from fragola_nb.jsonshapes import NOT_RUN, RECEIVED
-from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
-from fragola_nb.scripted.refusals import check_refuse, refusal
+from fragola_nb.core.jsonshapes import NOT_RUN, RECEIVED
+from fragola_nb.models.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
+from fragola_nb.models.scripted.refusals import check_refuse, refusal
 
 
 class Person(pydantic.BaseModel):
@@ -435,7 +435,7 @@ def test_the_cell_magic_takes_a_json_mode() -> None:
 def llama_cpp_tool_stream(name: str, pieces: list[str]) -> Any:
     """A forced tool call streamed as llama-cpp-python's server streams it: every delta
     repeats the call's id, type and whole name (and the legacy ``function_call``)."""
-    from fragola_nb.scripted import raw
+    from fragola_nb.models.scripted import raw
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         body = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,

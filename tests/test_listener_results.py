@@ -16,8 +16,8 @@ from fragola_nb import (
     ListenerError,
     tool,
 )
-from fragola_nb.runloop import CANCELLED
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.core.runloop import CANCELLED
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 @tool

@@ -1,7 +1,7 @@
 """``Fragola.local()`` without llama.cpp: its errors, its server's life, reuse and stopping.
 
 The server process is a stand-in: a ``llama_cpp.server`` package written into a folder put
-first on the path (the process boundary), run by the real bootstrap of ``fragola_nb.local``
+first on the path (the process boundary), run by the real bootstrap of ``fragola_nb.models.local``
 (so the watch on the parent is the real one). What it does is chosen by ``FAKE_LLAMA``:
 ``ok`` answers like llama.cpp's server, ``exit`` prints a few lines and exits, ``hang`` never
 listens, ``sigill`` answers ``/v1/models`` and dies of SIGILL on its first completion. The
@@ -27,10 +27,11 @@ import pytest
 from helpers import until
 from IPython.core.interactiveshell import InteractiveShell
 
-from fragola_nb import BadUsage, Fragola, FragolaError, localprocess
-from fragola_nb import local as local_module
-from fragola_nb.agent import Agent
-from fragola_nb.localchat import SMOLLM2_TEMPLATE
+from fragola_nb import BadUsage, Fragola, FragolaError
+from fragola_nb.core.agent import Agent
+from fragola_nb.models import local as local_module
+from fragola_nb.models import localprocess
+from fragola_nb.models.localchat import SMOLLM2_TEMPLATE
 
 FAKE_SERVER = '''
 import json, os, signal, sys, threading, time

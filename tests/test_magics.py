@@ -32,10 +32,10 @@ from fragola_nb import (
     run_sync,
     tool,
 )
-from fragola_nb.agent import Agent
+from fragola_nb.core.agent import Agent
+from fragola_nb.models.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.tree import ForkTree
-from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
 
 
 class City(pydantic.BaseModel):

@@ -21,7 +21,15 @@ from kernel_harness import CONFIG, Kernel, startup_profile
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from fragola_nb.scripted import ScriptedModel, call, demo_brain, fail, hang, reply, tool_calls
+from fragola_nb.models.scripted import (
+    ScriptedModel,
+    call,
+    demo_brain,
+    fail,
+    hang,
+    reply,
+    tool_calls,
+)
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 SECRET = "sk-test-SECRET-123"

@@ -27,9 +27,9 @@ from helpers import (
 )
 
 from fragola_nb import BadUsage, InvalidToolDefinition, run_sync, tool
-from fragola_nb.mcptools import MCPConnection, MCPConnectionError, mcp_tools
-from fragola_nb.runloop import INTERRUPTED
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.core.runloop import INTERRUPTED
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.presets.mcptools import MCPConnection, MCPConnectionError, mcp_tools
 
 FAILED = "Error: the tool '{}' raised MCPToolError: "
 

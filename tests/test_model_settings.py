@@ -1,6 +1,6 @@
 """``model_settings`` reach the wire as ``chat.completions.create()`` would send them.
 
-fragola_nb sends through the client's ``post()`` (see ``fragola_nb.model_client``), so what
+fragola_nb sends through the client's ``post()`` (see ``fragola_nb.models.client``), so what
 ``create()`` does with its keyword arguments is done here: body fields go into the JSON body,
 ``extra_headers``/``extra_query``/``extra_body``/``timeout`` become request options, and what
 ``create()`` would refuse is refused before anything is sent.
@@ -16,8 +16,8 @@ import pytest
 from helpers import make_fragola
 
 from fragola_nb import Agent, BadUsage, Fragola, ModelTimeout
-from fragola_nb.events import ModelInvocationEvent
-from fragola_nb.scripted import ScriptedModel, hang, reply
+from fragola_nb.core.events import ModelInvocationEvent
+from fragola_nb.models.scripted import ScriptedModel, hang, reply
 
 
 def make_agent(model: ScriptedModel, **settings: Any) -> Agent:
@@ -149,7 +149,7 @@ async def test_the_request_transform_post_skips_would_change_nothing_sent(
     from openai.types.chat import completion_create_params as params
 
     from fragola_nb import tool
-    from fragola_nb.scripted import call, tool_calls
+    from fragola_nb.models.scripted import call, tool_calls
 
     @tool(require_approval=True)
     def add(x: int, y: int) -> int:

@@ -16,13 +16,13 @@ from helpers import answered, asked, assert_valid_history, until_async, user
 from openai_schema import validate_request
 
 from fragola_nb import Agent, Fragola, tool
-from fragola_nb.orchestration import (
+from fragola_nb.models.scripted import call, fail, hang, reply, tool_calls
+from fragola_nb.presets.orchestration import (
     MESSAGE_TOOL,
     OrchestrationError,
     Veto,
     orchestrate,
 )
-from fragola_nb.scripted import call, fail, hang, reply, tool_calls
 
 
 @pytest_asyncio.fixture

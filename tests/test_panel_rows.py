@@ -18,13 +18,13 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fragola_nb import Fragola, Tool, tool
-from fragola_nb.agent import Agent
-from fragola_nb.forking import EDITED_RESULT
+from fragola_nb.base.render import _markdown, markdown_html, visible
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.forking import EDITED_RESULT
+from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.rows import Rows
-from fragola_nb.render import _markdown, markdown_html, visible
-from fragola_nb.runloop import CANCELLED, INTERRUPTED
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
 
 
 def make_agent(model: ScriptedModel, *tools: Tool) -> Agent:

@@ -29,11 +29,11 @@ import ray
 from helpers import assert_valid_history, user
 
 from fragola_nb import Agent, BadUsage, Fragola, RayBackend, create_store, guardrail, tool
-from fragola_nb.experiments.raybackend import definition_of
-from fragola_nb.experiments.rayrun import connect
-from fragola_nb.hooks import preset
-from fragola_nb.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
-from fragola_nb.timing import Timeline
+from fragola_nb.core.hooks import preset
+from fragola_nb.core.timing import Timeline
+from fragola_nb.experiments.ray.backend import definition_of
+from fragola_nb.experiments.ray.run import connect
+from fragola_nb.models.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
 
 # The tools and brains below are defined in this test module, which Ray's workers cannot
 # import (pytest puts tests/ on the path of this process only): they are sent by value, as a

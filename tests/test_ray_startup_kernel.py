@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(300)
 
 SETUP = """
 from fragola_nb import Fragola, RayBackend
-from fragola_nb.scripted import reply
+from fragola_nb.models.scripted import reply
 grader = Fragola.scripted(brain=lambda request: reply("ok")).agent("grader")
 backend = RayBackend(init={"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024})
 """

@@ -16,7 +16,7 @@ from helpers import assert_valid_history
 from openai_schema import validate_chunk, validate_request, validate_response
 
 from fragola_nb import Agent, BadUsage, Fragola, ModelConnectionError, ModelHTTPError, tool
-from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, fail, reply, tool_calls
 
 KEY = "sk-secret-abcdefghijklmnop123456"
 HEADER_KEY = "hdr-key-0123456789abcdefXYZ"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fragola_nb.render import (
+from fragola_nb.base.render import (
     CSS,
     conversation_html,
     markdown_html,

@@ -31,7 +31,7 @@ ANSWER = "No: <script>alert(2)</script> <b>bold</b> is not a city."
 SETUP = f"""\
 %load_ext fragola_nb
 from fragola_nb import Fragola
-from fragola_nb.scripted import reply
+from fragola_nb.models.scripted import reply
 agent = Fragola.scripted([reply({ANSWER!r})]).agent(name="geographer")
 """
 SLIDER = "import ipywidgets\nipywidgets.IntSlider(value=3)"  # someone else's widget

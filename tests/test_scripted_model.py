@@ -16,7 +16,7 @@ import jsonschema
 import openai
 import pytest
 
-from fragola_nb.scripted import (
+from fragola_nb.models.scripted import (
     ScriptedModel,
     call,
     demo_brain,

@@ -1,4 +1,4 @@
-"""Credentials never show: one rule (``fragola_nb.redact``) for session files, reprs, the
+"""Credentials never show: one rule (``fragola_nb.base.redact``) for session files, reprs, the
 scripted model's records, exports and notebook views; ordinary model settings untouched."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from fragola_nb import (
     load_session,
     save_session,
 )
-from fragola_nb.redact import is_secret_name, is_secret_value, redact_text, redacted, scrub
-from fragola_nb.scripted import ScriptedModel, reply
+from fragola_nb.base.redact import is_secret_name, is_secret_value, redact_text, redacted, scrub
+from fragola_nb.models.scripted import ScriptedModel, reply
 
 KEY = "sk-proj-SECRET0123456789abcdef"
 GOOGLE = "AIzaSyD-SECRET0123456789abcdefghijklmno"

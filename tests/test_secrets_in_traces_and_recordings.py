@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from fragola_nb import Fragola, load_session, save_session
-from fragola_nb.redact import credentials_in, is_secret_name, redact_text, redacted, scrub
-from fragola_nb.tracing import instrument, uninstrument
+from fragola_nb.base.redact import credentials_in, is_secret_name, redact_text, redacted, scrub
+from fragola_nb.presets.tracing import instrument, uninstrument
 
 KEY = "corp-gw-7Q2xL9pZ4mN8"  # a gateway key of no well-known shape
 BODY_TOKEN = "opaque-tok-5Kd8Wq3Zr1"  # sent in extra_body, no well-known shape either

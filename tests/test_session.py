@@ -24,7 +24,7 @@ from fragola_nb import (
     save_session,
     tool,
 )
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 def fresh(model: ScriptedModel, **options: Any) -> Fragola:

@@ -21,8 +21,8 @@ from fragola_nb import (
     save_session,
     tool,
 )
-from fragola_nb.forking import EDITED_RESULT
-from fragola_nb.scripted import ScriptedModel, reply
+from fragola_nb.core.forking import EDITED_RESULT
+from fragola_nb.models.scripted import ScriptedModel, reply
 from fragola_nb.sessions import session_from_json, session_to_json
 
 

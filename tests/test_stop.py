@@ -11,8 +11,8 @@ import pytest
 from helpers import answered, asked, make_fragola, user
 
 from fragola_nb import Agent, AgentState, tool
-from fragola_nb.runloop import CANCELLED, INTERRUPTED
-from fragola_nb.scripted import ScriptedModel, call, hang, reply, tool_calls
+from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
+from fragola_nb.models.scripted import ScriptedModel, call, hang, reply, tool_calls
 
 
 async def wait_for_requests(model: ScriptedModel, n: int) -> None:

@@ -6,7 +6,7 @@ import pytest
 from helpers import make_fragola
 
 from fragola_nb import BadUsage, Store, create_store, tool
-from fragola_nb.scripted import call, reply, tool_calls
+from fragola_nb.models.scripted import call, reply, tool_calls
 
 
 def test_create_store_get_set_update():

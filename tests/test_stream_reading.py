@@ -1,4 +1,4 @@
-"""Issue 26: the event stream is read by hand (fragola_nb.model_client.reply._events), by
+"""Issue 26: the event stream is read by hand (fragola_nb.models.client.reply._events), by
 the rules openai's SSEDecoder follows, and a model_chunk listener's partial reply is built
 from what came since, not re-joined."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from fragola_nb.model_client import reply as reply_module
-from fragola_nb.model_client.reply import _events, _Text
+from fragola_nb.models.client import reply as reply_module
+from fragola_nb.models.client.reply import _events, _Text
 
 
 def _response(*reads: bytes) -> httpx2.Response:
@@ -89,7 +89,7 @@ def test_partial_text_is_extended_not_rejoined() -> None:
 
 
 def test_chunk_and_message_are_built_only_when_read() -> None:
-    from fragola_nb.events import ModelChunkEvent
+    from fragola_nb.core.events import ModelChunkEvent
 
     built: list[str] = []
 

@@ -14,7 +14,7 @@ from openai.types.chat import ChatCompletionChunk
 from openai_schema import validate_chunk
 
 from fragola_nb import ModelError, tool
-from fragola_nb.scripted import call, raw, reply, tool_calls
+from fragola_nb.models.scripted import call, raw, reply, tool_calls
 
 STREAM = {"stream": True}
 

@@ -13,7 +13,7 @@ import pytest
 
 import fragola_nb
 from fragola_nb import Fragola, tool
-from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, fail, reply, tool_calls
 
 # Names the package module holds that are not part of what users import.
 NOT_EXPORTED = {
@@ -59,7 +59,7 @@ def test_every_exported_name_is_defined_in_the_package() -> None:
 
 def test_importing_the_core_loads_no_jupyter_module() -> None:
     script = (
-        "import sys, json, fragola_nb, fragola_nb.scripted;"
+        "import sys, json, fragola_nb, fragola_nb.models.scripted;"
         "print(json.dumps(sorted(m for m in sys.modules"
         " if m.split('.')[0] in ('IPython', 'ipywidgets', 'traitlets', 'ipykernel')"
         " or m == 'fragola_nb.notebook')))"
@@ -76,20 +76,20 @@ def test_importing_the_core_loads_no_jupyter_module() -> None:
 # timing: a new eager import of one of them fails here whatever the machine's speed.
 LAZY_MODULES = (
     "fragola_nb.sessions",  # save/load_session, the exports and their Markdown/HTML writers
-    "fragola_nb.render",  # the HTML and text views of a conversation
-    "fragola_nb.jsonmode",  # agent.json and JsonResult
-    "fragola_nb.scripted",  # Fragola.scripted / from_env without a key
+    "fragola_nb.base.render",  # the HTML and text views of a conversation
+    "fragola_nb.core.jsonmode",  # agent.json and JsonResult
+    "fragola_nb.models.scripted",  # Fragola.scripted / from_env without a key
     "pydantic.v1",  # only a v1 model needs it, and whoever made one imported it
     "openai.resources",  # create()'s signature, read when settings are first checked
     "jsonschema",  # raw JSON Schemas
     "markdown_it",  # Markdown in panels and exports
-    "fragola_nb.orchestration",  # orchestrate(): agents messaging each other
-    "fragola_nb.guardrails",  # guardrail(): checks on what enters an agent
-    "fragola_nb.tracing",  # instrument(): OpenTelemetry spans, the otel extra
-    "fragola_nb.mcptools",  # mcp_tools(): an MCP server's tools, the mcp extra
+    "fragola_nb.presets.orchestration",  # orchestrate(): agents messaging each other
+    "fragola_nb.presets.guardrails",  # guardrail(): checks on what enters an agent
+    "fragola_nb.presets.tracing",  # instrument(): OpenTelemetry spans, the otel extra
+    "fragola_nb.presets.mcptools",  # mcp_tools(): an MCP server's tools, the mcp extra
     "mcp",
     "opentelemetry",
-    "fragola_nb.experiments.raybackend",  # agent.batch(backend="ray"), the ray extra
+    "fragola_nb.experiments.ray.backend",  # agent.batch(backend="ray"), the ray extra
     "ray",
 )
 
@@ -112,7 +112,7 @@ def test_importing_fragola_nb_leaves_sessions_json_mode_and_heavy_libraries_for_
 def test_the_names_imported_on_first_use_work() -> None:
     loaded = loaded_by("from fragola_nb import save_session, export_html, JsonResult")
 
-    assert {"fragola_nb.sessions", "fragola_nb.jsonmode"} <= loaded
+    assert {"fragola_nb.sessions", "fragola_nb.core.jsonmode"} <= loaded
     assert fragola_nb.save_session is fragola_nb.sessions.save_session
     assert "load_session" in dir(fragola_nb)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

@@ -17,15 +17,15 @@ from helpers import answered, make_agent
 from invariants import check_agent
 
 from fragola_nb import BadUsage, run_sync, tool
-from fragola_nb.runloop import CANCELLED
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.core.runloop import CANCELLED
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 # -- B.1: run_sync from code running on run_sync's own loop -----------------------------------
 
 REENTRANT = textwrap.dedent('''
     import sys
     from fragola_nb import Fragola, run_sync, tool
-    from fragola_nb.scripted import call, reply, tool_calls
+    from fragola_nb.models.scripted import call, reply, tool_calls
 
     fragola = Fragola.scripted([
         tool_calls(call("ask_other", {}, id="c1")), reply("outer done"),
@@ -198,7 +198,7 @@ def test_run_sync_inside_a_running_loop_still_works(model: ScriptedModel) -> Non
 
 SYNC_SCRIPT = textwrap.dedent('''
     from fragola_nb import Fragola, run_sync
-    from fragola_nb.scripted import reply
+    from fragola_nb.models.scripted import reply
 
     fragola = Fragola.scripted([reply(f"answer {n}") for n in range(20)])
     agent = fragola.agent("script")

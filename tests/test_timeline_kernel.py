@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kernel_harness import Kernel, startup_profile
 
-from fragola_nb.scripted import ScriptedModel, call, hang, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, hang, reply, tool_calls
 
 HOSTILE = '<img src=x onerror="alert(1)">\u202egnp.exe'
 

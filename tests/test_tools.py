@@ -17,7 +17,7 @@ from fragola_nb import (
     Tool,
     tool,
 )
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 class AddArgs(pydantic.BaseModel):

@@ -1,4 +1,4 @@
-"""Traces: ``fragola_nb.tracing.instrument()`` with the real OpenTelemetry SDK.
+"""Traces: ``fragola_nb.presets.tracing.instrument()`` with the real OpenTelemetry SDK.
 
 Spans go to the SDK's ``InMemorySpanExporter``; agents run against the scripted model
 (schema-checked by the ``model`` fixture), whose answers report deterministic usage
@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from fragola_nb import BadUsage, ModelHTTPError, run_sync
-from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
-from fragola_nb.scripted.refusals import check_refuse
-from fragola_nb.tools import tool
-from fragola_nb.tracing import instrument, uninstrument
+from fragola_nb.core.tools import tool
+from fragola_nb.models.scripted import ScriptedModel, call, fail, reply, tool_calls
+from fragola_nb.models.scripted.refusals import check_refuse
+from fragola_nb.presets.tracing import instrument, uninstrument
 
 
 @pytest.fixture
@@ -505,8 +505,8 @@ def test_instrument_without_a_provider_uses_the_global_one_even_when_set_later(
         "from opentelemetry.sdk.trace.export.in_memory_span_exporter import "
         "InMemorySpanExporter\n"
         "from fragola_nb import Fragola\n"
-        "from fragola_nb.scripted import reply\n"
-        "from fragola_nb.tracing import instrument\n"
+        "from fragola_nb.models.scripted import reply\n"
+        "from fragola_nb.presets.tracing import instrument\n"
         "instrument()\n"
         "exporter = InMemorySpanExporter()\n"
         "provider = TracerProvider()\n"

@@ -17,8 +17,8 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 from test_secrets_in_traces_and_recordings import KEY, EchoAPI, rejecting_key
 
 from fragola_nb import BadUsage, Fragola
-from fragola_nb.scripted import ScriptedModel, reply
-from fragola_nb.tracing import instrument, uninstrument
+from fragola_nb.models.scripted import ScriptedModel, reply
+from fragola_nb.presets.tracing import instrument, uninstrument
 
 
 @pytest.fixture

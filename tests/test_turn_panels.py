@@ -15,9 +15,9 @@ from helpers import add_tool
 from helpers import until_async as until
 
 from fragola_nb import Fragola, Tool, tool
-from fragola_nb.agent import Agent
+from fragola_nb.core.agent import Agent
+from fragola_nb.models.scripted import ScriptedModel, call, fail, reply, tool_calls
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.scripted import ScriptedModel, call, fail, reply, tool_calls
 
 API_KEY = "sk-test-issue27-DO-NOT-SHOW"
 

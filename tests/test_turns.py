@@ -8,7 +8,7 @@ import pytest
 from helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, AgentState, BadUsage, tool
-from fragola_nb.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 
 def ticking_agent(model: ScriptedModel, /, **options: Any) -> tuple[Agent, list[int]]:

@@ -14,9 +14,9 @@ import pytest
 from helpers import make_fragola
 
 from fragola_nb import BadUsage, Usage, tree_usage
-from fragola_nb.scripted import ScriptedModel, call, raw, reply, tool_calls
-from fragola_nb.tools import tool
-from fragola_nb.usage import CallUsage
+from fragola_nb.core.tools import tool
+from fragola_nb.core.usage import CallUsage
+from fragola_nb.models.scripted import ScriptedModel, call, raw, reply, tool_calls
 
 STREAM = {"stream": True}
 
@@ -280,7 +280,7 @@ def test_bad_prices_are_one_clear_error(model: ScriptedModel, prices: Any, said:
 
 
 def test_cached_input_price_applies_to_cached_tokens() -> None:
-    from fragola_nb.usage import ModelPrice
+    from fragola_nb.core.usage import ModelPrice
 
     usage = Usage((CallUsage("m", 1000, 100, 1100, 400),),
                   {"m": ModelPrice(input=1.0, output=2.0, cached_input=0.5)})
@@ -357,7 +357,7 @@ async def test_a_session_keeps_each_agents_usage(model: ScriptedModel, tmp_path:
         assert loaded.usage.cost == agent.usage.cost
     assert session["quiet"].usage.cost is None and session["child"].usage.cost is not None
     records = {record["options"]["name"]: record for record in saved["agents"]}
-    # the counts as they were; since issue 24 the call's timing too (fragola_nb.timing)
+    # the counts as they were; since issue 24 the call's timing too (fragola_nb.core.timing)
     unreported = dict(records["quiet"]["usage"][0])
     assert {unreported.pop(name) >= 0 for name in ("started", "ttft", "seconds")} == {True}
     assert unreported == {"model": "house", "reported": False}
@@ -442,7 +442,7 @@ import asyncio, sys
 {block}
 from fragola_nb import Fragola
 from helpers import make_fragola
-from fragola_nb.scripted import ScriptedModel, reply
+from fragola_nb.models.scripted import ScriptedModel, reply
 
 async def main():
     model = ScriptedModel([reply("one two three")]).start()

@@ -25,9 +25,9 @@ from fragola_nb import (
     load_session,
     save_session,
 )
-from fragola_nb.scripted import ScriptedModel, demo_brain, fail, reply
-from fragola_nb.scripted.items import Reply, ToolCalls, recorded
-from fragola_nb.usage import CallUsage, check_prices
+from fragola_nb.core.usage import CallUsage, check_prices
+from fragola_nb.models.scripted import ScriptedModel, demo_brain, fail, reply
+from fragola_nb.models.scripted.items import Reply, ToolCalls, recorded
 
 QUERY_KEY = "AIzaQueryKey0123456789abcdef"
 

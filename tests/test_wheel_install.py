@@ -1,8 +1,8 @@
 """What ``pip install fragola_nb`` gives a user: the wheel and the sdist carry every file of the
 package, pass ``twine check``, state one version, and the wheel, installed (not editable) in a
 fresh venv and used from a directory outside the checkout, makes every view with its
-JavaScript and CSS and runs the quickstart notebook in a kernel of that venv. The README's
-usage snippet prices its calls in that plain install, and its traces snippet runs with only
+JavaScript and CSS and runs the quickstart notebook in a kernel of that venv. The docs'
+usage snippet prices its calls in that plain install, and their traces snippet runs with only
 the extra it names (``otel``).
 
 The wheel once had no ``notebook/panel.js``: every panel raised FileNotFoundError in a real
@@ -22,10 +22,10 @@ from typing import Any
 
 import nbformat
 import pytest
+from doc_snippets import section_blocks
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
-from test_readme import blocks
 from wheel_install import (
     KERNEL_NAME,
     ROOT,
@@ -198,11 +198,12 @@ result = eval(code, {"__name__": "__main__"})
 if asyncio.iscoroutine(result):
     asyncio.run(result)
 """
-"""Runs a README block as pasted into a notebook (top-level await) in a plain python."""
+"""Runs a docs block as pasted into a notebook (top-level await) in a plain python."""
 
 
 def readme_block(section: str) -> str:
-    (block,) = [b for b in blocks() if b.section == section and b.lang == "python"][:1]
+    """The first Python block under the heading ``section`` (a docs page's, or the README's)."""
+    (block,) = [b for b in section_blocks(section) if b.lang == "python"][:1]
     return block.text
 
 

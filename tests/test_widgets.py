@@ -29,13 +29,13 @@ from IPython.core.interactiveshell import InteractiveShell
 from test_render import assert_inert
 
 from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
-from fragola_nb.agent import Agent
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.state import AgentState
+from fragola_nb.models.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.rows import SHORT
 from fragola_nb.notebook.stream import Stream
 from fragola_nb.notebook.tree import ESM, ForkTree
-from fragola_nb.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
-from fragola_nb.state import AgentState
 
 API_KEY = "sk-test-DO-NOT-SHOW-4242"
 SCRIPT = "<script>alert(1)</script>"

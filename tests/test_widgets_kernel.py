@@ -27,7 +27,7 @@ from IPython.display import display
 from fragola_nb import Fragola, tool
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.tree import ForkTree
-from fragola_nb.scripted import call, hang, reply, tool_calls
+from fragola_nb.models.scripted import call, hang, reply, tool_calls
 
 @tool(require_approval=True)
 def add(a: int, b: int) -> int:

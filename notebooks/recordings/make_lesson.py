@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from fragola_nb import Fragola, tool
-from fragola_nb.scripted import ScriptedModel, wire
-from fragola_nb.scripted.items import recorded
+from fragola_nb.models.scripted import ScriptedModel
+from fragola_nb.models.scripted import wire
+from fragola_nb.models.scripted.items import recorded
 
 HERE = Path(__file__).resolve().parent
 RECORDING = HERE / "lesson.jsonl"

@@ -16,7 +16,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 SETUP = '''\
 %load_ext fragola_nb
 from fragola_nb import Fragola, tool
-from fragola_nb.scripted import call, hang, reply, tool_calls
+from fragola_nb.models.scripted import call, hang, reply, tool_calls
 
 def last_tool_text(request):
     """The content of the last tool message the model received."""

@@ -22,7 +22,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from fragola_nb import Fragola, export_html
-from fragola_nb.scripted import ScriptedModel
+from fragola_nb.models.scripted import ScriptedModel
 
 from .conftest import ARTIFACTS
 

@@ -55,7 +55,7 @@ def no_markup(target: Any, page: Any, bold: int = 0) -> None:
 
 
 GUARD_SCRIPT = f'''\
-from fragola_nb.guardrails import Rejection, guardrail
+from fragola_nb.presets.guardrails import Rejection, guardrail
 EVIL = {EVIL!r}
 LONG = {LONG!r}
 fragola = Fragola.scripted([reply("never asked")])
@@ -135,7 +135,7 @@ def test_a_rejected_message_in_the_panel_and_the_cell_hostile_narrow_dark(ui: UI
 
 
 ORCHESTRA_SCRIPT = f'''\
-from fragola_nb.orchestration import orchestrate
+from fragola_nb.presets.orchestration import orchestrate
 EVIL = {EVIL!r}
 LONG = {LONG!r}
 office = Fragola.scripted()

@@ -142,7 +142,7 @@ def test_tools_and_approvals_cards_stay_decided_in_code_after_run_all(ui: UI) ->
 def test_a_401_is_said_once_in_the_panel(ui: UI) -> None:
     scenarios.write(
         ui.lab.root / "unauthorized.ipynb",
-        scenarios.SETUP + "from fragola_nb.scripted import fail\n"
+        scenarios.SETUP + "from fragola_nb.models.scripted import fail\n"
         "bad = Fragola.scripted([fail(401, 'Incorrect API key provided: sk-abc***xyz')])\n"
         "bot = bad.agent(name='bot')\n",
         "%%fragola bot\nhi",

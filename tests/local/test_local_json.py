@@ -12,7 +12,7 @@ import pydantic
 import pytest
 
 from fragola_nb import Fragola, JsonModeError
-from fragola_nb.jsonshapes import RECEIVED
+from fragola_nb.core.jsonshapes import RECEIVED
 
 SETTINGS = {"temperature": 0, "max_tokens": 80}
 

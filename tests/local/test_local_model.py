@@ -22,7 +22,7 @@ import pytest
 from helpers import until, until_async
 
 from fragola_nb import Fragola, tool
-from fragola_nb.agent import Agent
+from fragola_nb.core.agent import Agent
 
 QUESTION = "What is the capital of France?"
 PIRATE_WORDS = re.compile(r"\b(?:aye|arr+|matey|captain|pirates?|me name be|ye)\b", re.I)

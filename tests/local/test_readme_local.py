@@ -1,16 +1,17 @@
-"""The README's "A real model on this machine" snippets, run as pasted in one real kernel with
-the local extra installed (the offline run of tests/test_readme.py leaves them out)."""
+"""The docs' "A real model on this machine" snippets (docs/local-models.md), run as pasted in one
+real kernel with the local extra installed (the offline run of tests/test_docs.py leaves them
+out)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from doc_snippets import LOCAL_SECTION, run, section_blocks
 from kernel_harness import Kernel
-from test_readme import LOCAL_SECTION, blocks, run
 
 
 def test_the_local_model_snippets_run_in_a_kernel(tmp_path: Path) -> None:
-    snippets = [b for b in blocks() if b.section == LOCAL_SECTION and b.runs_in_a_kernel]
+    snippets = [b for b in section_blocks(LOCAL_SECTION) if b.runs_in_a_kernel]
     assert [b.text.splitlines()[0] for b in snippets] == [
         "from fragola_nb import Fragola", "%load_ext fragola_nb", "%%fragola"]
 
