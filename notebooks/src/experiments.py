@@ -1,0 +1,242 @@
+# %% active="py"
+# The source of ../experiments.ipynb: ../build.py writes the notebook from it.
+# A cell marked active="py", such as this one, is not in the notebook: it is for ruff and mypy.
+# Right in a notebook, not in a module:
+# - await at the top level (F704);
+# - a cell's last expression is its output (B018);
+# - cells import as they go (E402).
+# ruff: noqa: B018, E402, F704
+
+# %% [markdown]
+# # Prompt experiments: usage, compare, batch, replay
+#
+# Four tools for trying prompts in a notebook, all on forks of one agent:
+#
+# 1. **usage**: what each model call cost, in tokens and dollars;
+# 2. **compare**: one question, several variants (instructions, model, settings, tools), side
+#    by side;
+# 3. **batch**: one agent, many inputs, a row per input;
+# 4. **replay**: a real model's answers, recorded once, served offline.
+#
+# Without `OPENAI_API_KEY`, everything runs on the scripted demo model, which follows a few
+# keywords of its instructions (*brief*, *step by step*, *bullet points*, *in French*...) so
+# that a prompt experiment shows different answers offline.
+
+# %%
+# %load_ext fragola_nb
+from fragola_nb import Fragola, tool, tree_usage
+
+fragola = Fragola.from_env()
+
+
+@tool
+def km_to_miles(km: float) -> float:
+    """Convert a distance from kilometres to miles.
+
+    Args:
+        km: the distance in kilometres
+    """
+    return round(km * 0.621371, 2)
+
+
+@tool
+def celsius_to_fahrenheit(celsius: float) -> float:
+    """Convert a temperature from degrees Celsius to degrees Fahrenheit.
+
+    Args:
+        celsius: the temperature in degrees Celsius
+    """
+    return round(celsius * 9 / 5 + 32, 1)
+
+
+tutor = fragola.agent(name="tutor", instructions="You are a science tutor.",
+                      tools=[km_to_miles, celsius_to_fahrenheit])
+
+# %% [markdown]
+# ## 1. What a call costs
+#
+# Every model call's reported `usage` is kept on the agent that made it. The cost comes from
+# the [genai-prices](https://github.com/pydantic/genai-prices) table (installed with
+# fragola_nb), or from prices you give
+# (`Fragola(prices={"my-model": {"input": 0.15, "output": 0.60}})`, dollars per million
+# tokens); it is `None` when unknown, never a guess.
+
+# %%
+state = await tutor.user_message("What is 37 degrees celsius in fahrenheit?")
+print(state.messages[-1]["content"])
+print(tutor.usage)
+print("in short:", tutor.usage.summary())
+assert tutor.usage.requests == 2  # one call for the tool, one for the answer
+assert tutor.usage.total_tokens > 0
+
+# %% [markdown]
+# ## 2. Compare
+#
+# `agent.compare(message, variants)` forks the agent once per variant (named after it),
+# applies the variant's overrides, and sends each fork the same message, a few at once. The
+# grid shows them side by side as they stream; words that differ from the first column are
+# marked. Click a column's name to open that fork's panel.
+
+# %%
+variants = {
+    "plain": {},
+    "brief": {"instructions": "Be brief."},
+    "steps": {"instructions": "Explain step by step."},
+    "french": {"instructions": "Answer in French."},
+}
+comparison = await tutor.compare("What is 100 degrees celsius in fahrenheit?", variants)
+
+# %% [markdown]
+# The same as data: `comparison.table()` has one row per variant (answer, tool calls,
+# tokens, seconds, error); `comparison.to_pandas()` makes it a DataFrame when pandas is
+# installed. `comparison["brief"]` is the fork itself, to go on with.
+
+# %%
+for row in comparison.table():
+    print(f"{row['variant']:7} {row['tokens']:>4} tokens  {row['answer']!r}")
+answers = [row["answer"] for row in comparison.table()]
+assert all(row["error"] is None for row in comparison.table())
+if fragola.offline:
+    assert len(set(answers)) == len(variants)  # each variant's own answer
+
+# %% [markdown]
+# From a cell: `%%fragola AGENT --compare VARIANTS` sends the cell's text, with `{name}`
+# filled in from the notebook, to every variant; `--out` keeps the `Comparison`.
+
+# %%
+temperature = 0
+
+# %% active="ipynb"
+# %%fragola tutor --compare variants --out freezing
+# What is {temperature} degrees celsius in fahrenheit?
+
+# %% active="py"
+# What the %%fragola cell above binds, in Python (for ruff and mypy; never run).
+freezing = await tutor.compare(
+    f"What is {temperature} degrees celsius in fahrenheit?", variants)
+
+# %% [markdown]
+# Every variant is a fork: the tree shows both experiments, one branch per variant.
+
+# %%
+assert [row["variant"] for row in freezing.table()] == list(variants)
+# %fragola_tree tutor
+
+# %% [markdown]
+# ## 3. Batch
+#
+# `agent.batch(inputs)` sends each input on a fresh fork of the agent: the agent's history
+# (its instructions, any example exchanges) is the shared prefix, and the agent itself is
+# unchanged. The bar counts inputs done and failed, and tokens. A failed input is a row with
+# its error; the others go on.
+
+# %%
+grader = fragola.agent(
+    name="grader", instructions="Be brief.", tools=[celsius_to_fahrenheit],
+    messages=[{"role": "user", "content": "What is 10 degrees celsius in fahrenheit?"},
+              {"role": "assistant", "content": "50.0"}],
+)
+temperatures = [-40, 0, 37, 100, 451]
+questions = [f"What is {t} degrees celsius in fahrenheit?" for t in temperatures]
+results = await grader.batch(questions, concurrency=4)
+results
+
+# %%
+for row in results:  # in input order, whatever order they finished in
+    print(row.index, row.status, repr(row.answer), row.tokens)
+print(results.usage.summary())
+assert results.done == len(questions) and grader.state.messages[-1]["content"] == "50.0"
+
+# %% [markdown]
+# A long batch can be stopped (the panel's Stop, `grader.stop()`, or the kernel's
+# Interrupt) and picked up later: with `resume=PATH`, each finished row is written to the
+# file as it finishes, and a second run skips what is done.
+
+# %%
+import tempfile
+from pathlib import Path
+
+rows_file = Path(tempfile.mkdtemp(prefix="fragola-batch-")) / "rows.jsonl"
+first = await grader.batch(questions[:3], resume=rows_file, progress=False)
+second = await grader.batch(questions, resume=rows_file, progress=False)
+print([row.resumed for row in second])
+assert [row.resumed for row in second] == [True, True, True, False, False]
+assert second.answers[:3] == first.answers
+
+# %% [markdown]
+# ### The same batch on Ray
+#
+# A batch of tens of thousands of inputs, or one that should outlive the kernel, can run on
+# [Ray](https://docs.ray.io) workers: `backend="ray"`. With no Ray running, it starts a
+# local Ray instance (about 10 s), so this cell runs on a laptop;
+# `RayBackend(address="ray://head:10001", workers=16)` joins a cluster. Each worker gets the
+# agent (instructions, examples, tools, listeners) and makes its own `Fragola`, with the key
+# from its own environment: no key is ever sent. The rows come back in input order, as the
+# local backend's, and the bar, Stop and `resume=` work the same. Ray is an extra:
+# `pip install "fragola_nb[ray]"`.
+
+# %%
+try:
+    import ray
+except ImportError:
+    ray = None
+    print('Ray is not installed here: pip install "fragola_nb[ray]", then run this again')
+if ray is not None:
+    on_ray = await grader.batch(questions, backend="ray")
+    print(on_ray)
+    def shown(rows):
+        return [(row.index, row.status, row.answer, row.tokens) for row in rows]
+    print("the same rows as the local backend:", shown(on_ray) == shown(results))
+    assert shown(on_ray) == shown(results)
+
+# %% [markdown]
+# ## 4. Replay a real model, offline
+#
+# A recording made once with a key (`Fragola.record("lesson.jsonl", model="gpt-4o-mini")`,
+# used exactly like `Fragola(...)`) keeps every request and every answer, streamed chunks
+# included, without the key. `Fragola.replay` serves it back over real HTTP: the same cells
+# get the same answers, with no key and no network. This one is the teaching notebook's
+# prompt experiment, recorded from a model that follows instructions.
+
+# %%
+lesson = Fragola.replay("recordings/lesson.jsonl")
+recorded_tutor = lesson.agent(name="tutor", tools=[km_to_miles, celsius_to_fahrenheit])
+await recorded_tutor.user_message("Hello! I have some conversions for you.")
+lesson_variants = {
+    "terse": "Be brief: the number and the unit only.",
+    "teacher": "Explain each conversion step by step, for a 12-year-old.",
+    "pirate": "Answer like a pirate.",
+}
+recorded = await recorded_tutor.compare(
+    "What is 100 degrees celsius in fahrenheit?",
+    {label: {"instructions": text} for label, text in lesson_variants.items()},
+)
+
+# %% [markdown]
+# A request that is not in the recording is one line naming the agent and the first message
+# that differs; `Fragola.replay(path, fallback="demo")` lets the demo model answer instead.
+
+# %%
+from fragola_nb import ModelHTTPError
+
+try:
+    await recorded_tutor.fork("curious").user_message("And 50 degrees?")
+except ModelHTTPError as error:
+    print(error)
+
+lenient = Fragola.replay("recordings/lesson.jsonl", fallback="demo")
+state = await lenient.agent(name="tutor").user_message("And 50 degrees?")
+print(state.messages[-1]["content"])
+
+# %% [markdown]
+# ## What it all cost
+#
+# `tree_usage(agent)` adds up an agent and all its forks (the comparisons' variants).
+# A batch's forks are not in the tree; its result has its own `usage`.
+
+# %%
+for name, usage in [("tutor and its forks", tree_usage(tutor)),
+                    ("the batch", results.usage),
+                    ("the replayed lesson", tree_usage(recorded_tutor))]:
+    print(f"{name:20} {usage.requests:>3} calls  {usage.summary()}")
+assert tree_usage(tutor).requests > tutor.usage.requests

