@@ -35,8 +35,9 @@ bash scripts/setup.sh
 main_full="$(.venv/bin/python -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
 main="${main_full%.*}"
 echo "== Python $main_full (.venv): ruff, mypy, the whole suite"
-.venv/bin/python -m ruff check fragola_nb tests
+.venv/bin/python -m ruff check fragola_nb tests notebooks/src
 .venv/bin/python -m mypy
+.venv/bin/python -m mypy --config-file notebooks/mypy.ini  # the notebooks' sources
 # Paths into tests/local go to stage 3 only.
 main_args=()
 local_args=()
