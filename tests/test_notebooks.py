@@ -1,14 +1,17 @@
 """The notebooks are the user guide: each must run top to bottom offline in a real kernel.
 
-They are written by ``notebooks/build.py`` (stored without outputs); the quickstart is also
-run the way a newcomer runs it, clicking Approve and a node of the fork tree.
+Each is written by ``notebooks/build.py`` from its source, ``notebooks/src/<name>.py`` (jupytext's
+percent format, linted and type-checked with the code), and stored without outputs; the
+quickstart is also run the way a newcomer runs it, clicking Approve and a node of the fork tree.
 """
 
 from __future__ import annotations
 
+import configparser
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -19,6 +22,7 @@ from nbclient import NotebookClient
 
 HERE = Path(__file__).parent.parent / "notebooks"
 NOTEBOOKS = sorted(HERE.glob("*.ipynb"))
+SOURCES = sorted((HERE / "src").glob("*.py"))
 GUIDE = {"quickstart", "tools_and_approvals", "forks_and_tree", "json_and_streaming",
          "teaching_example", "experiments"}
 OFFLINE_NOTICE = "running offline on the scripted demo model"
@@ -28,15 +32,70 @@ def test_the_user_guide_is_there() -> None:
     assert GUIDE <= {path.stem for path in NOTEBOOKS}
 
 
+def test_each_notebook_has_its_source() -> None:
+    assert {path.stem for path in SOURCES} == {path.stem for path in NOTEBOOKS}
+
+
+def check(folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(folder / "build.py"), "--check"],
+                          capture_output=True, text=True)
+
+
 def test_the_notebooks_are_what_build_py_writes() -> None:
-    run = subprocess.run([sys.executable, str(HERE / "build.py"), "--check"],
-                         capture_output=True, text=True)
+    run = check(HERE)
     assert run.returncode == 0, run.stderr
+
+
+def test_a_changed_source_is_found_and_built(tmp_path: Path) -> None:
+    """An edited source makes --check fail, naming its notebook; build.py then rewrites that
+    notebook (with the edit) and leaves the others byte for byte as they were."""
+    copy = tmp_path / "notebooks"
+    shutil.copytree(HERE, copy, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    source = copy / "src" / "forks_and_tree.py"
+    text = source.read_text(encoding="utf-8")
+    assert text.count('planner.fork("rome")') == 1  # the script-only cell after --fork rome
+    source.write_text(text.replace("# %%fragola planner --fork rome\n",
+                                   "# %%fragola planner --fork rome --no-stream\n"),
+                      encoding="utf-8")
+    before = {path.name: path.read_bytes() for path in copy.glob("*.ipynb")}
+
+    edited = check(copy)
+    assert edited.returncode == 1
+    assert "forks_and_tree.ipynb" in edited.stderr and "quickstart" not in edited.stderr
+
+    built = subprocess.run([sys.executable, str(copy / "build.py")], capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr
+    assert check(copy).returncode == 0
+    after = {path.name: path.read_bytes() for path in copy.glob("*.ipynb")}
+    assert [name for name in before if before[name] != after[name]] == ["forks_and_tree.ipynb"]
+    cells = nbformat.read(copy / "forks_and_tree.ipynb", as_version=4).cells
+    assert "%%fragola planner --fork rome --no-stream\nThen book hotel in Rome for 3 nights." in [
+        cell.source for cell in cells if cell.cell_type == "code"]
+    # The script-only cells (ruff's and mypy's) are not in the notebook.
+    assert not [cell for cell in cells if 'planner.fork("rome")' in cell.source
+                or "ruff: noqa" in cell.source]
+
+    (copy / "src" / "forks_and_tree.py").unlink()
+    orphan = check(copy)
+    assert orphan.returncode == 1 and "forks_and_tree.ipynb" in orphan.stderr
+
+
+def test_the_sources_are_type_checked_as_the_package_is() -> None:
+    """notebooks/mypy.ini (scripts/test.sh runs mypy with it) checks every source, for the
+    same Python floor as the package's own run, and strict but for what it says."""
+    config = configparser.ConfigParser()
+    config.read(HERE / "mypy.ini")
+    with open(HERE.parent / "pyproject.toml", "rb") as f:
+        package = tomllib.load(f)["tool"]["mypy"]
+    assert config["mypy"]["python_version"] == package["python_version"]
+    assert config["mypy"]["strict"] == "True"
+    assert config["mypy"]["files"] == "notebooks/src"
 
 
 def test_a_notebook_run_and_saved_in_place_is_not_out_of_date(tmp_path: Path) -> None:
     """A teacher runs quickstart.ipynb in JupyterLab and saves it: outputs, execution counts,
-    widget state in the metadata. Its cells are still build.py's, so --check passes; an
+    widget state in the metadata. Its cells are still its source's, so --check passes; an
     edited cell is still found. (.ipynb_checkpoints/, which JupyterLab writes beside it, is
     ignored by git.)"""
     copy = tmp_path / "notebooks"
@@ -49,14 +108,10 @@ def test_a_notebook_run_and_saved_in_place_is_not_out_of_date(tmp_path: Path) ->
     notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
     nbformat.write(notebook, path)
 
-    def check() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, str(copy / "build.py"), "--check"],
-                              capture_output=True, text=True)
-
-    assert check().returncode == 0, check().stderr
+    assert check(copy).returncode == 0, check(copy).stderr
     notebook.cells[-1].source += "\n# a teacher's edit"
     nbformat.write(notebook, path)
-    edited = check()
+    edited = check(copy)
     assert edited.returncode == 1 and "quickstart.ipynb" in edited.stderr
     ignored = subprocess.run(["git", "check-ignore", "-q", "notebooks/.ipynb_checkpoints/x"],
                              cwd=HERE.parent)
