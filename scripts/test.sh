@@ -96,8 +96,11 @@ for version in $supported; do
   echo "== Python $version ($python, .venv-$version): the core and kernel tests"
   PYTHON="$python" VENV=".venv-$version" EXTRAS=test-core bash scripts/setup.sh
   status=0
-  ".venv-$version/bin/python" -m pytest -q --ignore=tests/browser ${core_args[@]+"${core_args[@]}"} \
-    || status=$?
+  # The docs site's build needs the "docs" extra, which "test-core" leaves out (mkdocs builds
+  # the same site on any Python: the main stage builds it); the pages' snippets run here too.
+  ".venv-$version/bin/python" -m pytest -q --ignore=tests/browser \
+    --deselect tests/test_docs.py::test_the_site_builds_strict_without_a_warning \
+    ${core_args[@]+"${core_args[@]}"} || status=$?
   # Arguments that select only browser tests (-k ...) leave nothing to run here: no failure.
   if [ "$status" = 5 ] && [ "$#" -gt 0 ]; then
     echo "(nothing selected by '$*' outside tests/browser)"
