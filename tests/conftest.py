@@ -4,19 +4,39 @@
 items with ``model.push(...)``). At teardown every request it received is checked against the
 official ``CreateChatCompletionRequest`` schema, and every completion and stream chunk it sent
 against the response/chunk schemas, so a test that drifts from the real wire format fails.
+
+The tests live in folders that mirror the package's layers (tests/base, tests/models,
+tests/core, tests/sessions, tests/presets, tests/experiments, tests/notebook) and tests/package
+for the whole package; the modules they share (helpers, kernel_harness, invariants, ...) are
+here in tests/, put on ``sys.path`` below for every folder. Test files import from those
+modules, never from each other, and keep unique names (pytest imports each by its name).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 import pytest_asyncio
-from openai_schema import SchemaMismatch, validate_chunk, validate_request, validate_response
 
 from fragola_nb.models.scripted import ScriptedModel
+
+# pytest's default import mode puts this folder on the path when it imports this file; said
+# here too, so that the shared modules import whatever the mode.
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+
+from openai_schema import (  # noqa: E402
+    SchemaMismatch,
+    validate_chunk,
+    validate_request,
+    validate_response,
+)
 
 
 def _mismatches(

@@ -2,7 +2,8 @@
 batch, each made through the official ``openai`` client against the scripted server, with
 hostile text (markup, bidi and zero-width controls, half an emoji) and credentials (the
 client's key, credential headers in model settings, a tool argument named ``api_key``) in
-every place. Shared by tests/test_export_html.py and tests/browser/test_browser_export_html.py.
+every place. Shared by tests/sessions/test_export_html.py and
+tests/browser/test_browser_export_html.py.
 """
 
 from __future__ import annotations

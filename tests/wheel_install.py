@@ -1,7 +1,7 @@
 """fragola_nb as a user installs it: the sdist and the wheel built from a clean copy of the
 checkout (the files git tracks or would add, nothing it ignores), and fresh venvs that
 ``pip install`` the wheel, not editable, with its dependencies. Used by
-tests/test_wheel_install.py and tests/browser/test_browser_wheel.py; each thing is made once
+tests/package/test_wheel_install.py and tests/browser/test_browser_wheel.py; each thing is made once
 per pytest run.
 
 Why not the checkout: an editable install reads every file from the work tree, so a file the

@@ -17,14 +17,8 @@ from typing import Any
 
 import openai
 import pytest
+from echo_api import BODY_TOKEN, KEY, EchoAPI, fastapi_422, rejecting_key
 from helpers import model_error
-from test_secrets_in_traces_and_recordings import (
-    BODY_TOKEN,
-    KEY,
-    EchoAPI,
-    fastapi_422,
-    rejecting_key,
-)
 
 from fragola_nb import Fragola, ModelHTTPError
 from fragola_nb.base.redact import redact_exception

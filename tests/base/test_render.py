@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
+from html_checks import assert_inert
 
 from fragola_nb.base.render import (
     CSS,
@@ -20,36 +20,6 @@ from fragola_nb.base.render import (
 SCRIPT = "<script>alert('x')</script>"
 IMG = '<img src=x onerror="alert(1)">'
 HOSTILE = f"{SCRIPT} and {IMG} and <a href='javascript:alert(2)'>link</a>"
-
-# Every tag the renderer may produce (markdown-it's safe subset and the message frames).
-ALLOWED_TAGS = {
-    "a", "b", "blockquote", "br", "code", "details", "div", "em", "h1", "h2", "h3", "h4",
-    "h5", "h6", "hr", "i", "li", "ol", "p", "pre", "small", "span", "strong", "style",
-    "summary", "ul",
-}
-
-
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-
-def assert_inert(html: str) -> None:
-    """``html`` holds only harmless tags: no script, no image, no event handler attribute,
-    no javascript: link. (Shared with the widget tests.)"""
-    parser = _Tags()
-    parser.feed(html)
-    parser.close()
-    for tag, attrs in parser.tags:
-        assert tag in ALLOWED_TAGS, f"unexpected <{tag}> in {html[:300]!r}"
-        for name, value in attrs:
-            assert not name.startswith("on"), f"event handler {name} on <{tag}>"
-            assert not (value or "").strip().lower().startswith(("javascript:", "data:")), value
-
 
 def rendered(message: dict[str, Any]) -> str:
     html = message_html(message, {"call_1": "run"})

@@ -99,7 +99,7 @@ async def test_openai_client_options_reach_the_client(model: ScriptedModel) -> N
 
 
 def test_no_api_key_anywhere_is_bad_usage(monkeypatch: pytest.MonkeyPatch) -> None:
-    # (A base URL alone needs no key: a local server, see test_connection.py.)
+    # (A base URL alone needs no key: a local server, see tests/models/test_connection.py.)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 

@@ -2,7 +2,7 @@
 the openai client's own retries succeed), the agent is idle with a valid history holding no
 half-built reply, and the next call works.
 
-``test_errors_and_sync.py`` covers the error classes and a first example of each failure;
+``tests/base/test_errors_and_sync.py`` covers the error classes and a first example of each failure;
 this file runs the whole matrix, the client's retries, and answers that are not usable.
 """
 

@@ -41,7 +41,7 @@ from fragola_nb.models.scripted import (
     tool_calls,
 )
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]  # the shared helpers (helpers, invariants)
 
 
 @tool

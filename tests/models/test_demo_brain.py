@@ -75,6 +75,44 @@ def test_no_tool_is_called_when_no_word_matches() -> None:
     assert picked("Say hello to me", function("km_to_miles", km={"type": "number"})) is None
 
 
+def tool_def(name: str, **props: str) -> dict[str, Any]:
+    return {"type": "function", "function": {
+        "name": name, "description": "",
+        "parameters": {"type": "object", "properties": {k: {"type": v} for k, v in props.items()}}}}
+
+
+def test_a_name_that_starts_the_sentence_is_taken_whole() -> None:
+    schema = {"type": "object", "properties": {"person": {"type": "string"},
+                                                "year": {"type": "integer"}}}
+    request = {"messages": [{"role": "user", "content": "Ada Lovelace was born in 1815."}],
+               "response_format": {"type": "json_schema",
+                                   "json_schema": {"name": "p", "schema": schema}}}
+    answer = demo_brain(request)
+    assert isinstance(answer, Reply)
+    assert json.loads(answer.text) == {"person": "Ada Lovelace", "year": 1815}
+    # A sentence's first word alone is still not a name ("Convert", "Is").
+    request = {"messages": [{"role": "user", "content": "Is Paris sunny? Tell me."}],
+               "tools": [tool_def("get_weather", city="string")]}
+    called = demo_brain(request)
+    assert isinstance(called, ToolCalls)
+    assert json.loads(called.calls[0].arguments) == {"city": "Paris"}
+
+
+def test_a_string_argument_takes_a_number_from_the_message_as_written() -> None:
+    # Arguments come from the message: a code such as an ISBN before other words, and a
+    # plain number when no word is left (a number argument takes numbers first anyway).
+    request = {"messages": [{"role": "user", "content": "find the book 978-3-16-148410-0"}],
+               "tools": [tool_def("find_book", isbn="string")]}
+    called = demo_brain(request)
+    assert isinstance(called, ToolCalls)
+    assert json.loads(called.calls[0].arguments) == {"isbn": "978-3-16-148410-0"}
+    request = {"messages": [{"role": "user", "content": "track order 12345"}],
+               "tools": [tool_def("track_order", order_id="string")]}
+    called = demo_brain(request)
+    assert isinstance(called, ToolCalls)
+    assert json.loads(called.calls[0].arguments) == {"order_id": "12345"}
+
+
 # -- instructions -------------------------------------------------------------------------
 
 RESULTS = [

@@ -21,7 +21,7 @@ from fragola_nb.models.scripted import ScriptedModel, call, fail, reply, tool_ca
 KEY = "sk-secret-abcdefghijklmnop123456"
 HEADER_KEY = "hdr-key-0123456789abcdefXYZ"
 EXTRA_KEY = "extra-0123456789abcdefXYZ"
-LESSON = Path(__file__).parent.parent / "notebooks" / "recordings"
+LESSON = Path(__file__).resolve().parents[2] / "notebooks" / "recordings"
 
 
 @tool

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from compare_world import add, by_instructions
 from helpers import make_agent, until
+from html_checks import assert_inert
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from test_compare import by_instructions
 
 from fragola_nb import Comparison, Fragola
 from fragola_nb.experiments.compare import WATCHERS
@@ -167,8 +168,6 @@ async def test_a_click_on_a_header_opens_that_branchs_panel(model: ScriptedModel
 
 async def test_a_waiting_column_says_so_and_follows_the_fork_after_approval(
         model: ScriptedModel, grids: Grids) -> None:
-    from test_compare import add
-
     model.brain = by_instructions
     agent = make_agent(model, add, instructions="TOOL")
     comparison = await agent.compare("add", {"asks": {}})
@@ -297,8 +296,6 @@ def widget_views(result: Any) -> list[str]:
 
 
 def test_await_compare_in_a_kernel_shows_the_grid_once_and_opens_a_panel(kernel: Any) -> None:
-    from test_render import assert_inert
-
     before = set(grid_ids(kernel))
     result = kernel.execute('await agent.compare("hi", variants)')
     [grid] = [g for g in grid_ids(kernel) if g not in before]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from kernel_harness import Kernel
-from test_widgets_kernel import click, custom, rows, wait_sent
+from panel_kernel import click, custom, rows, wait_sent
 
 SETUP = """
 from IPython.display import display

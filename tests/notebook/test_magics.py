@@ -647,7 +647,7 @@ def test_line_magics_in_a_terminal(
 def test_fragola_local_mistakes_are_one_line_usage_errors_and_start_nothing(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str], line: str, message: str,
 ) -> None:
-    # (the magic starting a server: tests/test_local.py, on a stand-in llama.cpp server)
+    # (the magic starting a server: tests/models/test_local.py, on a stand-in llama.cpp server)
     error = usage_error(shell, f"%fragola_local {line}", capsys)
 
     assert message in error and "usage: %fragola_local [MODEL_FILE]" in error

@@ -25,8 +25,8 @@ from comm.base_comm import BaseComm
 from helpers import AddArgs, add_tool, make_fragola
 from helpers import panel_calls as calls
 from helpers import until_async as until
+from html_checks import assert_inert
 from IPython.core.interactiveshell import InteractiveShell
-from test_render import assert_inert
 
 from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
 from fragola_nb.core.agent import Agent

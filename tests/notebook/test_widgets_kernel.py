@@ -10,14 +10,13 @@ agent and panel, named ``agent`` and ``panel`` in the kernel.
 from __future__ import annotations
 
 import json
-import queue
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from html_checks import assert_inert
 from kernel_harness import Kernel
-from test_render import assert_inert
+from panel_kernel import click, custom, rows, wait_sent
 
 API_KEY = "sk-kernel-NEVER-SHOWN-777"
 SCRIPT = "<script>alert(1)</script>"
@@ -58,48 +57,10 @@ def show_panel(kernel: Kernel, code: str) -> str:
     return str(kernel.eval("panel.model_id"))
 
 
-def click(kernel: Kernel, comm_id: str, **content: Any) -> None:
-    """What the panel's view sends on a click: ``model.send({do: ..., ...})``."""
-    kernel.send(comm_id, {"method": "custom", "content": content})
-
-
-def custom(kernel: Kernel, comm_id: str, since: int = 0) -> list[dict[str, Any]]:
-    """The custom messages the kernel sent to ``comm_id`` (rows, stream)."""
-    kernel.drain(0.05)
-    return [m["content"]["data"]["content"] for m in kernel.iopub_log[since:]
-            if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id
-            and m["content"]["data"].get("method") == "custom"]
-
-
-def rows(kernel: Kernel, comm_id: str) -> list[dict[str, Any]]:
-    """The rows as the browser keeps them: a reset empties them, a row replaces its ``k``."""
-    kept: dict[int, dict[str, Any]] = {}
-    for message in custom(kernel, comm_id):
-        if message.get("t") != "rows":
-            continue
-        if message.get("reset"):
-            kept.clear()
-        for row in message["rows"]:
-            kept[row["k"]] = row
-    return [kept[k] for k in sorted(kept)]
-
-
 def traits(kernel: Kernel, comm_id: str) -> dict[str, Any]:
     """The panel's synced traits as the browser has them."""
     kernel.drain()
     return kernel.widgets[comm_id]
-
-
-def wait_sent(kernel: Kernel, check: Callable[[], Any], timeout: float = 20) -> Any:
-    """Read iopub until ``check()`` holds (a message the kernel sends in the background)."""
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, "the kernel did not send it"
-        try:
-            kernel._absorb(kernel.kc.get_iopub_msg(timeout=0.1))
-        except queue.Empty:
-            pass
-    return value
 
 
 def test_approve_by_click_resumes_the_run(kernel: Kernel) -> None:

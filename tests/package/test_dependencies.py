@@ -8,7 +8,7 @@ import re
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def canonical(name: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from kernel_harness import Kernel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pyproject() -> dict[str, Any]:

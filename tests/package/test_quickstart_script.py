@@ -1,7 +1,7 @@
 """``bash scripts/quickstart.sh`` prints the run a person reads, not markup: it once printed
 560 lines, most of them each panel's static HTML (``nbconvert --to markdown``). After setting
 up .venv it runs scripts/run_notebook.py, run here as the script runs it (the set-up step is
-tests/test_setup_script.py's)."""
+tests/package/test_setup_script.py's)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TAG = re.compile(r"</?[A-Za-z][\w-]*(\s[^<>]*)?/?>")
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from html_checks import assert_page_is_closed, data_of
 from markdown_it import MarkdownIt
-from test_export_html import assert_page_is_closed, data_of
 
 from fragola_nb import (
     Agent,
@@ -129,8 +129,8 @@ async def test_hostile_text_is_escaped_in_html(model: ScriptedModel) -> None:
     assert '<meta charset="utf-8">' in page
     assert "default-src 'none'" in page
     assert f"<title>{'&lt;b&gt;&lt;img src=x onerror=alert(2)&gt;&lt;/b&gt;'}</title>" in page
-    # export_html is a viewer: its own two scripts (tests/test_export_html.py), the messages
-    # as JSON data, the answer's Markdown as render.py's escaped HTML.
+    # export_html is a viewer: its own two scripts (tests/sessions/test_export_html.py), the
+    # messages as JSON data, the answer's Markdown as render.py's escaped HTML.
     assert_page_is_closed(page)
     answer = data_of(page)["nodes"][0]["messages"][-1]["h"]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in answer

@@ -4,15 +4,13 @@ HTML file: its data safe inside the page, hostile text inert, no credential, not
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import html.parser
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from html_checks import assert_page_is_closed, data_of
 from html_export_world import (
     ARG_SECRET,
     HALF_EMOJI,
@@ -30,60 +28,6 @@ from html_export_world import (
 
 from fragola_nb import BadUsage, export_html
 from fragola_nb.models.scripted import ScriptedModel
-
-
-class Page(html.parser.HTMLParser):
-    """The tags a browser builds from the page, and the text of its two scripts."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.scripts: list[tuple[dict[str, str | None], str]] = []
-        self._in_script: dict[str, str | None] | None = None
-        self.feed(text)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-        if tag == "script":
-            self._in_script = dict(attrs)
-            self.scripts.append((self._in_script, ""))
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "script":
-            self._in_script = None
-
-    def handle_data(self, data: str) -> None:
-        if self._in_script is not None:
-            attrs, text = self.scripts[-1]
-            self.scripts[-1] = (attrs, text + data)
-
-
-def data_of(page: str) -> dict[str, Any]:
-    """The run as the page's script reads it (``JSON.parse`` of the data block)."""
-    scripts = Page(page).scripts
-    blocks = [text for attrs, text in scripts if attrs.get("type") == "application/json"]
-    assert len(blocks) == 1
-    result: dict[str, Any] = json.loads(blocks[0])
-    return result
-
-
-def assert_page_is_closed(page: str) -> None:
-    """Exactly the two scripts of the export (the data block, the viewer allowed by its hash),
-    no tag or attribute that runs or loads anything, a policy that forbids every request."""
-    parsed = Page(page)
-    assert [attrs for attrs, _ in parsed.scripts] == [
-        {"type": "application/json", "id": "fx-data"}, {}]
-    names = {tag for tag, _ in parsed.tags}
-    assert not names & {"img", "iframe", "object", "embed", "link", "base", "form", "a"}, names
-    for _, attrs in parsed.tags:
-        assert not [a for a in attrs if a.startswith("on") or a in ("src", "href")], attrs
-    viewer = parsed.scripts[1][1]
-    digest = base64.b64encode(hashlib.sha256(viewer.encode()).digest()).decode()
-    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)
-    assert policy is not None
-    assert policy.group(1).startswith("default-src 'none'; ")
-    assert f"script-src 'sha256-{digest}';" in policy.group(1)
-    assert "http" not in viewer and "fetch(" not in viewer and "XMLHttpRequest" not in viewer
 
 
 def all_text(value: Any) -> list[str]:
