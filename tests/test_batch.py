@@ -193,7 +193,7 @@ async def test_stop_starts_nothing_more_and_keeps_what_finishes(model: ScriptedM
     assert result[2].error is not None and result[2].error.startswith("not run")
     assert result[2].fork is None
     assert len(model.requests) == 2 and result.stopped
-    assert agent._experiments == {}  # the stopper is gone with the batch
+    assert agent.experiments == ()  # the stopper is gone with the batch
     assert agent.state.messages == FEW_SHOT and agent.status == "idle"
 
 
@@ -232,7 +232,7 @@ async def test_cancelling_the_task_keeps_the_finished_rows_in_the_file_and_raise
         await task
 
     assert [(row["index"], row["status"]) for row in lines(path)] == [(0, "done")]
-    assert agent._experiments == {} and agent.status == "idle"
+    assert agent.experiments == () and agent.status == "idle"
     model.brain = lambda request: reply(f"second run: {last_user_text(request)}")
     sent = len(model.requests)
 

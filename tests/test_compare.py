@@ -85,7 +85,7 @@ async def test_each_variant_runs_on_a_fork_named_after_it(brainy: ScriptedModel)
     temperatures = {system_text(r): r.get("temperature") for r in brainy.requests}
     assert temperatures == {"Answer in one sentence.": None, "Talk like a pirate.": None,
                             "Be helpful.": 0}
-    assert agent._experiments == {}
+    assert agent.experiments == ()
 
 
 async def test_tools_replace_the_agents_and_settings_merge_over_its(brainy: ScriptedModel
@@ -268,7 +268,7 @@ async def test_stop_sync_cancels_the_running_variant_and_starts_no_more(
         ("stopped", "stopped before a final answer"),
         ("not_started", "stopped before it started"),
         ("not_started", "stopped before it started")]
-    assert len(brainy.requests) == 1 and agent._experiments == {}
+    assert len(brainy.requests) == 1 and agent.experiments == ()
     assert comparison["a"].state.messages == [user("go")]
     assert comparison["b"].state.messages == [] and comparison["b"].status == "idle"
 
@@ -306,7 +306,7 @@ async def test_an_interrupt_cancels_the_running_keeps_the_finished_and_propagate
     for fork in (slow, last):
         assert fork.status == "idle" and fork.state.messages == [user("go")]
         assert fork.outcome == "stopped"
-    assert agent._experiments == {}
+    assert agent.experiments == ()
 
 
 def test_compare_from_sync_code(brainy: ScriptedModel) -> None:

@@ -221,14 +221,14 @@ async def test_compare_and_batch_leave_nothing_when_a_listener_raises_as_they_st
     subscription = agent.on_after_state_update(broken)
     with pytest.raises(ListenerError, match="this listener is broken"):
         await agent.compare("go", {"a": {}, "b": {}})
-    assert agent.forks == () and agent._experiments == {} and agent.status == "idle"
+    assert agent.forks == () and agent.experiments == () and agent.status == "idle"
     if reason == "fork":  # a batch's forks are in no tree: no fork event to fail on
         assert (await agent.batch(["a"], progress=False)).answers == ["answer to a"]
         model.requests.clear()
     else:
         with pytest.raises(ListenerError, match="this listener is broken"):
             await agent.batch(["a", "b"], progress=False)
-    assert agent.forks == () and agent._experiments == {} and model.requests == []
+    assert agent.forks == () and agent.experiments == () and model.requests == []
 
     subscription.unsubscribe()  # fixed: the agent works as before
     comparison = await agent.compare("go", {"a": {}})
@@ -252,7 +252,7 @@ async def test_a_listener_raising_as_an_experiment_ends_keeps_its_rows(
     comparison = await agent.compare("go", {"a": {}})
     assert comparison.table()[0]["answer"] == "answer to go"
     result = await agent.batch(["b"], progress=False)
-    assert result.answers == ["answer to b"] and agent._experiments == {}
+    assert result.answers == ["answer to b"] and agent.experiments == ()
     assert "broken at the end" in caplog.text
 
 

@@ -662,7 +662,7 @@ async def test_credentials_are_never_sent_to_workers(
         agent = fragola.agent(name="calc", instructions="Be brief.", model_settings={
             "extra_headers": {"Authorization": setting_secret}, "temperature": 0})
 
-        definition = definition_of(agent._copy("snapshot"), "calc", RayBackend())
+        definition = definition_of(agent.detached_fork("snapshot"), "calc", RayBackend())
         sent = ray.cloudpickle.dumps(definition)
         for text in (secret, header_secret, setting_secret, "set-SECRET-77"):
             assert text.encode() not in sent

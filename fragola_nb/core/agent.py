@@ -54,6 +54,20 @@ if TYPE_CHECKING:
 __all__ = ["Agent"]
 
 
+@dataclasses.dataclass(frozen=True)
+class AgentSnapshot:
+    """An agent's state besides its options, tools and stores (``agent.snapshot()``): what a
+    session file keeps and a Ray worker sends back, put on an agent by ``agent.restore``."""
+
+    history: History
+    step_count: int
+    status: Status
+    outcome: Outcome | None
+    usage: Usage
+    pending: dict[str, PendingCall]
+    scopes: Scopes
+
+
 class Agent(Listening):
     """An agent, made with ``fragola.agent(...)``.
 
@@ -316,16 +330,6 @@ class Agent(Listening):
         return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
                                backend=backend)
 
-    def _experiment_began(self, stopper: Callable[[bool], None], what: str) -> None:
-        """A ``compare``/``batch`` started on this agent's forks: ``stop()`` reaches it, and
-        views (the panel's Stop button) learn of it from ``after_state_update``."""
-        self._experiments[stopper] = what
-        self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
-
-    def _experiment_ended(self, stopper: Callable[[bool], None]) -> None:
-        if self._experiments.pop(stopper, None) is not None:
-            self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
-
     def _user_message_start(
         self, message: dict[str, Any], *, events: bool = True
     ) -> Callable[[], Awaitable[None]]:
@@ -584,7 +588,7 @@ class Agent(Listening):
         (``plain``, then ``plain-2``, ``plain-3``): two compares on one agent, or a fork
         named twice, leave branches a tree can tell apart by name (a compare's columns and
         ``comparison[...]`` keep the variant's own name)."""
-        child = self._copy(self._free_fork_name(name or f"{self.name}-fork"
+        child = self.detached_fork(self._free_fork_name(name or f"{self.name}-fork"
                                                 f"{next(self._fork_names)}"), at, exact)
         child.parent = self
         self._forks.append(child)
@@ -608,9 +612,10 @@ class Agent(Listening):
             free, n = f"{name}-{n}", n + 1
         return free
 
-    def _copy(self, name: str | None, at: int | None = None, exact: bool = False) -> Agent:
+    def detached_fork(self, name: str | None = None, at: int | None = None,
+                      exact: bool = False) -> Agent:
         """A fork that is in no tree (``parent`` None), and that no listener hears of:
-        ``fork`` puts it in this agent's tree; ``agent.batch`` runs its inputs on these."""
+        ``fork`` puts one in this agent's tree; ``agent.batch`` runs its inputs on these."""
         if self._status == "generating":
             raise BadUsage(f"agent {self.name!r} is generating: fork it when the turn ends")
         cut, _ = forking.cut(self, at, exact)
@@ -632,6 +637,63 @@ class Agent(Listening):
         child.fork_of, child.fork_point = self.id, len(child._history)
         child.fork_at = cut
         return child
+
+    # -- what sessions and Ray rebuild an agent from ----------------------------------------
+
+    def snapshot(self) -> AgentSnapshot:
+        """What this agent holds besides its options, tools and stores: its history (shared,
+        not copied), step count, status, outcome, usage, pending calls and scoped
+        instructions. A session file is written from it; ``restore`` puts one back."""
+        return AgentSnapshot(self._history, self._step_count, self._status, self._outcome,
+                             self._usage, dict(self._pending), self._scopes.copy())
+
+    def restore(self, snapshot: AgentSnapshot) -> None:
+        """Put a ``snapshot`` back on this agent (a loaded session, a batch row a Ray worker
+        ran): it then reads and goes on as the agent the snapshot was taken of."""
+        with self._lock:
+            if self._status == "generating":
+                raise BadUsage(f"agent {self.name!r} is generating: restore it when the turn "
+                               "ends")
+            self._history = snapshot.history
+            self._step_count, self._status = snapshot.step_count, snapshot.status
+            self._outcome, self._usage = snapshot.outcome, snapshot.usage
+            self._pending = dict(snapshot.pending)
+            self._scopes = snapshot.scopes.copy()
+
+    def adopt(self, fork: Agent) -> None:
+        """Put ``fork``, an agent in no tree (a loaded session's), in this agent's tree as
+        its latest fork; automatic fork names go on from the number of forks."""
+        if fork.parent is not None:
+            raise BadUsage(f"agent {fork.name!r} is already a fork of {fork.parent.name!r}")
+        fork.fork_of, fork.parent = self.id, self
+        self._forks.append(fork)
+        self._fork_names = itertools.count(len(self._forks) + 1)
+
+    def own_listeners(self) -> dict[str, list[Any]]:
+        """The listeners put on with ``on`` (not by a hook), by event: a session saves these,
+        and a hook is saved by name and puts its own on again."""
+        return self._hooks.listeners_of_its_own(self._listeners)
+
+    def hooks_used(self) -> list[tuple[str | None, Hook]]:
+        """The hooks ``use`` put on, in order, each with the name it was given."""
+        return self._hooks.names()
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        """What runs on this agent's forks now (``"batch of 40 inputs"``): ``stop()``
+        reaches them, and the panel's Stop button shows while there is one."""
+        return tuple(self._experiments.values())
+
+    def experiment_began(self, stopper: Callable[[bool], None], what: str) -> None:
+        """A ``compare``/``batch`` started on this agent's forks: ``stop()`` calls
+        ``stopper(False)`` (let what runs finish), ``stop_sync()`` ``stopper(True)``; views
+        (the panel's Stop button) learn of it from ``after_state_update``."""
+        self._experiments[stopper] = what
+        self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
+
+    def experiment_ended(self, stopper: Callable[[bool], None]) -> None:
+        if self._experiments.pop(stopper, None) is not None:
+            self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
 
     def edit(self, index: int, content: Any = None, *, result: Any = None) -> None:
         """Replace a user/assistant text (``content``) or a tool message's ``result`` in this

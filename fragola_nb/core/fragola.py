@@ -18,7 +18,7 @@ from fragola_nb.core.options import check_max_step, check_model_settings
 from fragola_nb.core.stores import Store, index_stores
 from fragola_nb.core.tools import Tool, check_tools
 from fragola_nb.core.usage import check_prices
-from fragola_nb.models.client import ModelClient
+from fragola_nb.models.client import ClientSettings, ModelClient
 
 if TYPE_CHECKING:
     from fragola_nb.models.client import AsyncOpenAI
@@ -100,9 +100,37 @@ class Fragola:
         accepts (by model name), used from then on."""
         return dict(self._json_found)
 
+    @json_modes.setter
+    def json_modes(self, found: Mapping[str, str]) -> None:
+        """Strategies already found (by model name), used without probing again: a Ray
+        worker's Fragola is given what the driver's found."""
+        self._json_found.update(found)
+
     @property
     def offline(self) -> bool:
         return self.scripted_model is not None
+
+    def client_settings(self) -> ClientSettings:
+        """What this instance's model client was made with: what a Ray worker makes its own
+        from (``fragola_nb.experiments.ray``)."""
+        return self._model.settings()
+
+    @property
+    def recording(self) -> bool:
+        """Whether every exchange goes through a wrapped transport (``Fragola.record``)."""
+        return self._model.wrap_http is not None and self.scripted_model is None
+
+    @property
+    def stores(self) -> dict[str, Store[Any]]:
+        """The stores every agent of this instance shares, by namespace."""
+        return dict(self._stores)
+
+    def credentials(self, model_settings: Mapping[str, Any] | None = None,
+                    *sent: Any) -> set[str]:
+        """The credentials this instance sends (its API key, credential headers) and those in
+        ``model_settings`` and the requests ``sent``: what a trace, a page or a check must
+        hide wherever it appears."""
+        return set(self._model.credentials(model_settings or {}, *sent))
 
     @classmethod
     def scripted(

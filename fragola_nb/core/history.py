@@ -50,6 +50,40 @@ class History(Sequence[Message]):
     def append(self, message: Message) -> None:
         self._own.append(message)
 
+    # -- its structure, for a session file (``fragola_nb.sessions``) ------------------------
+
+    @property
+    def base(self) -> History | None:
+        """The history this one views the start of (None: it holds all its messages)."""
+        return self._base
+
+    @property
+    def base_length(self) -> int:
+        """How many of ``base``'s messages this history reads before its own."""
+        return self._base_len
+
+    @property
+    def own(self) -> tuple[Message, ...]:
+        """The messages appended to this history itself (after the ones it views)."""
+        return tuple(self._own)
+
+    @property
+    def edits(self) -> dict[int, Message]:
+        """The messages of ``base`` this history (and its forks) reads replaced, by index."""
+        return dict(self._edits or {})
+
+    @classmethod
+    def linked(cls, messages: Sequence[Message], base: History | None = None,
+               base_length: int = 0, edits: dict[int, Message] | None = None) -> History:
+        """A history as ``fork`` and ``edited`` would have made it: viewing the first
+        ``base_length`` messages of ``base`` (with ``edits`` in place of some), then
+        ``messages``. A session file is read back into its shared histories with this."""
+        node = cls(messages)
+        if base is not None:
+            node._base, node._base_len = base, base_length
+        node._edits = dict(edits) if edits else None
+        return node
+
     def __len__(self) -> int:
         return self._base_len + len(self._own)
 

@@ -83,7 +83,7 @@ async def run_batch(
                        "agent (await or stop() what runs, decide what waits)")
     # One snapshot to fork every input from: the prefix stays what it was when the batch
     # began. It is in no tree, and no listener hears of it being made.
-    base = agent._copy(f"{agent.name}-batch")
+    base = agent.detached_fork(f"{agent.name}-batch")
     on_ray = definition = None
     if backend != "local":  # everything is checked before anything starts or is opened
         from fragola_nb.experiments.ray.backend import backend_of, definition_of
@@ -98,11 +98,11 @@ async def run_batch(
         # event ends the call here with nothing left behind.
         with undone_on_error(agent):
             batch = _Batch(agent, base, items, file, progress)
-            agent._experiment_began(batch.stop, f"batch of {len(items):,} inputs")
+            agent.experiment_began(batch.stop, f"batch of {len(items):,} inputs")
     except BaseException:
         if batch is not None:
             with contextlib.suppress(Exception):
-                agent._experiment_ended(batch.stop)
+                agent.experiment_ended(batch.stop)
             batch.close()
         elif file is not None:
             file.close()
@@ -189,7 +189,7 @@ class _Batch:
             started = time.perf_counter()
             fork: Agent | None = None
             try:
-                fork = self.base._copy(f"{name}-batch{index}")
+                fork = self.base.detached_fork(f"{name}-batch{index}")
                 fork.fork_of = self.agent.id
                 self.running[index] = fork
                 if self.stopping:  # stop() from another thread since the check above

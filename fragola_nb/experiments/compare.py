@@ -114,7 +114,7 @@ async def run_compare(
     # event ends the call here, with nothing left half made.
     with undone_on_error(agent, stopper):
         runs += [VariantRun(name, _fork(agent, name, override)) for name, override in overrides]
-        agent._experiment_began(stopper, f"compare of {len(runs)} variants")
+        agent.experiment_began(stopper, f"compare of {len(runs)} variants")
     comparison = Comparison(agent, content, runs)
     for watcher in list(WATCHERS):
         try:

@@ -103,15 +103,15 @@ def undone_on_error(agent: Agent, stopper: Callable[[bool], None] | None = None
                     fork.drop()
         if stopper is not None:
             with contextlib.suppress(Exception):
-                agent._experiment_ended(stopper)
+                agent.experiment_ended(stopper)
         raise
 
 
 def experiment_ended(agent: Agent, stopper: Callable[[bool], None]) -> None:
-    """``agent._experiment_ended``, a listener's error logged: the experiment's rows are kept
+    """``agent.experiment_ended``, a listener's error logged: the experiment's rows are kept
     (they would be lost with the call's return value)."""
     try:
-        agent._experiment_ended(stopper)
+        agent.experiment_ended(stopper)
     except Exception:
         _log.exception("fragola_nb: a listener failed on the end of an experiment on %r",
                        agent.name)

@@ -178,7 +178,7 @@ class Actions:
     def _stop(self) -> None:
         # Returns at once; the run settles and the events say so. A compare or batch on the
         # agent's forks is stopped the same way, keeping what finished.
-        if self.agent.status != "idle" or self.agent._experiments:
+        if self.agent.status != "idle" or self.agent.experiments:
             self.agent.stop_sync()
 
     def _reset(self) -> None:

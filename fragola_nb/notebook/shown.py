@@ -35,7 +35,7 @@ def head(agent: Agent, *, model: str, usage: Usage, turn: bool) -> dict[str, Any
         "instructions": visible(agent.instructions or ""),
         "steps": agent.step_count, "max_step": agent.options.max_step,
         "status": agent.status, "usage": usage_shown(usage), "turn": turn,
-        "experiment": " and ".join(agent._experiments.values()),  # Stop reaches it
+        "experiment": " and ".join(agent.experiments),  # Stop reaches it
     }
 
 
@@ -61,8 +61,8 @@ def strip(agent: Agent, *, model: str, running: tuple[str, float] | None, since:
         n = len(undecided)
         calls = "1 call needs" if n == 1 else f"{n} calls need"
         return {"kind": "waiting", "text": f"{calls} your decision"}
-    if agent._experiments:
-        what = " and ".join(agent._experiments.values())
+    if agent.experiments:
+        what = " and ".join(agent.experiments)
         return {"kind": "experiment", "text": f"{what} running on forks — Stop ends it"}
     if error:  # the notice below says which error, once; the cell's error stays too
         return {"kind": "error", "text": "failed"}

@@ -191,7 +191,7 @@ class Guardrail:
         if agent is None:
             return set()
         try:
-            return agent.fragola._model.credentials(agent.options.model_settings)
+            return agent.fragola.credentials(agent.options.model_settings)
         except Exception:  # a client made by hand that says nothing of its key: shapes only
             return set()
 

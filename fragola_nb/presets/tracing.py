@@ -353,7 +353,7 @@ def _known(agent: Agent, *sent: Any) -> set[str]:
     """The credentials ``agent`` sends (its client's key, credential headers, query values
     and body fields of its settings, and of ``sent``): hidden by value in its spans."""
     try:
-        return agent.fragola._model.credentials(agent.options.model_settings, *sent)
+        return agent.fragola.credentials(agent.options.model_settings, *sent)
     except Exception:  # a client made by hand that says nothing of its key: shapes only
         return set()
 

@@ -21,7 +21,7 @@ import pydantic
 
 from fragola_nb.base.errors import BadUsage, SessionError
 from fragola_nb.base.redact import scrub
-from fragola_nb.core.agent import Agent
+from fragola_nb.core.agent import Agent, AgentSnapshot
 from fragola_nb.core.events import Listener, is_transient
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.history import History
@@ -81,12 +81,13 @@ class _Dump:
                                "turn before saving")
         if len({agent.id for agent in every}) != len(every):
             raise BadUsage("two agents share one id; a session needs unique ids")
-        records = [self.agent(agent) for agent in every]
-        held = {id(agent._history) for agent in every}
+        snapshots = {agent.id: agent.snapshot() for agent in every}
+        records = [self.agent(agent, snapshots[agent.id]) for agent in every]
+        held = {id(snapshot.history) for snapshot in snapshots.values()}
         return {
             "format": FORMAT,
             "version": VERSION,
-            "stores": _stores(fragola._stores.values()),
+            "stores": _stores(fragola.stores.values()),
             "histories": [self.history(node, id(node) in held) for node in self.nodes],
             "agents": records,
         }
@@ -96,26 +97,27 @@ class _Dump:
         node: History | None = history
         while node is not None and id(node) not in self.histories:
             chain.append(node)
-            node = node._base
+            node = node.base
         for node in reversed(chain):
             self.histories[id(node)] = len(self.nodes)
             self.nodes.append(node)
         return self.histories[id(history)]
 
     def history(self, node: History, held: bool) -> dict[str, Any]:
-        own = node._own
+        own = node.own
         if not held:  # no agent holds it any more (reset since): keep what forks see
-            seen = max(n._base_len for n in self.nodes if n._base is node)
-            own = own[: seen - node._base_len]
-        base = None if node._base is None else self.histories[id(node._base)]
-        record: dict[str, Any] = {"base": base, "base_length": node._base_len,
+            seen = max(n.base_length for n in self.nodes if n.base is node)
+            own = own[: seen - node.base_length]
+        base = None if node.base is None else self.histories[id(node.base)]
+        record: dict[str, Any] = {"base": base, "base_length": node.base_length,
                                   "messages": list(own)}
-        if node._edits:
+        edits = node.edits
+        if edits:
             record["edits"] = [{"index": index, "message": message}
-                               for index, message in sorted(node._edits.items())]
+                               for index, message in sorted(edits.items())]
         return record
 
-    def agent(self, agent: Agent) -> dict[str, Any]:
+    def agent(self, agent: Agent, snapshot: AgentSnapshot) -> dict[str, Any]:
         options = agent.options
         settings, removed = scrub(options.model_settings, "model_settings")
         for where in removed:
@@ -129,10 +131,10 @@ class _Dump:
             # Where ``fork(at=...)`` cut the parent; a fork at the end has none (None).
             **({"fork_at": agent.fork_at}
                if agent.parent is not None and agent.fork_at is not None else {}),
-            "history": self.history_ref(agent._history),
-            "step_count": agent.step_count,
-            "status": agent.status,
-            "outcome": agent._outcome,
+            "history": self.history_ref(snapshot.history),
+            "step_count": snapshot.step_count,
+            "status": snapshot.status,
+            "outcome": snapshot.outcome,
             "options": {
                 "name": options.name,
                 "description": options.description,
@@ -144,13 +146,14 @@ class _Dump:
                     options.reset_step_count_after_user_message,
                 "tools": [tool.name for tool in options.tools],
             },
-            "stores": _stores(agent._stores.values()),
-            "pending": [pending_record(call) for call in agent._pending.values()],
+            "stores": _stores(agent.stores.values()),
+            "pending": [pending_record(call) for call in snapshot.pending.values()],
             "listeners": self.listeners(agent) if self.with_listeners else {},
             **({"hooks": [{"name": name, "hook": hook_name(hook)}
-                          for name, hook in agent._hooks.names()]}
-               if self.with_listeners and agent._hooks.names() else {}),
-            **({"instruction_scopes": agent._scopes.as_dict()} if len(agent._scopes) else {}),
+                          for name, hook in agent.hooks_used()]}
+               if self.with_listeners and agent.hooks_used() else {}),
+            **({"instruction_scopes": snapshot.scopes.as_dict()} if len(snapshot.scopes)
+               else {}),
             **({"credentials_not_saved": removed} if removed else {}),
             **({"usage": [_call_usage(call) for call in agent.usage.calls]}
                if agent.usage.calls else {}),
@@ -161,7 +164,7 @@ class _Dump:
     def listeners(self, agent: Agent) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         # A hook's listeners are not saved: the hook is, and puts them on again on load.
-        for event, fns in agent._hooks.listeners_of_its_own(agent._listeners).items():
+        for event, fns in agent.own_listeners().items():
             for fn in fns:
                 if is_transient(fn):
                     continue  # a notebook panel's listener: part of the view, not the agent

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.base.redact import credentials_in, redact_text, redacted
+from fragola_nb.base.redact import redact_text, redacted
 from fragola_nb.base.render import escape, markdown_html, text_of, visible
 from fragola_nb.base.textfile import writable
 from fragola_nb.core.agent import Agent
@@ -148,11 +148,7 @@ def _known(obj: Any) -> set[str]:
     """The credentials in use by the agents exported: hidden wherever they appear."""
     known: set[str] = set()
     for agent in _agents_of(obj):
-        known |= credentials_in(agent.options.model_settings)
-        client = getattr(agent.fragola, "_model", None)
-        credentials = getattr(client, "credentials", None)
-        if callable(credentials):
-            known |= set(credentials(agent.options.model_settings))
+        known |= agent.fragola.credentials(agent.options.model_settings)
     return known
 
 

@@ -13,12 +13,11 @@ any agent exists, and nothing outside the new agents is touched.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from fragola_nb.base.errors import SessionError
-from fragola_nb.core.agent import Agent
+from fragola_nb.core.agent import Agent, AgentSnapshot
 from fragola_nb.core.context import AgentOptions
 from fragola_nb.core.events import Listener
 from fragola_nb.core.history import History
@@ -238,12 +237,10 @@ def _hook_key(saved: dict[str, Any], hooks: Mapping[str, Hook | None]) -> str | 
 def _history_nodes(histories: list[dict[str, Any]]) -> list[History]:
     nodes: list[History] = []
     for record in histories:
-        node = History(record["messages"])
-        if record["base"] is not None:  # the same sharing ``History.fork`` sets up
-            node._base, node._base_len = nodes[record["base"]], record["base_length"]
-        if record.get("edits"):  # and ``History.edited``: the base's messages it replaces
-            node._edits = {edit["index"]: edit["message"] for edit in record["edits"]}
-        nodes.append(node)
+        # The same sharing ``History.fork`` sets up, and ``History.edited``'s replacements.
+        base = nodes[record["base"]] if record["base"] is not None else None
+        edits = {edit["index"]: edit["message"] for edit in record.get("edits") or ()}
+        nodes.append(History.linked(record["messages"], base, record["base_length"], edits))
     return nodes
 
 
@@ -295,28 +292,25 @@ def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str,
         )
         agent.id, agent.fork_of, agent.fork_point = record["id"], None, record["fork_point"]
         agent.fork_at = record.get("fork_at")  # older files: None, as a fork at the end
-        agent._history = nodes[record["history"]]
-        agent._step_count, agent._status = record["step_count"], record["status"]
-        agent._outcome = record["outcome"]
-        agent._usage = Usage(tuple(_call_usage(call) for call in record.get("usage", ())),
-                             fragola.prices,  # priced as the Fragola loaded into prices
-                             tuple(ToolTiming(**tool) for tool in record.get("tool_timings", ())))
-        agent._pending = {call["id"]: pending_call(call, tools[call["name"]], label(record))
-                          for call in record["pending"]}
+        agent.restore(AgentSnapshot(
+            history=nodes[record["history"]],
+            step_count=record["step_count"], status=record["status"],
+            outcome=record["outcome"],
+            usage=Usage(tuple(_call_usage(call) for call in record.get("usage", ())),
+                        fragola.prices,  # priced as the Fragola loaded into prices
+                        tuple(ToolTiming(**tool) for tool in record.get("tool_timings", ()))),
+            pending={call["id"]: pending_call(call, tools[call["name"]], label(record))
+                     for call in record["pending"]},
+            scopes=Scopes(record.get("instruction_scopes", {}))))
         for event, names in record["listeners"].items():
             for name in names:
                 listener = listeners[name]
                 if listener is not None:  # mapped to None: dropped on purpose
-                    agent._listeners.add(event, listener)
-        agent._scopes = Scopes(record.get("instruction_scopes", {}))
+                    agent.on(event, listener)
         if record["fork_of"] is not None:
-            parent = by_id[record["fork_of"]]
-            agent.fork_of, agent.parent = parent.id, parent
-            parent._forks.append(agent)
+            # In the saved order; automatic fork names go on from the number of forks.
+            by_id[record["fork_of"]].adopt(agent)
         by_id[agent.id] = agent
-    for agent in by_id.values():
-        # Automatic fork names go on from the number of forks, so they do not repeat.
-        agent._fork_names = itertools.count(len(agent._forks) + 1)
     for record in document["agents"]:
         for saved in record.get("hooks", ()):
             hook = hooks[str(_hook_key(saved, hooks))]

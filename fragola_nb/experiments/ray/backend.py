@@ -140,19 +140,19 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
     snapshot (its credentials in model settings are dropped here, with a warning)."""
     pickle = import_ray().cloudpickle
     recipe = _recipe(base.fragola, backend)
-    base = base._copy(base.name)  # the rows' forks are made from ``base``: it keeps them all
+    base = base.detached_fork(base.name)  # the rows' forks are made from it: it keeps them all
     settings, removed = scrub(base.options.model_settings)
     if removed:
         base.options.model_settings = settings
         _left_behind(f"the model_settings of agent {name!r}", removed)
     listeners: dict[str, Any] = {}
     # A hook's listeners are not sent: the hook is, and puts them on again on the worker.
-    for fns in base._hooks.listeners_of_its_own(base._listeners).values():
+    for fns in base.own_listeners().values():
         for fn in fns:
             if not is_transient(fn):  # a notebook panel's listener: a view, not the agent
                 listeners[getattr(fn, "__qualname__", type(fn).__qualname__)] = fn
     # Under the key the session document saves each hook by (its name, else __qualname__).
-    hooks = {name or hook_name(hook): hook for name, hook in base._hooks.names()}
+    hooks = {name or hook_name(hook): hook for name, hook in base.hooks_used()}
     for tool in base.options.tools:
         if getattr(tool.handler, "__module__", None) == "fragola_nb.presets.mcptools":
             raise BadUsage(
@@ -199,7 +199,7 @@ def _recipe(fragola: Fragola, backend: RayBackend) -> Recipe:
             "process); pass RayBackend(fragola=lambda: Fragola.replay(PATH)) so that each "
             "worker reads the recording itself")
     if scripted is not None:
-        left = len(scripted._script) + len(scripted._agent_scripts)
+        left = scripted.pending + scripted.agent_scripts
         if left:
             raise BadUsage(
                 "a scripted model with a script answers in order from this kernel; each Ray "
@@ -209,21 +209,21 @@ def _recipe(fragola: Fragola, backend: RayBackend) -> Recipe:
                   "chunk_delay": scripted.chunk_delay, "model_name": scripted.model_name,
                   "refuse": sorted(scripted.refuse)}
         return replace(common, scripted=manner)
-    client = fragola._model
+    client = fragola.client_settings()
     why = ("it serves on this machine with its own key: pass RayBackend(fragola=Fragola.local) "
            "to start one on each worker" if fragola.local_server is not None else
            "its client= or http_client= cannot be made again elsewhere"
-           if client._given is not None or "http_client" in client._options else
-           "it records in this process only" if client.wrap_http is not None else None)
+           if client.given_client else
+           "it records in this process only" if fragola.recording else None)
     if why:
         raise BadUsage(f"this Fragola cannot be rebuilt on Ray workers ({why}); pass "
                        "RayBackend(fragola=...), a function that makes the workers' Fragola")
-    options, removed = scrub(dict(client._options))
+    options, removed = scrub(client.options)
     if removed:
         _left_behind("the Fragola's client options", removed)
-    if client._api_key not in (NO_KEY, os.environ.get("OPENAI_API_KEY", "").strip()):
+    if client.api_key not in (NO_KEY, os.environ.get("OPENAI_API_KEY", "").strip()):
         _left_behind("the Fragola's", ["api_key"])  # given by hand: the workers use theirs
-    base_url = client._base_url
+    base_url = client.base_url
     if base_url is not None and redact_text(base_url) != base_url:
         _left_behind("the Fragola's base_url", ["base_url"])
         base_url = None

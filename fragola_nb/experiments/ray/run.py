@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import importlib
 import logging
 import os
@@ -373,22 +374,22 @@ class _RayRun:
         from fragola_nb.sessions.restore import pending_call
 
         base, agent = self.batch.base, self.batch.agent
-        fork = base._copy(f"{agent.name}-batch{report.index}")
+        fork = base.detached_fork(f"{agent.name}-batch{report.index}")
         fork.fork_of = agent.id
-        for message in report.messages:
-            fork._history.append(message)
-        fork._usage = Usage(report.calls, agent.fragola.prices, report.tools)
-        fork._step_count, fork._outcome = report.step_count, report.outcome  # type: ignore[assignment]
-        fork._status = report.agent_status  # type: ignore[assignment]
+        snapshot = fork.snapshot()
+        for message in report.messages:  # after the base's, in the fork's own history
+            snapshot.history.append(message)
         for namespace, value in report.stores:  # what the tools changed on the worker
-            store = fork._stores.get(namespace)
+            store = fork.get_store(namespace)
             if store is not None:
                 store.set(value)
         who = f"agent {fork.name!r}"
-        for call in report.pending:
-            tool = fork.tool_named(call["name"])
-            if tool is not None:
-                fork._pending[call["id"]] = pending_call(call, tool, who)
+        pending = {call["id"]: pending_call(call, tool, who) for call in report.pending
+                   if (tool := fork.tool_named(call["name"])) is not None}
+        fork.restore(dataclasses.replace(
+            snapshot, usage=Usage(report.calls, agent.fragola.prices, report.tools),
+            step_count=report.step_count, outcome=report.outcome,  # type: ignore[arg-type]
+            status=report.agent_status, pending=pending))  # type: ignore[arg-type]
         return fork
 
     def stopped_row(self, index: int) -> BatchRow:

@@ -71,7 +71,7 @@ class Recipe:
         else:
             fragola = Fragola(self.model, base_url=self.base_url, prices=dict(self.prices),
                               json_mode=self.json_mode, **self.options)
-        fragola._json_found.update(self.json_found)
+        fragola.json_modes = self.json_found
         return fragola
 
 
@@ -163,7 +163,7 @@ class BatchWorker:
             fork: Agent | None = None
             error: str | None
             try:
-                fork = self.base._copy(f"{self.name}-batch{index}")
+                fork = self.base.detached_fork(f"{self.name}-batch{index}")
                 self.running[index] = fork
                 state = await fork.user_message(item)
             except Exception as exc:
@@ -192,9 +192,9 @@ def report(index: int, fork: Agent | None, status: str, error: str | None,
     return RowReport(
         index, status, answer_text(fork, fork.fork_point), error, seconds,
         calls=fork.usage.calls, messages=tuple(fork.messages_since(fork.fork_point)),
-        step_count=fork.step_count, agent_status=fork.status, outcome=fork._outcome,
-        pending=tuple(pending_record(call) for call in fork._pending.values()),
-        stores=tuple((name, store.get()) for name, store in fork._stores.items()
+        step_count=fork.step_count, agent_status=fork.status, outcome=fork.outcome,
+        pending=tuple(pending_record(call) for call in fork.pending),
+        stores=tuple((name, store.get()) for name, store in fork.stores.items()
                      if _picklable(store.get())),
         tools=fork.usage.tools)
 

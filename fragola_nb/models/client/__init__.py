@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from openai import AsyncOpenAI  # the client a Fragola may be given (Fragola(client=...))
 
-from fragola_nb.models.client.client import NO_KEY, ModelClient
+from fragola_nb.models.client.client import NO_KEY, ClientSettings, ModelClient
 from fragola_nb.models.client.reply import assistant_message
 from fragola_nb.models.client.reported import ModelReply
 from fragola_nb.models.client.request import json_schema_response_format, settings_problem
@@ -43,6 +43,7 @@ from fragola_nb.models.client.request import json_schema_response_format, settin
 __all__ = [
     "NO_KEY",
     "AsyncOpenAI",
+    "ClientSettings",
     "ModelClient",
     "ModelReply",
     "assistant_message",

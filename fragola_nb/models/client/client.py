@@ -67,6 +67,16 @@ class _LoopClient:
     closer: AsyncGenerator[None, None]  # closes it when the loop shuts down
 
 
+@dataclass(frozen=True)
+class ClientSettings:
+    """What a ``ModelClient`` was made with, for making one like it elsewhere (a Ray worker)."""
+
+    given_client: bool  # client= or http_client= was given: a live object, not made again
+    api_key: str | None  # as it was given or read from OPENAI_API_KEY; NO_KEY for none
+    base_url: str | None  # None: the API's own
+    options: dict[str, Any]  # the other openai.AsyncOpenAI options (a copy)
+
+
 class ModelClient:
     """Owns the ``openai.AsyncOpenAI`` client(s) of one ``Fragola`` instance.
 
@@ -119,6 +129,11 @@ class ModelClient:
         self.wrap_http: Callable[[httpx2.AsyncClient], httpx2.AsyncClient] | None = None
         """Given the HTTP client made for a new ``openai`` client, the one to use instead
         (``fragola_nb.models.recording`` wraps its transport to see every exchange)."""
+
+    def settings(self) -> ClientSettings:
+        """What this client was made with (``ClientSettings``)."""
+        return ClientSettings(self._given is not None or "http_client" in self._options,
+                              self._api_key, self._base_url, dict(self._options))
 
     @property
     def base_url(self) -> str:

@@ -201,6 +201,13 @@ class ScriptedModel:
         with self._cond:
             return len(self._script)
 
+    @property
+    def agent_scripts(self) -> int:
+        """How many scripts were added with ``add_script`` (each answers one agent's requests
+        in order, from this process)."""
+        with self._cond:
+            return len(self._agent_scripts)
+
     def release(self) -> None:
         """Release every request that is hanging (or about to hang) on a ``hang()`` item."""
         with self._cond:
