@@ -16,12 +16,12 @@ import functools
 import json
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 import httpx2
 import openai
-from openai._streaming_cleanup import drain_response_async
 from openai.types.chat import ChatCompletionChunk
 
 from fragola_nb.base.errors import ModelConnectionError, ModelResponseError
@@ -315,9 +315,25 @@ async def _events(response: httpx2.Response) -> AsyncIterator[str]:
         raise openai.APIConnectionError(request=response.request) from exc
 
 
+_DRAIN_SECONDS = 0.1
+"""How long what is left of a finished stream is read off before its response is closed (as
+openai does for its own streams, whose cleanup helper is private to it)."""
+
+
 async def _drain(response: httpx2.Response) -> None:
-    if response.http_version == "HTTP/1.1":
-        await drain_response_async(response)
+    """Read off what an HTTP/1.1 stream still holds after its last event, briefly, so its
+    connection can go back to the pool; then close the response, shielded from a cancel."""
+    if response.http_version != "HTTP/1.1" or response.is_closed:
+        return
+    try:
+        with anyio.move_on_after(_DRAIN_SECONDS):
+            async for _ in cast(AsyncIterator[bytes], response.stream):
+                await anyio.lowlevel.checkpoint()
+    except (httpx2.RequestError, httpx2.StreamConsumed, ssl.SSLError, anyio.EndOfStream):
+        pass  # cleaning up never turns a complete reply into an error
+    finally:
+        with anyio.CancelScope(shield=True):
+            await response.aclose()
 
 
 async def _collect(stream: Any, on_chunk: ChunkCallback | None, exchange: Exchange) -> ModelReply:
