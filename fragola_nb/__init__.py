@@ -15,37 +15,37 @@ import typing
 
 from fragola_nb import _moved
 from fragola_nb._version import __version__ as __version__  # re-exported: the one version
-from fragola_nb.base.errors import (
-    BadUsage,
-    FragolaError,
-    InvalidArguments,
-    InvalidListenerResult,
-    InvalidToolDefinition,
-    JsonModeError,
-    ListenerError,
-    ModelConnectionError,
-    ModelError,
-    ModelHTTPError,
-    ModelResponseError,
-    ModelTimeout,
-    SessionError,
-    TurnRefused,
-)
-from fragola_nb.base.sync import run_sync
-from fragola_nb.core.agent import Agent
-from fragola_nb.core.context import AgentContext, AgentOptions
-from fragola_nb.core.events import EVENT_NAMES, Subscription, ToolCallConfig
-from fragola_nb.core.fragola import Fragola
-from fragola_nb.core.payloads import ToolCallPayload
-from fragola_nb.core.state import AgentState, Decision, PendingCall
-from fragola_nb.core.stores import Store, create_store
-from fragola_nb.core.tools import Tool, tool
 
 _moved.install()  # fragola_nb.scripted, fragola_nb.agent... (the flat layout's paths) still import
 
 if typing.TYPE_CHECKING:
+    from fragola_nb.base.errors import (
+        BadUsage,
+        FragolaError,
+        InvalidArguments,
+        InvalidListenerResult,
+        InvalidToolDefinition,
+        JsonModeError,
+        ListenerError,
+        ModelConnectionError,
+        ModelError,
+        ModelHTTPError,
+        ModelResponseError,
+        ModelTimeout,
+        SessionError,
+        TurnRefused,
+    )
+    from fragola_nb.base.sync import run_sync
+    from fragola_nb.core.agent import Agent
     from fragola_nb.core.branchdiff import BranchDiff, diff
+    from fragola_nb.core.context import AgentContext, AgentOptions
+    from fragola_nb.core.events import EVENT_NAMES, Subscription, ToolCallConfig
+    from fragola_nb.core.fragola import Fragola
     from fragola_nb.core.jsonmode import JsonResult
+    from fragola_nb.core.payloads import ToolCallPayload
+    from fragola_nb.core.state import AgentState, Decision, PendingCall
+    from fragola_nb.core.stores import Store, create_store
+    from fragola_nb.core.tools import Tool, tool
     from fragola_nb.core.usage import Usage, tree_usage
     from fragola_nb.experiments import BatchResult, Comparison
     from fragola_nb.experiments.ray.backend import RayBackend
@@ -74,10 +74,44 @@ if typing.TYPE_CHECKING:
     )
     from fragola_nb.sessions.htmlexport import export_html
 
-# Imported on first use (module __getattr__, PEP 562): most programs never save a session,
-# export or ask for JSON, and those modules made up a good part of what ``import fragola_nb``
-# adds to ``import openai`` (bench/import_time.py; tests/test_surface.py keeps them lazy).
+# Every public name is imported on first use (module __getattr__, PEP 562): ``import
+# fragola_nb.base.errors`` runs this file first, and must not load the core with it
+# (tests/package/test_layers.py); most programs never save a session, export or ask for JSON,
+# and those modules made up a good part of what ``import fragola_nb`` adds to ``import
+# openai`` (bench/import_time.py; tests/package/test_surface.py keeps them lazy). The
+# TYPE_CHECKING imports above tell type checkers and the docs what each name is.
 _LAZY = {
+    # The core and what it raises: what nearly every program uses.
+    "BadUsage": "base.errors",
+    "FragolaError": "base.errors",
+    "InvalidArguments": "base.errors",
+    "InvalidListenerResult": "base.errors",
+    "InvalidToolDefinition": "base.errors",
+    "JsonModeError": "base.errors",
+    "ListenerError": "base.errors",
+    "ModelConnectionError": "base.errors",
+    "ModelError": "base.errors",
+    "ModelHTTPError": "base.errors",
+    "ModelResponseError": "base.errors",
+    "ModelTimeout": "base.errors",
+    "SessionError": "base.errors",
+    "TurnRefused": "base.errors",
+    "run_sync": "base.sync",
+    "Agent": "core.agent",
+    "AgentContext": "core.context",
+    "AgentOptions": "core.context",
+    "EVENT_NAMES": "core.events",
+    "Subscription": "core.events",
+    "ToolCallConfig": "core.events",
+    "Fragola": "core.fragola",
+    "ToolCallPayload": "core.payloads",
+    "AgentState": "core.state",
+    "Decision": "core.state",
+    "PendingCall": "core.state",
+    "Store": "core.stores",
+    "create_store": "core.stores",
+    "Tool": "core.tools",
+    "tool": "core.tools",
     "BatchResult": "experiments",
     "Comparison": "experiments",
     "JsonResult": "core.jsonmode",
