@@ -115,13 +115,12 @@ def test_old_module_paths_are_the_new_modules() -> None:
     """``fragola_nb.scripted`` (the flat layout's path, in programs and lessons written for
     0.x) is ``fragola_nb.models.scripted`` itself, submodules too, and keeps its own name."""
     import fragola_nb.agent as old_agent
-    import fragola_nb.scripted.items as old_items
-    from fragola_nb.hooks import mcp_hook, preset
-    from fragola_nb.scripted import ScriptedModel, reply
-
     import fragola_nb.core.agent as agent
     import fragola_nb.models.scripted.items as items
+    import fragola_nb.scripted.items as old_items
+    from fragola_nb.hooks import mcp_hook, preset
     from fragola_nb.presets.hooks import mcp_hook as new_mcp_hook
+    from fragola_nb.scripted import ScriptedModel, reply
 
     assert old_agent is agent and old_items is items
     assert old_agent.Agent is agent.Agent and agent.__name__ == "fragola_nb.core.agent"
