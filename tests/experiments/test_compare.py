@@ -8,12 +8,13 @@ import sys
 from typing import Any
 
 import pytest
+from compare_world import add, by_instructions, system_text
 from helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, Comparison, run_sync, tool
 from fragola_nb.base.errors import InvalidToolDefinition
 from fragola_nb.experiments.compare import WATCHERS
-from fragola_nb.models.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel, fail
 
 QUESTION = "What is DNS?"
 VARIANTS = {
@@ -23,34 +24,10 @@ VARIANTS = {
 }
 
 
-def system_text(request: dict[str, Any]) -> str:
-    first = request["messages"][0]
-    return str(first["content"]) if first["role"] == "system" else "no instructions"
-
-
-def by_instructions(request: dict[str, Any]) -> Item:
-    """The model answers from what it was told; instructions with HANG or FAIL hang or fail,
-    and with TOOL it calls the approval tool ``add`` (then answers)."""
-    text = system_text(request)
-    if "FAIL" in text:
-        return fail(500, "the server broke")
-    if "HANG" in text:
-        return hang(then=reply(f"late: {text}"))
-    if "TOOL" in text and request["messages"][-1]["role"] == "user":
-        return tool_calls(call("add", {"a": 2, "b": 3}))
-    return reply(f"[{request['model']}] following: {text}")
-
-
 @pytest.fixture
 def brainy(model: ScriptedModel) -> ScriptedModel:
     model.brain = by_instructions
     return model
-
-
-@tool(require_approval=True)
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
 
 
 async def wait_for_requests(model: ScriptedModel, n: int) -> None:

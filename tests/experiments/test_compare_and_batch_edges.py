@@ -1,6 +1,6 @@
-"""Review of issue 12's experiments as a user meets them: ``agent.compare``, ``agent.batch`` and
-the compare grid's kernel side, at their edges (stops, odd names, the resume file shared by two
-batches, paths given in ways people write them)."""
+"""``agent.compare`` and ``agent.batch`` at their edges, as a user meets them, with the compare
+grid's kernel side: stops, odd names, the resume file shared by two batches, paths given in
+ways people write them, listeners that raise as an experiment starts or ends."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ from fragola_nb.experiments.ray.run import connect
 from fragola_nb.models.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
 
 # The tools and brains below are defined in this test module, which Ray's workers cannot
-# import (pytest puts tests/ on the path of this process only): they are sent by value, as a
-# notebook's own functions are.
+# import (pytest puts tests/ and tests/experiments/ on the path of this process only): they
+# are sent by value, as a notebook's own functions are.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 pytestmark = pytest.mark.timeout(240)
@@ -483,7 +483,7 @@ def test_what_cannot_work_on_workers_says_why(tmp_path: Path,
                                                caplog: pytest.LogCaptureFixture) -> None:
     # A replayed recording is held by this process: each worker must open it itself.
 
-    lesson = Path(__file__).parent.parent / "notebooks" / "recordings" / "lesson.jsonl"
+    lesson = Path(__file__).resolve().parents[2] / "notebooks" / "recordings" / "lesson.jsonl"
     replayed = Fragola.replay(lesson).agent(name="tutor")
     with pytest.raises(BadUsage, match=r"it replays a recording held in this process\); pass "
                                        r"RayBackend\(fragola=lambda: Fragola.replay\(PATH\)\)"):
@@ -538,7 +538,7 @@ def test_an_address_nothing_answers_on_is_one_line_at_once(tmp_path: Path) -> No
 async def test_mcp_tools_are_refused_with_the_reason() -> None:
     from fragola_nb import mcp_tools
 
-    server = Path(__file__).parent / "mcp_servers" / "demo_server.py"
+    server = Path(__file__).resolve().parents[1] / "mcp_servers" / "demo_server.py"
     connection = await mcp_tools([sys.executable, str(server), "stdio"])
     try:
         agent = Fragola.scripted(brain=brain).agent(name="m", tools=connection.tools)
