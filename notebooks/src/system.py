@@ -30,7 +30,7 @@ fragola = Fragola.from_env()
 # ## 1. MCP tools: the tools of an MCP server
 #
 # An MCP server offers tools to any agent that connects to it. `mcp_tools(server)`
-# (from `fragola_nb.mcptools`, the `fragola_nb[mcp]` extra) connects with the official
+# (from `fragola_nb`, the `fragola_nb[mcp]` extra) connects with the official
 # `mcp` SDK, lists the server's tools and gives them back as fragola_nb tools: the
 # remote name, description and JSON Schema (the model's arguments are checked against
 # it before the call is sent), and a handler that forwards the call.
@@ -82,7 +82,7 @@ server_file.write_text(SERVER);
 # remote tool) and `prefix=` choose and rename the tools.
 
 # %%
-from fragola_nb.mcptools import mcp_tools
+from fragola_nb import mcp_tools
 
 notes_server = await mcp_tools([sys.executable, str(server_file)],
                                require_approval=["delete_note"])
@@ -94,7 +94,7 @@ for item in notes_server.tools:
 # fixed conversation: it keeps two notes, lists them, then asks to delete one.
 
 # %%
-from fragola_nb.scripted import call, reply, tool_calls
+from fragola_nb.models.scripted import call, reply, tool_calls
 
 lab = Fragola.scripted()
 notes = lab.agent("notes", "Keeps notes.", "Use the notes tools.",
@@ -179,9 +179,8 @@ print([t.name for t in notes.options.tools])
 # says what the model was sent.
 
 # %%
-from fragola_nb import Fragola
-from fragola_nb.guardrails import GuardrailRejected, Rejection, guardrail
-from fragola_nb.scripted import reply
+from fragola_nb import Fragola, GuardrailRejected, Rejection, guardrail
+from fragola_nb.models.scripted import reply
 
 
 def what_was_sent(request):
@@ -287,9 +286,8 @@ except GuardrailRejected as error:
 # `"bidirectional": True` adds the way back.
 
 # %%
-from fragola_nb import Fragola, tool
-from fragola_nb.orchestration import Veto, orchestrate
-from fragola_nb.scripted import call, reply, tool_calls
+from fragola_nb import Fragola, Veto, orchestrate, tool
+from fragola_nb.models.scripted import call, reply, tool_calls
 
 office = Fragola.scripted()
 
@@ -377,7 +375,7 @@ print(lead.instructions)
 # %% [markdown]
 # ## 4. Traces: OpenTelemetry spans of every turn
 #
-# `instrument()` (from `fragola_nb.tracing`) turns tracing on for every agent, with
+# `instrument()` (from `fragola_nb`) turns tracing on for every agent, with
 # one call; `uninstrument()` turns it off. Each turn (`user_message`, `step`, `json`)
 # is a span `invoke_agent NAME`; inside it, each model call is a span `chat MODEL`
 # and each tool that runs is a span `execute_tool NAME`. Their attributes follow the
@@ -395,9 +393,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from fragola_nb import Fragola, tool
-from fragola_nb.scripted import call, reply, tool_calls
-from fragola_nb.tracing import instrument, uninstrument
+from fragola_nb import Fragola, instrument, tool, uninstrument
+from fragola_nb.models.scripted import call, reply, tool_calls
 
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
