@@ -1,7 +1,7 @@
 """The code blocks and the paths of the README and of the docs site's pages (docs/**/*.md), read
 one way for every test that runs or checks them: tests/test_readme.py and tests/test_docs.py
 (each page's snippets in a real kernel, the paths it names), tests/local (the local model's
-snippets) and tests/test_wheel_install.py (snippets run in a plain install).
+snippets) and tests/package/test_wheel_install.py (snippets run in a plain install).
 
 The rules, the same for every page:
 
