@@ -14,6 +14,7 @@ modules, never from each other, and keep unique names (pytest imports each by it
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,13 @@ from fragola_nb.models.scripted import ScriptedModel
 
 # pytest's default import mode puts this folder on the path when it imports this file; said
 # here too, so that the shared modules import whatever the mode.
+# A shell without job control starts a background command (`bash scripts/test.sh &`, some CI
+# runners) with SIGINT ignored, and every script and kernel the tests start inherits that:
+# the Ctrl-C tests would then wait for an interrupt that never comes. Heard again here, and so
+# in every process the tests start (an ignored signal is inherited, a handler is not).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
