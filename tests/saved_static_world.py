@@ -47,6 +47,8 @@ def make_files(folder: Path) -> dict[str, Path]:
         nbconvert("--to", "html", f"{name}.ipynb", "--output", f"{name}-static",
                   f"--HTMLExporter.preprocessors={PREPROCESSOR}", cwd=folder)
     # in one command, as people run it
+    nbconvert("--execute", "--to", "html", "asked.ipynb", "--output", "executed-plain",
+              cwd=folder)
     nbconvert("--execute", "--to", "html", "asked.ipynb", "--output", "executed-static",
               f"--HTMLExporter.preprocessors={PREPROCESSOR}", cwd=folder)
     return {path.stem: path for path in folder.iterdir()}

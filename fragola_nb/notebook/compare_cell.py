@@ -53,11 +53,11 @@ class CompareWatcher:
         view = CompareView(comparison, namespace=self.ext.shell.user_ns)
         self._live = {k: v for k, v in self._live.items() if v[0]() is not None}
         self._live[id(comparison)] = (weakref.ref(comparison), view, self._cell())
-        handle = self.ext.show_view(view, display_id=True)
+        handle = self.ext.show_view(view)
 
         def ended(run: Any) -> None:
             # The display's static table (nbconvert, GitHub) becomes the final one.
-            if run is None and handle is not None:
+            if run is None:
                 handle.update(view)
 
         comparison.subscribe(ended)

@@ -31,6 +31,7 @@ from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.jsonshapes import JSON_MODES
 from fragola_nb.notebook.cellargs import lookup, parse_name
 from fragola_nb.notebook.compare_cell import cell_for
+from fragola_nb.notebook.static_copy import LiveDisplay
 from fragola_nb.notebook.textviews import AgentTable, ForkTreeText, say, show
 from fragola_nb.notebook.turn import TurnView
 
@@ -139,12 +140,13 @@ class Extension:
 
         panel = AgentPanel(agent, since=since, model=model, namespace=self.shell.user_ns)
         self.turn_panels.setdefault(agent.id, []).append(panel)
-        return TurnView(panel, self.show_view(panel, display_id=True))
+        return TurnView(panel, self.show_view(panel))
 
-    def show_view(self, view: Any, **kwargs: Any) -> Any:
-        """Display a live panel or tree, to be detached on unload; ``show``'s handle."""
+    def show_view(self, view: Any) -> LiveDisplay:
+        """Display a live panel, grid or tree (to be detached on unload) and its static copy
+        (``static_copy``); the handle's ``update`` replaces both."""
         self.views.append(view)
-        return show(view, **kwargs)
+        return LiveDisplay(view)
 
     def detach_turn_panels(
         self, agent: Agent, why: str = "this panel no longer follows the agent"

@@ -284,8 +284,41 @@ function statusText(strip) {
   return strip.text;
 }
 
+// The static copy the kernel shows beside a live view (static_copy.py: the next output, for
+// nbconvert and a notebook opened without a kernel) hides itself by CSS where a live view is;
+// once this view is in the page, its text goes too, here and each time JupyterLab draws the
+// copy again (its update at the end of a turn), so the page holds the conversation once.
+function dropStaticCopies(el) {
+  let tries = 0;
+  const start = () => {
+    const area = el.isConnected ? el.closest(".jp-OutputArea") : null;
+    if (!area) {
+      if (++tries < 50) setTimeout(start, 100);
+      return;
+    }
+    const drop = () => {
+      for (const copy of area.querySelectorAll(".fragola-static-copy")) {
+        if (copy.firstChild) copy.replaceChildren();
+      }
+    };
+    drop();
+    const watch = new MutationObserver((records) => {
+      if (!el.isConnected) { watch.disconnect(); return; } // this view is gone (a re-run)
+      for (const record of records) {
+        for (const node of record.addedNodes) {
+          if (node.nodeType === 1 && (node.matches(".fragola-static-copy")
+              || node.querySelector(".fragola-static-copy"))) { drop(); return; }
+        }
+      }
+    });
+    watch.observe(area, { childList: true, subtree: true });
+  };
+  start();
+}
+
 function renderView(store, model, el) {
   el.classList.add("fragola-panel");
+  dropStaticCopies(el);
   el.setAttribute("data-lm-suppress-shortcuts", "true"); // keys typed here are not notebook commands
   const send = (message) => model.send(message);
   const cleanups = [];

@@ -1,16 +1,13 @@
-"""nbconvert's HTML of a notebook saved with widget state: the panels' static copies.
+"""nbconvert's HTML of a notebook saved with widget state, without fragola_nb's widget views.
 
-A panel's display carries its live view (``application/vnd.jupyter.widget-view+json``) and a
-static escaped copy of the conversation (``text/html``). nbconvert's HTML exporter picks the
-widget view whenever the notebook's saved widget state holds the view's model (``jupyter
-nbconvert --execute`` saves it; so does JupyterLab with "Save Widget State Automatically"),
-and the page then needs ``@jupyter-widgets/html-manager`` from a CDN and anywidget's module to
-draw it: offline, the conversation is not there at all.
-
-``static_views`` is an nbconvert preprocessor (a plain function: nbconvert calls it with the
-notebook and its resources) that drops the widget view of fragola_nb's own displays, so the
-exporter falls back to their static copy; other widgets keep theirs. When no widget view is
-left, the notebook's widget state goes too, and with it the page's CDN loader::
+The magics show a live view and its static copy as two outputs (``static_copy``), so plain
+nbconvert already shows the conversation. Its page still holds each live view's widget JSON
+and, when the notebook's widget state is saved, loads ``@jupyter-widgets/html-manager`` from a
+CDN to try to draw them. ``static_views`` is an nbconvert preprocessor (a plain function:
+nbconvert calls it with the notebook and its resources) that drops the outputs of
+fragola_nb's own widget views (older notebooks, whose view held its copy as ``text/html``,
+keep that copy); other widgets keep theirs. When no widget view is left, the notebook's
+widget state goes too, and with it the page's CDN loader::
 
     jupyter nbconvert --to html NB.ipynb \
         --HTMLExporter.preprocessors=fragola_nb.notebook.static_views.static_views
@@ -38,16 +35,24 @@ def static_views(nb: Any, resources: Any) -> tuple[Any, Any]:
     state = (widgets.get(WIDGET_STATE) or {}).get("state") or {}
     left = 0
     for cell in nb.get("cells", []):
-        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+        if cell.get("cell_type") != "code":
+            continue
+        kept = []
+        for output in cell.get("outputs", []):
             data = output.get("data") or {}
             if WIDGET_VIEW not in data:
+                kept.append(output)
                 continue
             model = state.get((data[WIDGET_VIEW] or {}).get("model_id"), {})
             anywidget_id = str((model.get("state") or {}).get("_anywidget_id", ""))
-            if anywidget_id.startswith(OURS) and "text/html" in data:
-                del data[WIDGET_VIEW]
-            else:
+            if not anywidget_id.startswith(OURS):
                 left += 1
+                kept.append(output)
+            elif "text/html" in data:  # an older notebook: the copy was in the same output
+                del data[WIDGET_VIEW]
+                kept.append(output)
+            # else: the output is the live view alone; its copy is the next output
+        cell["outputs"] = kept
     if widgets and not left:
         del nb["metadata"]["widgets"]
     return nb, resources

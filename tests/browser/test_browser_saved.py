@@ -136,3 +136,37 @@ def test_a_kernel_less_tree_shows_one_broken_link_mark(ui: UI) -> None:
     ui.shot("reopened-tree", h.cell(ui.page, TREE_CELL).locator(".jp-OutputArea"))
     marks = ui.page.evaluate(MARKS_JS)
     assert marks["inner_marks"] == 0, marks
+
+
+def test_the_static_copies_hide_beside_their_live_views(ui: UI) -> None:
+    # the file keeps each view's static copy (the next output); beside a view that draws,
+    # the page holds no second conversation: the copy is emptied and its output hidden
+    page = ui.page
+    for index in (TURN_CELL, TREE_CELL):
+        copy = h.cell(page, index).locator(".fragola-static-copy")
+        expect(copy).to_have_count(1)
+        expect(copy).to_be_hidden()
+        expect(copy).to_have_text("")
+
+
+def test_without_saved_widget_state_the_static_copy_shows_the_conversation(
+        ui: UI, browser: Any, lab: h.LabServer) -> None:
+    # someone else's copy of the notebook, saved without widget state (JupyterLab's default)
+    # and so no longer signed: the widgets cannot draw, the static copies show the run
+    nb = lab.read_notebook("saved.ipynb")
+    del nb["metadata"]["widgets"]
+    (lab.root / "stateless.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    lab.shutdown_all_kernels()
+    ui.new_tab(browser)
+    h.open_notebook(ui.page, lab, "stateless.ipynb", start_kernel=False, wait_kernel=False)
+    page = ui.page
+    turn = h.cell(page, TURN_CELL).locator(".fragola-static-copy .fragola-conversation")
+    expect(turn).to_be_visible(timeout=60_000)
+    expect(turn).to_contain_text("What is the capital of France?")
+    expect(turn).to_contain_text("The capital of France is Paris.")
+    tree = h.cell(page, TREE_CELL).locator(".fragola-static-copy")
+    expect(tree).to_be_visible()
+    expect(tree).to_contain_text("geographer")
+    expect(h.cell(page, TURN_CELL).locator(".fragola-panel")).to_have_count(0)
+    ui.shot("stateless-turn", h.cell(page, TURN_CELL).locator(".jp-OutputArea"))
+    ui.shot("stateless-tree", h.cell(page, TREE_CELL).locator(".jp-OutputArea"))

@@ -95,12 +95,19 @@ def test_a_cell_runs_on_the_kernel_loop_and_leaves_a_static_copy(
     result = kernel.execute("%%fragola helper --out st\nHi <b>there</b>")
     assert kernel.eval("seen") == [["MainThread", True]]  # the transformer path, not run_sync
     assert kernel.eval("st.messages[-1]['content']") == "Hello from the model"
-    shown, *rest = result.outputs
-    assert WIDGET in shown["data"] and shown["transient"]["display_id"]
-    final = rest[-1]  # the display, updated at the end of the turn for nbconvert and GitHub
-    assert final["transient"] == shown["transient"] and WIDGET in final["data"]
+    shown, copy, *rest = result.outputs
+    # Two outputs: the live view (its text form beside it), and its static copy, which a
+    # saved notebook shows wherever the widget cannot draw (nbconvert, no kernel, GitHub).
+    assert WIDGET in shown["data"] and "text/html" not in shown["data"]
+    assert list(copy["data"]) == ["text/html"] and 'class="fragola-static-copy"' in \
+        copy["data"]["text/html"]
+    assert shown["transient"]["display_id"] != copy["transient"]["display_id"]
+    # both updated in place at the end of the turn: the copy shows the turn as it ended
+    final = [o for o in rest if o["transient"] == copy["transient"]][-1]
     assert "Hello from the model" in final["data"]["text/html"]
     assert "Hi &lt;b&gt;there&lt;/b&gt;" in final["data"]["text/html"]
+    assert "<b>there" not in final["data"]["text/html"]
+    assert any(o["transient"] == shown["transient"] and WIDGET in o["data"] for o in rest)
     assert result.stdout == result.stderr == ""
 
 
@@ -112,6 +119,7 @@ def test_a_paused_turn_ends_the_cell_and_a_click_resumes_it_in_place(
     result = kernel.execute("%%fragola calc --model gpt-careful\nAdd 2 and 3")
     assert kernel.eval("calc.status") == "waiting"
     display_id = result.outputs[0]["transient"]["display_id"]
+    copy_id = result.outputs[1]["transient"]["display_id"]  # the panel's static copy
     # the waiting line: plain text (what nbconvert and GitHub show), a display of its own
     # that the kernel updates once the run goes on, not printed text that would stay
     note = result.outputs[-1]
@@ -124,7 +132,7 @@ def test_a_paused_turn_ends_the_cell_and_a_click_resumes_it_in_place(
     kernel.wait_for("calc.status == 'idle'")
     assert kernel.eval("[m['content'] for m in calc.state.messages[-2:]]") == ["5", "It is 5."]
     assert [r["model"] for r in model.requests] == ["gpt-careful", "gpt-careful"]
-    until(lambda: any("It is 5." in html for html in updates(kernel, display_id)))
+    until(lambda: any("It is 5." in html for html in updates(kernel, copy_id)))
     assert updates(kernel, note["transient"]["display_id"], "text/plain") == [
         "fragola_nb: 'calc' went on after the decisions: finished"
     ]
@@ -162,7 +170,8 @@ def test_interrupting_the_kernel_stops_the_turn_and_fails_the_cell_in_one_line(
         "(%tb shows the full traceback)",
     ]
     assert "Traceback" not in result.stdout + result.stderr
-    assert "stopped" in result.outputs[-1]["data"]["text/html"]  # the panel's final form
+    copies = [o for o in result.outputs if "text/html" in o["data"]]
+    assert "stopped" in copies[-1]["data"]["text/html"]  # the static copy's final form
     assert kernel.eval("[sleepy.status, sleepy.state.outcome, sleepy.state.messages]") == [
         "idle", "stopped", [{"role": "user", "content": "Wait for me"}]
     ]
@@ -303,7 +312,7 @@ def test_a_notebook_of_fragola_cells_runs_headless_top_to_bottom(
     assert "running offline on the scripted demo model" in "".join(
         o.get("text", "") for o in hello
     )
-    [panel] = [o for o in hello if o.output_type == "display_data"]
-    assert WIDGET in panel.data  # nbclient applied the end-of-turn update to the output
-    assert "You said: Hello notebook" in panel.data["text/html"]
+    [panel, copy] = [o for o in hello if o.output_type == "display_data"]
+    assert WIDGET in panel.data  # nbclient applied the end-of-turn updates to the outputs
+    assert "You said: Hello notebook" in copy.data["text/html"]
     assert "other" in "".join(o.get("data", {}).get("text/plain", "") for o in outputs[5])

@@ -1,10 +1,11 @@
 """nbconvert's HTML of an executed notebook shows a panel's conversation, with or without the
 widget state ``--execute`` stores (issue 24, item 4).
 
-With stored widget state, nbconvert's HTML exporter picks the panel's widget view over its
-static copy and the page holds no conversation (only a view JSON that needs a CDN and
-anywidget's module); ``fragola_nb.notebook.static_views.static_views``, given to nbconvert as a
-preprocessor, brings the static copy back. Real ``jupyter nbconvert`` in a subprocess, a real
+The panel's static copy is an output of its own (``fragola_nb.notebook.static_copy``): with
+stored widget state, nbconvert's HTML exporter picks the panel's widget view for the view's
+output (a view JSON that needs a CDN and anywidget's module) and still shows the copy.
+``fragola_nb.notebook.static_views.static_views``, given to nbconvert as a preprocessor, also
+leaves out the panel's widget view. Real ``jupyter nbconvert`` in a subprocess, a real
 kernel, the scripted model (offline): the files are tests/saved_static_world.py's. The page
 opened in Chromium: ``tests/browser/test_browser_saved_static.py``.
 """
@@ -47,17 +48,20 @@ def assert_shows_the_conversation(page: str) -> None:
 def test_executing_stores_the_panels_widget_state(files: dict[str, Path]) -> None:
     nb = json.loads(files["saved"].read_text(encoding="utf-8"))
     state = nb["metadata"]["widgets"][WIDGET_STATE]["state"]
-    (panel_output,) = [o for o in nb["cells"][1]["outputs"] if WIDGET_VIEW in o.get("data", {})]
-    assert panel_output["data"][WIDGET_VIEW]["model_id"] in state
-    assert "text/html" in panel_output["data"]  # the static copy is in the file
+    outputs = nb["cells"][1]["outputs"]
+    (index,) = [i for i, o in enumerate(outputs) if WIDGET_VIEW in o.get("data", {})]
+    assert outputs[index]["data"][WIDGET_VIEW]["model_id"] in state
+    copy = outputs[index + 1]["data"]  # the static copy is in the file, the next output
+    assert list(copy) == ["text/html"] and "fragola-static-copy" in "".join(copy["text/html"])
 
 
-def test_plain_nbconvert_of_stored_widget_state_has_no_conversation(
-        files: dict[str, Path]) -> None:
-    # what the preprocessor is for: nbconvert alone shows the widget view, nothing to read
-    page = files["saved-plain"].read_text(encoding="utf-8")
-    assert conversations(page) == []
-    assert page.count(f'<script type="{WIDGET_VIEW}">') == 2  # the panel and the slider
+@pytest.mark.parametrize("name", ["saved-plain", "executed-plain"])
+def test_plain_nbconvert_of_stored_widget_state_shows_the_conversation(
+        files: dict[str, Path], name: str) -> None:
+    # nbconvert alone draws the widget views (the panel's and the slider's) and the copy
+    page = files[name].read_text(encoding="utf-8")
+    assert_shows_the_conversation(page)
+    assert page.count(f'<script type="{WIDGET_VIEW}">') == 2
 
 
 @pytest.mark.parametrize("name", ["saved-static", "executed-static", "stateless-static",

@@ -1,0 +1,59 @@
+"""A live view and its static copy, shown as two outputs: the copy is what a saved notebook
+shows wherever the widget cannot draw.
+
+A panel, a compare grid or a fork tree is a widget (``application/vnd.jupyter.widget-view+json``)
+with an escaped HTML copy of what it shows. Kept in one output, the copy is lost wherever the
+widget view wins and cannot draw: nbconvert's HTML picks the widget view of every model the
+notebook's saved widget state holds (``jupyter nbconvert --execute`` saves it, and so does
+JupyterLab with "Save Widget State Automatically"), and that view needs a CDN and anywidget's
+module. So the magics show the two apart: the widget view (with its text form) in one output,
+the copy in the next one (``text/html`` only), each replaced in place by ``update``.
+
+The copy hides itself beside its live view: its own CSS hides the output in a JupyterLab or
+Notebook 7 output area that holds a live fragola_nb view, and ``panel.js`` empties it from the
+page once the view draws (hidden text would still be found by a search or a screen reader).
+The notebook file keeps it: nbconvert's HTML, a notebook opened without a kernel, nbviewer
+and GitHub show the conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fragola_nb.notebook.textviews import show
+
+__all__ = ["COPY_CLASS", "LiveDisplay", "copy_bundle"]
+
+COPY_CLASS = "fragola-static-copy"
+LIVE = (".fragola-panel", ".fragola-compare", ".fragola-tree")  # the live views' roots
+_STYLE = (
+    f"<style>.jp-OutputArea:has({', '.join(LIVE)}) .jp-OutputArea-child:has(.{COPY_CLASS})"
+    "{display:none}</style>")
+
+
+def copy_bundle(html: str) -> dict[str, str]:
+    """The static copy's output: ``html`` (escaped already) and the rule that hides it."""
+    return {"text/html": f'<div class="{COPY_CLASS}">{_STYLE}{html}</div>'}
+
+
+def _split(view: Any) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    bundle = view._repr_mimebundle_()
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+    data = dict(data or {})
+    return data, dict(metadata or {}), data.pop("text/html", None)
+
+
+class LiveDisplay:
+    """``view`` shown as two outputs (the widget, its static copy); ``update`` replaces both."""
+
+    def __init__(self, view: Any) -> None:
+        data, metadata, html = _split(view)
+        self._view = show(data, raw=True, metadata=metadata, display_id=True)
+        self._copy = show(copy_bundle(html), raw=True, display_id=True) \
+            if html is not None else None
+
+    def update(self, view: Any) -> None:
+        data, metadata, html = _split(view)
+        self._view.update(data, raw=True, metadata=metadata)
+        if self._copy is not None and html is not None:
+            self._copy.update(copy_bundle(html), raw=True)
