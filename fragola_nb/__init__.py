@@ -5,7 +5,8 @@ The package is built in layers, each importing only the layers below it (docs/ar
 client, the scripted model, recording, the local model) < ``core`` (Fragola, Agent, the run loop)
 < ``sessions`` and ``presets`` (guardrails, orchestration, MCP tools, tracing) < ``experiments``
 (compare, batch, Ray) < ``notebook`` (the Jupyter layer, loaded by
-``%load_ext fragola_nb``) < this face, which imports the core and names the rest lazily.
+``%load_ext fragola_nb``) < this face, which names every public name and imports each one
+when it is first used.
 """
 
 from __future__ import annotations
