@@ -4,9 +4,10 @@
 
 What is printed is what a person reads in the notebook: each section's heading, each code
 cell and its text outputs (printed lines, the text form of each result and panel, errors).
-The HTML a panel also carries for viewers without widgets (nbconvert, GitHub) is left out: in
-a terminal it is hundreds of lines of markup (``nbconvert --to markdown`` printed 560 lines
-for the quickstart). The executed notebook, with everything, is saved for JupyterLab.
+A panel's static copy (the HTML shown to viewers without widgets: nbconvert, GitHub) is
+printed as its text, never as markup: in a terminal that markup is hundreds of lines
+(``nbconvert --to markdown`` printed 560 lines for the quickstart). The executed notebook,
+with everything, is saved for JupyterLab.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
+COPY = 'class="fragola-static-copy"'  # a live view's copy (fragola_nb/notebook/static_copy.py)
 BLOCKS = {"div", "p", "br", "details", "summary", "pre", "li", "tr", "table", "h1", "h2", "h3",
           "h4", "ul", "ol", "section"}
 
@@ -66,16 +68,20 @@ def html_text(html: str) -> str:
 
 def output_text(output: Any) -> str:
     """The text of one output: a stream's, a result's or display's text/plain, an error's
-    name, message and traceback (without terminal colours). A widget (a panel) has, as its
-    text/plain, only its name; the static HTML it carries for viewers without widgets holds
-    the run (the turn's messages, the tool calls and results), printed here as text."""
+    name, message and traceback (without terminal colours). A live view (a panel) has, as
+    its text/plain, only its name; its static copy, the next output (or, in a notebook made
+    by an earlier version, the view's own text/html), holds the run (the turn's messages, the
+    tool calls and results), printed here as text in the view's place."""
     kind = output.get("output_type")
     if kind == "stream":
         return str(output.get("text", ""))
     if kind in ("execute_result", "display_data"):
         data = output.get("data", {})
-        if WIDGET in data and data.get("text/html"):
-            return html_text(str(data["text/html"]))
+        html = str(data.get("text/html") or "")
+        if WIDGET in data:
+            return html_text(html) if html else ""
+        if COPY in html:
+            return html_text(html)
         return str(data.get("text/plain", ""))
     if kind == "error":
         return ANSI.sub("", "\n".join(output.get("traceback", [])))

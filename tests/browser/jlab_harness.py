@@ -278,10 +278,20 @@ _ALL_EXECUTED_JS = """([sel, idle]) => {
   if (prompts.every(ran)) return true;
   // the kernel's own status (the status bar), not the notebook's execution indicator: that
   // one waits for the same missed reply
-  const bar = document.querySelector(idle);
-  if (!bar || !/\\bIdle\\b/.test(bar.textContent || '')) return false;
   const last = prompts.map(ran).lastIndexOf(true);
-  return prompts.every((p, i) => ran(p) || (/\\[\\*\\]/.test(p) && i < last)) ? "stale" : false;
+  if (!prompts.every((p, i) => ran(p) || (/\\[\\*\\]/.test(p) && i < last))) return false;
+  const text = (document.querySelector(idle) || {}).textContent || '';
+  if (/\\bIdle\\b/.test(text)) return "stale";
+  // a narrow page drops the kernel's status from the status bar: the server says (Python)
+  return /\\bBusy\\b/.test(text) ? false : "ask";
+}"""
+
+# The kernels' execution states as the server knows them (the page's own token).
+_KERNEL_STATES_JS = """async () => {
+  const config = JSON.parse(document.getElementById('jupyter-config-data').textContent);
+  const reply = await fetch(config.baseUrl + 'api/kernels',
+                            {headers: {Authorization: 'token ' + (config.token || '')}});
+  return (await reply.json()).map(k => k.execution_state);
 }"""
 
 
@@ -315,13 +325,22 @@ def run_all_and_wait(page: Any, timeout: float = 120_000) -> None:
 
 def wait_all_executed(page: Any, timeout: float = 90_000) -> None:
     """Wait until Run All has gone through every code cell and the kernel is idle."""
+    deadline = time.monotonic() + timeout / 1000
     try:
-        done = page.wait_for_function(_ALL_EXECUTED_JS, arg=[SEL_CELLS, SEL_STATUSBAR],
-                                      timeout=timeout)
-        if done.json_value() == "stale":
-            print("[e2e] Run All finished; JupyterLab still shows [*] on a cell a later cell "
-                  "ran after:", [p for p, _ in cell_states(page)])
-            return  # the kernel is idle (checked with the prompts); the indicator never will be
+        while True:
+            left = max(1.0, (deadline - time.monotonic()) * 1000)
+            done = page.wait_for_function(_ALL_EXECUTED_JS, arg=[SEL_CELLS, SEL_STATUSBAR],
+                                          timeout=left).json_value()
+            if done == "ask" and set(page.evaluate(_KERNEL_STATES_JS)) != {"idle"}:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the kernel is still busy")
+                page.wait_for_timeout(500)
+                continue
+            if done in ("stale", "ask"):
+                print("[e2e] Run All finished; JupyterLab still shows [*] on a cell a later "
+                      "cell ran after:", [p for p, _ in cell_states(page)])
+                return  # the kernel is idle; the notebook's indicator never will be
+            break
     except Exception as exc:
         try:
             states = cell_states(page)
