@@ -51,19 +51,16 @@ def new_name(old: str) -> str | None:
 
 
 class _Alias(importlib.abc.Loader):
-    def __init__(self, target: str) -> None:
-        self.target = target
+    def __init__(self, module: ModuleType) -> None:
+        self.module, self.spec = module, module.__spec__
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return importlib.import_module(self.target)
+        return self.module
 
     def exec_module(self, module: ModuleType) -> None:
         # The import system has just set the module's __spec__ to the alias's spec: the module
         # keeps its own (reloading, pickling and tracebacks name where it lives).
-        module.__spec__ = _SPECS[self.target]
-
-
-_SPECS: dict[str, importlib.machinery.ModuleSpec | None] = {}  # a moved module's own spec
+        module.__spec__ = self.spec
 
 
 class _OldPaths(importlib.abc.MetaPathFinder):
@@ -74,9 +71,7 @@ class _OldPaths(importlib.abc.MetaPathFinder):
         new = new_name(fullname)
         if new is None:
             return None
-        module = importlib.import_module(new)
-        _SPECS[new] = module.__spec__
-        return importlib.machinery.ModuleSpec(fullname, _Alias(new))
+        return importlib.machinery.ModuleSpec(fullname, _Alias(importlib.import_module(new)))
 
 
 def install() -> None:

@@ -305,6 +305,7 @@ function dropStaticCopies(el) {
     const watch = new MutationObserver((records) => {
       if (!el.isConnected) { watch.disconnect(); return; } // this view is gone (a re-run)
       for (const record of records) {
+        if (el.contains(record.target)) continue; // the view's own rows: never a copy
         for (const node of record.addedNodes) {
           if (node.nodeType === 1 && (node.matches(".fragola-static-copy")
               || node.querySelector(".fragola-static-copy"))) { drop(); return; }
