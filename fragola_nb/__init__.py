@@ -49,6 +49,7 @@ if typing.TYPE_CHECKING:
     from fragola_nb.core.tools import Tool, tool
     from fragola_nb.core.usage import Usage, tree_usage
     from fragola_nb.experiments import BatchResult, Comparison
+    from fragola_nb.experiments.graders import Grade, GradedRow
     from fragola_nb.experiments.ray.backend import RayBackend
     from fragola_nb.presets.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
     from fragola_nb.presets.mcptools import (
@@ -115,6 +116,8 @@ _LAZY = {
     "tool": "core.tools",
     "BatchResult": "experiments",
     "Comparison": "experiments",
+    "Grade": "experiments.graders",
+    "GradedRow": "experiments.graders",
     "JsonResult": "core.jsonmode",
     "Session": "sessions",
     "export_html": "sessions",
@@ -162,6 +165,8 @@ __all__ = [
     "Decision",
     "Fragola",
     "FragolaError",
+    "Grade",
+    "GradedRow",
     "Guardrail",
     "GuardrailRejected",
     "InvalidArguments",

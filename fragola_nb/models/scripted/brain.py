@@ -11,6 +11,8 @@ effect of instructions::
 
 The rules, in order (the README's "The offline demo model" has them in full):
 
+0. A judge's request (``fragola_nb.graders.judge``) gets a fixed score by a stated rule
+   (``fragola_nb.models.scripted.judging``).
 1. ``response_format`` gets a JSON document generated from the schema (``json_schema``, or
    ``json_object`` with llama.cpp's ``schema`` field), or ``{"reply": ...}``.
 2. A last message from the user, with tools, gets a call to the tool that matches the user's
@@ -33,6 +35,7 @@ from typing import Any
 
 from fragola_nb.models.scripted.fill import STOP_WORDS, WORD, Filler, stem
 from fragola_nb.models.scripted.items import Item, ToolCalls, call, reply, tool_calls
+from fragola_nb.models.scripted.judging import judge_request
 from fragola_nb.models.scripted.manner import Answer, follow, read_instructions
 
 __all__ = ["RELATED_WORDS", "demo_brain", "text_of"]
@@ -181,6 +184,12 @@ def demo_brain(request: dict[str, Any]) -> Item:
     user_text = next(
         (text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
     )
+    judged = judge_request(messages)
+    if judged is not None:
+        choice = request.get("tool_choice")  # JSON mode "tool": the answer is a forced call
+        if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+            return tool_calls(call(str(choice["function"].get("name")), judged))
+        return reply(json.dumps(judged))
     response_format = request.get("response_format")
     if isinstance(response_format, dict):
         if response_format.get("type") == "json_schema":

@@ -1,0 +1,202 @@
+"""Graders: checks of one answer, for ``agent.evaluate`` (see ``fragola_nb.graders``).
+
+A grader is any callable ``(row) -> Grade | bool | float | None``, sync or async, given a
+``GradedRow``. ``grade(row, graders)`` runs them and reads what each returns:
+
+- a ``Grade``: itself (its ``name`` filled in when empty);
+- ``True``/``False``: a grade that passed or failed;
+- a number: a score, which passes when it is at least 0.5 (a score from 0 to 1);
+- ``None``: no grade (the grader does not apply to this row; it is not counted);
+- an exception: a failed grade whose reason is the error in one line, credentials redacted.
+
+>>> short = lambda row: len(row.answer) < 80
+>>> grades = await grade(row, [contains("Paris"), short])     # doctest: +SKIP
+>>> [(g.name, g.passed) for g in grades]                       # doctest: +SKIP
+[("contains('Paris')", True), ('<lambda>', True)]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import json
+import math
+import numbers
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fragola_nb.base.errors import BadUsage, exception_text
+from fragola_nb.base.redact import redact_text
+
+if TYPE_CHECKING:
+    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.usage import Usage
+
+__all__ = ["PASS_SCORE", "Grade", "GradedRow", "Grader", "check_graders", "grade",
+           "grader_name", "one_line", "tool_calls_of"]
+
+PASS_SCORE = 0.5
+"""A grader that returns a number passes when the number is at least this (a 0-1 score)."""
+
+
+@dataclass(frozen=True)
+class Grade:
+    """What one grader said of one row: ``passed``, an optional ``score`` and a short ``reason``.
+
+    ``usage`` is the grader's own model calls (a ``judge``'s), None for the others: they are
+    counted apart from the calls being graded.
+
+    >>> Grade("short", passed=False, reason="answer has 412 words")
+    Grade(name='short', passed=False, score=None, reason='answer has 412 words')
+    """
+
+    name: str
+    passed: bool
+    score: float | None = None
+    reason: str = ""
+    usage: Usage | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class GradedRow:
+    """One answer to grade, as a grader receives it.
+
+    ``input``: the user message sent (after ``{name}`` substitution); ``expected``: the case's
+    expected answer (None without one); ``answer``: the last assistant text (None when the run
+    failed); ``fork``: the agent the case ran on; ``usage`` and ``seconds``: its calls and
+    time; ``tool_calls``: ``{"name": ..., "arguments": {...}}`` for each tool call the fork
+    made itself (``tool_calls_of``); ``vars``: the case's other keys; ``variant`` and
+    ``repeat``: which variant and which repetition. ``row["answer"]`` reads a field too.
+
+    >>> def short(row: GradedRow) -> bool:
+    ...     return row.answer is not None and len(row.answer.split()) <= 50
+    """
+
+    input: str | list[dict[str, Any]]
+    expected: Any
+    answer: str | None
+    fork: Agent | None = field(repr=False, compare=False)
+    usage: Usage = field(repr=False)
+    seconds: float | None
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    variant: str = "base"
+    repeat: int = 0
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in _FIELDS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(GradedRow))
+
+Grader = Callable[[GradedRow], Grade | bool | float | Awaitable[Any] | None]
+"""A callable given a ``GradedRow``; it returns (or its awaitable gives) a ``Grade``, a
+``bool``, a number or ``None``."""
+
+
+def tool_calls_of(fork: Agent) -> tuple[dict[str, Any], ...]:
+    """The tool calls ``fork`` made itself (in its messages since its fork point), as
+    ``{"name": str, "arguments": dict}``; arguments that are not a JSON object read as ``{}``.
+
+    >>> tool_calls_of(row_fork)                    # doctest: +SKIP
+    ({'name': 'lookup', 'arguments': {'city': 'Oslo'}},)
+    """
+    calls = []
+    for message in fork.messages_since(fork.fork_point):
+        for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
+            function = call.get("function") or {} if isinstance(call, dict) else {}
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except (TypeError, ValueError, RecursionError):
+                arguments = {}
+            calls.append({"name": str(function.get("name", "")),
+                          "arguments": arguments if isinstance(arguments, dict) else {}})
+    return tuple(calls)
+
+
+def grader_name(grader: Any) -> str:
+    """A grader's name: a built-in's call as written (``contains('Paris')``), a judge's
+    ``judge``, a function's ``__name__``, else its type's name.
+
+    >>> grader_name(len)
+    'len'
+    """
+    name = getattr(grader, "__name__", None)
+    return name if isinstance(name, str) and name else type(grader).__name__
+
+
+def check_graders(graders: Any) -> tuple[Grader, ...]:
+    """One grader or an iterable of them, as a tuple; a ``BadUsage`` for one that is not
+    callable (before anything is sent).
+
+    >>> check_graders(len)
+    (<built-in function len>,)
+    """
+    if graders is None:
+        return ()
+    items = (graders,) if callable(graders) else graders
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise BadUsage(f"graders must be a callable or a list of callables, not "
+                       f"{type(graders).__name__}")
+    checked = tuple(items)
+    for item in checked:
+        if not callable(item):
+            raise BadUsage(f"a grader must be a callable (row) -> Grade | bool | float | None, "
+                           f"not {type(item).__name__}: {item!r:.60}")
+    return checked
+
+
+async def grade(row: GradedRow, graders: Sequence[Grader]) -> tuple[Grade, ...]:
+    """Run each grader on ``row``, the async ones concurrently, and return their grades in
+    the graders' order (a grader that returned None gives none). Never raises, but on
+    cancellation: a grader that raises gives a failed grade saying why."""
+    known = _credentials(row)
+    results = await asyncio.gather(*(_run(grader, row, known) for grader in graders))
+    return tuple(result for result in results if result is not None)
+
+
+async def _run(grader: Grader, row: GradedRow, known: set[str]) -> Grade | None:
+    name = grader_name(grader)
+    try:
+        said = grader(row)
+        if inspect.isawaitable(said):
+            said = await said
+        return _as_grade(name, said)
+    except Exception as exc:  # a grader's bug is a failed grade, never a lost row
+        return Grade(name, False, reason=one_line(exc, known))
+
+
+def _as_grade(name: str, said: Any) -> Grade | None:
+    if said is None:
+        return None
+    if isinstance(said, Grade):
+        return said if said.name else dataclasses.replace(said, name=name)
+    if isinstance(said, bool):
+        return Grade(name, said)
+    if isinstance(said, numbers.Real):
+        score = float(said)
+        if not math.isfinite(score):
+            return Grade(name, False, reason=f"the grader returned {score}")
+        return Grade(name, score >= PASS_SCORE, score)
+    return Grade(name, False, reason=f"the grader returned {type(said).__name__}, not a Grade, "
+                                     f"a bool, a number or None")
+
+
+def one_line(exc: BaseException, known: Iterable[object] = ()) -> str:
+    """``"ValueError: bad row"``: an error as one short line, credentials redacted."""
+    text = " ".join(redact_text(exception_text(exc), known).split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def _credentials(row: GradedRow) -> set[str]:
+    """The credentials the row's agent sends: hidden in a grader's error by value too."""
+    if row.fork is None:
+        return set()
+    try:
+        return set(row.fork.fragola.credentials(row.fork.options.model_settings))
+    except Exception:  # a reason without them is still redacted by shape
+        return set()

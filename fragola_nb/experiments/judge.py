@@ -1,0 +1,152 @@
+"""``judge(rubric)``: a grader that asks a model to score an answer by a rubric.
+
+The judge is a fresh agent, on the Fragola given (``fragola=``) or else the graded fork's,
+with ``model=`` for its calls when given. Its system prompt holds the rubric and the scale;
+its user message the input, the expected answer (when the case has one) and the answer. It
+answers through ``agent.json`` with ``{"score": number, "reason": str}``. The agent is in no
+fork tree, and its calls are in ``Grade.usage``, not in the graded fork's usage.
+
+On the scripted model's demo brain the score is fixed and explained (the rule is in
+``fragola_nb.models.scripted.judging``): the fraction of the rubric's quoted phrases found in
+the answer, mapped onto the scale.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.render import text_of
+from fragola_nb.core.usage import Usage
+from fragola_nb.experiments.graders import Grade, GradedRow, one_line
+
+if TYPE_CHECKING:
+    from fragola_nb.core.fragola import Fragola
+
+__all__ = ["DEFAULT_SCALE", "Judge", "judge"]
+
+DEFAULT_SCALE = (1, 5)
+"""A judge's scale unless given one: 1 (fails the rubric) to 5 (meets it fully)."""
+MARKER = "[fragola_nb judge]"  # the scripted model's demo brain knows a judge by it
+
+
+class Verdict(pydantic.BaseModel):
+    """What a judge answers."""
+
+    score: float
+    reason: str
+
+
+class Judge:
+    """A grader that asks a model (see ``judge``); its name is ``judge``."""
+
+    __name__ = "judge"
+
+    def __init__(self, rubric: str, model: str | None, fragola: Fragola | None,
+                 scale: tuple[float, float], threshold: float | None) -> None:
+        self.rubric, self.model, self.fragola = rubric, model, fragola
+        self.scale, self.threshold = scale, threshold
+
+    @property
+    def pass_mark(self) -> float:
+        """The least score that passes: ``threshold``, else the scale's midpoint."""
+        low, high = self.scale
+        return self.threshold if self.threshold is not None else (low + high) / 2
+
+    def system_prompt(self) -> str:
+        low, high = self.scale
+        return (f"You are a judge {MARKER}: you grade an answer by a rubric.\n"
+                f"Rubric:\n{self.rubric}\n\n"
+                f"Score the answer on a scale from {low} to {high} ({low}: it fails the "
+                f"rubric; {high}: it meets it fully). Reply with JSON: "
+                '{"score": number, "reason": "one sentence"}.')
+
+    def question(self, row: GradedRow) -> str:
+        parts = [f"Question:\n{text_of(row.input)}"]
+        if row.expected is not None:
+            parts.append(f"Expected answer:\n{row.expected}")
+        parts.append(f"Answer to grade:\n{row.answer}")
+        return "\n\n".join(parts)
+
+    async def __call__(self, row: GradedRow) -> Grade:
+        if row.answer is None:
+            return Grade("judge", False, reason="no answer", usage=Usage())
+        fragola = self.fragola or (row.fork.fragola if row.fork is not None else None)
+        if fragola is None:
+            raise BadUsage("judge() needs fragola= to grade a row without a fork")
+        settings = {"model": self.model} if self.model else {}
+        agent = fragola.agent("judge", instructions=self.system_prompt(),
+                              model_settings=settings, max_step=1)
+        try:
+            result = await agent.json(self.question(row), Verdict)
+        except Exception as exc:  # the judge's calls still count: the grade keeps its usage
+            known = fragola.credentials(settings)
+            return Grade("judge", False, reason=one_line(exc, known), usage=agent.usage)
+        if not result.success or not isinstance(result.data, Verdict):
+            return Grade("judge", False, reason=f"the judge's reply does not fit "
+                         f"{{score, reason}}: {str(result.error)[:200]}", usage=agent.usage)
+        score, reason = result.data.score, " ".join(result.data.reason.split())
+        low, high = self.scale
+        if not (math.isfinite(score) and low <= score <= high):
+            return Grade("judge", False, score, f"score {score:g} is outside the scale {low}"
+                         f"-{high} ({reason})", usage=agent.usage)
+        return Grade("judge", score >= self.pass_mark, score, reason, usage=agent.usage)
+
+    def __repr__(self) -> str:
+        return f"judge({self.rubric!r:.60}, scale={self.scale})"
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(
+            float(value)):
+        raise BadUsage(f"judge({what}=...) takes a number, not {value!r:.60}")
+    return value  # type: ignore[return-value]  # kept as given: (1, 5) stays whole numbers
+
+
+def judge(rubric: str, model: str | None = None, fragola: Fragola | None = None,
+          scale: tuple[float, float] | None = None, threshold: float | None = None) -> Judge:
+    """An LLM judge: a grader that asks a model to score the answer by ``rubric``.
+
+    It answers ``{"score": number, "reason": str}`` through ``agent.json``, on ``scale``
+    (``(low, high)``, default ``(1, 5)``); the grade passes when the score is at least
+    ``threshold``, else the scale's midpoint (3 on 1-5). A score outside the scale fails,
+    saying so; a row without an answer fails with ``no answer`` (no call is made). It runs
+    on the graded fork's Fragola unless given ``fragola=``, on ``model=`` when given; its
+    calls are in ``Grade.usage``, apart from the graded calls. ``Grade.score`` is the judge's
+    score on the scale.
+
+    On the scripted model (``Fragola.scripted()``) the score is fixed: the fraction of the
+    rubric's quoted phrases (``"..."`` or backticks) found in the answer, in any letter case,
+    mapped onto the scale (``low + found / phrases × (high - low)``), and the reason says so;
+    without quoted phrases the expected answer is the phrase, and without one either the
+    score is the top of the scale.
+
+    >>> polite = judge('The answer greets the user with "hello".', threshold=4)
+    >>> polite.pass_mark
+    4
+    """
+    if not isinstance(rubric, str) or not rubric.strip():
+        raise BadUsage("judge() takes a rubric: a non-empty string")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise BadUsage(f"judge(model=...) takes a model name, not {model!r:.60}")
+    if fragola is not None:
+        from fragola_nb.core.fragola import Fragola
+
+        if not isinstance(fragola, Fragola):
+            raise BadUsage(f"judge(fragola=...) takes a Fragola, not {type(fragola).__name__}")
+    if scale is None:
+        scale = DEFAULT_SCALE
+    if not isinstance(scale, (tuple, list)) or len(scale) != 2:
+        raise BadUsage(f"judge(scale=...) takes (low, high), not {scale!r:.60}")
+    low, high = _number(scale[0], "scale"), _number(scale[1], "scale")
+    if not low < high:
+        raise BadUsage(f"judge(scale=...): low must be below high, not ({low}, {high})")
+    if threshold is not None:
+        threshold = _number(threshold, "threshold")
+        if not low <= threshold <= high:
+            raise BadUsage(f"judge(threshold={threshold}) is outside the scale {low}-{high}")
+    return Judge(rubric, model, fragola, (low, high), threshold)

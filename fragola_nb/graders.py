@@ -1,0 +1,54 @@
+"""Graders for ``agent.evaluate``: checks of one answer, each giving a ``Grade``.
+
+>>> from fragola_nb.graders import contains, judge, max_tokens, tool_called
+>>> graders = [contains("Paris"), tool_called("lookup", city="Paris"), max_tokens(2000),
+...            judge('The answer names "Paris" as the capital.')]
+
+Any callable ``(row) -> Grade | bool | float | None`` (sync or async) is a grader too; it is
+given a ``GradedRow``. A number passes when it is at least 0.5; None gives no grade; a grader
+that raises gives a failed grade whose reason is the error in one line. See
+``fragola_nb.experiments.graders`` (the rules), ``fragola_nb.experiments.checkers`` (the
+built-ins) and ``fragola_nb.experiments.judge``.
+"""
+
+from __future__ import annotations
+
+from fragola_nb.experiments.checkers import (
+    contains,
+    equals,
+    json_schema,
+    max_cost,
+    max_seconds,
+    max_tokens,
+    regex,
+    tool_called,
+)
+from fragola_nb.experiments.graders import (
+    Grade,
+    GradedRow,
+    Grader,
+    check_graders,
+    grade,
+    grader_name,
+    tool_calls_of,
+)
+from fragola_nb.experiments.judge import judge
+
+__all__ = [
+    "Grade",
+    "GradedRow",
+    "Grader",
+    "check_graders",
+    "contains",
+    "equals",
+    "grade",
+    "grader_name",
+    "json_schema",
+    "judge",
+    "max_cost",
+    "max_seconds",
+    "max_tokens",
+    "regex",
+    "tool_called",
+    "tool_calls_of",
+]
