@@ -47,8 +47,10 @@ from fragola_nb.core.usage import Usage
 if TYPE_CHECKING:
     from fragola_nb.core.fragola import Fragola
     from fragola_nb.core.jsonmode import JsonResult
+    from fragola_nb.core.limits import Budget
     from fragola_nb.core.probes import Probe
     from fragola_nb.experiments import BatchResult, Comparison
+    from fragola_nb.experiments.evaluation import Evaluation
     from fragola_nb.experiments.ray.backend import RayBackend
 
 __all__ = ["Agent"]
@@ -329,6 +331,42 @@ class Agent(Listening):
 
         return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
                                backend=backend)
+
+    async def evaluate(
+        self,
+        cases: Any,
+        variants: Mapping[str, Mapping[str, Any]] | None = None,
+        graders: Any = (),
+        *,
+        repeat: int = 1,
+        concurrency: int = 8,
+        resume: str | PathLike[str] | None = None,
+        budget: Budget | None = None,
+        progress: bool = True,
+    ) -> Evaluation:
+        """Run every case on every variant ``repeat`` times, each on its own fork, and grade
+        each answer: the verdict of a prompt experiment.
+
+        ``cases``: strings, dicts (``input``, optional ``expected``, other keys filling
+        ``{name}`` in the input and read by graders) or a pandas DataFrame. ``variants`` as
+        ``compare`` takes them (default: this agent as it is, named ``"base"``). ``graders``:
+        those of ``fragola_nb.graders`` or any callable ``(row) -> Grade | bool | float |
+        None``. ``resume``, ``stop()``/``stop_sync()`` and interrupts as for ``batch``;
+        ``budget`` caps the whole call.
+
+        >>> from fragola_nb.graders import contains
+        >>> evaluation = await agent.evaluate(["Capital of France?"],
+        ...                                   graders=[contains("Paris")])  # doctest: +SKIP
+        >>> evaluation.summary()[0]["pass_rate"]                            # doctest: +SKIP
+        1.0
+
+        Returns an ``Evaluation``; see ``fragola_nb.experiments.evaluate``.
+        """
+        from fragola_nb.experiments.evaluate import run_evaluate
+
+        return await run_evaluate(self, cases, variants, graders, repeat=repeat,
+                                  concurrency=concurrency, resume=resume, budget=budget,
+                                  progress=progress)
 
     def _user_message_start(
         self, message: dict[str, Any], *, events: bool = True

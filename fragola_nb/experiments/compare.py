@@ -61,6 +61,7 @@ __all__ = [
     "VariantRun",
     "Watcher",
     "answer_text",
+    "apply_variant",
     "check_variants",
     "error_line",
     "import_pandas",
@@ -231,7 +232,11 @@ def _check_tools(where: str, tools: Any) -> list[Tool]:
 
 
 def _fork(agent: Agent, name: str, override: dict[str, Any]) -> Agent:
-    fork = agent.fork(name)
+    return apply_variant(agent.fork(name), override)
+
+
+def apply_variant(fork: Agent, override: dict[str, Any]) -> Agent:
+    """``fork`` with a variant's checked overrides (``check_variants``) set."""
     options = fork.options
     options.model_settings = override["model_settings"]
     if "instructions" in override:

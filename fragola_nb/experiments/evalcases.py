@@ -1,0 +1,132 @@
+"""The cases of ``agent.evaluate``: strings, dicts or a pandas DataFrame, checked and made into
+``Case`` values before anything is sent.
+
+A case is a string (the user message), or a dict with ``input`` (a string, or a list of
+content parts), an optional ``expected`` (anything a grader reads), and other keys of its own,
+which fill ``{name}`` fields in the input and reach graders as ``row.vars``::
+
+    cases = ["2 + 2?", {"input": "Capital of {country}?", "expected": "Paris",
+                        "country": "France"}]
+
+A DataFrame gives one case per row, its columns as the keys (``input`` required). A ``{name}``
+the case does not define is a ``BadUsage`` naming the case; ``{{`` and ``}}`` are braces.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fragola_nb.base.checks import check_content
+from fragola_nb.base.errors import BadUsage
+
+__all__ = ["Case", "check_cases"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case, checked: ``input`` is the message sent (its ``{name}`` fields filled),
+    ``template`` the input as given, ``key`` what a baseline is aligned by (the input sent,
+    as JSON text)."""
+
+    index: int
+    input: str | list[dict[str, Any]]
+    template: str | list[dict[str, Any]]
+    expected: Any = None
+    vars: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return json.dumps(self.input, ensure_ascii=False, sort_keys=True)
+
+
+def check_cases(cases: Any) -> list[Case]:
+    """``cases`` as ``Case`` values, in order; a ``BadUsage`` naming the first bad one."""
+    records = _records(cases)
+    checked = [_case(index, record) for index, record in enumerate(records)]
+    if not checked:
+        raise BadUsage("cases is empty: give at least one case")
+    return checked
+
+
+def _records(cases: Any) -> list[Any]:
+    to_dict = getattr(cases, "to_dict", None)
+    if callable(to_dict) and hasattr(cases, "columns"):  # a pandas DataFrame
+        if "input" not in cases.columns:
+            raise BadUsage("a DataFrame of cases needs an 'input' column, got columns "
+                           f"{', '.join(map(repr, map(str, cases.columns)))}")
+        return [{str(k): _plain(v) for k, v in row.items()} for row in to_dict("records")]
+    if isinstance(cases, (str, bytes, Mapping)) or not isinstance(cases, Iterable):
+        raise BadUsage("cases must be a list of cases (strings or dicts with 'input') or a "
+                       f"pandas DataFrame, got a {type(cases).__name__}")
+    return list(cases)
+
+
+def _plain(value: Any) -> Any:
+    """A DataFrame cell as a plain value: numpy scalars as Python numbers, NaN as None."""
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, (str, bytes)):
+        try:
+            value = item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, float) and value != value:  # NaN: a cell left empty
+        return None
+    return value
+
+
+def _case(index: int, record: Any) -> Case:
+    where = f"case {index}"
+    if isinstance(record, str):
+        return Case(index, check_content(record), record)
+    if not isinstance(record, Mapping):
+        raise BadUsage(f"{where}: a case is a string or a dict with 'input', got a "
+                       f"{type(record).__name__}")
+    if "input" not in record:
+        raise BadUsage(f"{where}: a dict case needs an 'input' key, got keys "
+                       f"{', '.join(map(repr, record)) or 'none'}")
+    names = [name for name in record if not isinstance(name, str)]
+    if names:
+        raise BadUsage(f"{where}: keys must be strings, got {names[0]!r}")
+    variables = {k: v for k, v in record.items() if k not in ("input", "expected")}
+    template = record["input"]
+    try:
+        check_content(template)
+        sent = _filled(template, variables)
+    except BadUsage as exc:
+        raise BadUsage(f"{where}: {exc}") from None
+    return Case(index, sent, template, record.get("expected"), variables)
+
+
+def _filled(template: Any, variables: Mapping[str, Any]) -> Any:
+    if isinstance(template, str):
+        return _fill(template, variables)
+    return [{**part, "text": _fill(part["text"], variables)}
+            if part.get("type") == "text" and isinstance(part.get("text"), str) else part
+            for part in template]
+
+
+def _fill(text: str, variables: Mapping[str, Any]) -> str:
+    if "{" not in text and "}" not in text:
+        return text
+    out = []
+    try:
+        for literal, name, spec, conversion in string.Formatter().parse(text):
+            out.append(literal)
+            if name is None:
+                continue
+            if name not in variables:
+                known = ", ".join(map(repr, variables)) or "none"
+                raise BadUsage(f"the input names {{{name}}}, which the case does not define "
+                               f"(its keys: {known}); write {{{{ and }}}} for a brace")
+            value = variables[name]
+            if conversion:
+                value = repr(value) if conversion == "r" else str(value)
+            out.append(format(value, spec or ""))
+    except ValueError as exc:  # an unmatched brace, a bad format spec
+        raise BadUsage(f"the input's {{name}} fields cannot be filled: {exc} (write {{{{ and "
+                       "}} for a brace)") from None
+    return "".join(out)

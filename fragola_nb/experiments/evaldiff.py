@@ -1,0 +1,131 @@
+"""``Evaluation.diff(baseline)``: a run against an earlier one, cell by cell.
+
+Cells are aligned by the case's input (the message sent) and the variant's name, so cases
+added, removed or reordered between the runs line up. A cell's figure is the share of its
+repeats that passed; the change is ``improved`` (higher now), ``regressed`` (lower),
+``unchanged``, ``new`` (not in the baseline, or not run there) or ``gone`` (in the baseline
+only, or not run now).
+
+>>> diff = evaluation.diff("last_run.json")      # doctest: +SKIP
+>>> diff.totals                                  # doctest: +SKIP
+{'improved': 2, 'regressed': 1, 'unchanged': 17, 'new': 0, 'gone': 0}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from fragola_nb.base.render import escape, text_of
+
+if TYPE_CHECKING:
+    from fragola_nb.experiments.evalrows import EvalRow
+    from fragola_nb.experiments.evaluation import Evaluation
+
+__all__ = ["CHANGES", "CellChange", "EvaluationDiff"]
+
+Change = Literal["improved", "regressed", "unchanged", "new", "gone"]
+CHANGES: tuple[Change, ...] = ("improved", "regressed", "unchanged", "new", "gone")
+
+
+@dataclass(frozen=True)
+class CellChange:
+    """One (case, variant) cell: its pass share before and after, and the change."""
+
+    input: Any
+    variant: str
+    case: int
+    """The case's index in the current run (in the baseline's for a ``gone`` cell)."""
+    before: float | None
+    after: float | None
+    change: Change
+
+
+class EvaluationDiff:
+    """The cells of two runs side by side; ``totals`` counts each kind of change."""
+
+    def __init__(self, baseline: Evaluation, current: Evaluation) -> None:
+        old, new = _cells(baseline), _cells(current)
+        changes = []
+        for key, (case, rows) in new.items():
+            after = _share(rows)
+            before = _share(old[key][1]) if key in old else None
+            changes.append(CellChange(rows[0].input, key[1], case, before, after,
+                                      _change(before, after)))
+        for key, (case, rows) in old.items():
+            if key not in new:
+                changes.append(CellChange(rows[0].input, key[1], case, _share(rows), None,
+                                          "gone"))
+        self.changes = tuple(changes)
+        self.totals = {kind: sum(1 for c in changes if c.change == kind) for kind in CHANGES}
+        """How many cells of each kind."""
+        self._by_cell = {(c.case, c.variant): c for c in changes if c.change != "gone"}
+
+    def of(self, case: int, variant: str) -> CellChange | None:
+        """The change of the current run's cell (case index, variant)."""
+        return self._by_cell.get((case, variant))
+
+    def cells(self, *kinds: Change) -> list[CellChange]:
+        """The cells whose change is one of ``kinds`` (all without)."""
+        return [c for c in self.changes if not kinds or c.change in kinds]
+
+    @property
+    def regressed(self) -> list[CellChange]:
+        return self.cells("regressed")
+
+    @property
+    def improved(self) -> list[CellChange]:
+        return self.cells("improved")
+
+    def overview(self) -> str:
+        return ", ".join(f"{count} {kind}" for kind, count in self.totals.items())
+
+    def __repr__(self) -> str:
+        return f"EvaluationDiff({self.overview()})"
+
+    def _repr_html_(self) -> str:
+        shown = [c for c in self.changes if c.change != "unchanged"][:50]
+        rows = "".join(
+            f"<tr><td>{escape(c.change)}</td><td>{escape(c.variant)}</td>"
+            f'<td style="overflow-wrap:anywhere;text-align:left">'
+            f"{escape(_short(text_of(c.input)))}</td>"
+            f"<td>{_pct(c.before)}</td><td>{_pct(c.after)}</td></tr>" for c in shown)
+        table = ("<table><thead><tr><th>change</th><th>variant</th><th>case</th>"
+                 f"<th>before</th><th>after</th></tr></thead><tbody>{rows}</tbody></table>"
+                 if shown else "")
+        return (f'<div class="fragola-evaldiff"><p><b>EvaluationDiff</b> · '
+                f"{escape(self.overview())}</p>{table}</div>")
+
+
+def _cells(evaluation: Evaluation) -> dict[tuple[str, str], tuple[int, list[EvalRow]]]:
+    cells: dict[tuple[str, str], tuple[int, list[EvalRow]]] = {}
+    for row in evaluation:
+        key = (json.dumps(row.input, ensure_ascii=False, sort_keys=True), row.variant)
+        cells.setdefault(key, (row.case, []))[1].append(row)
+    return cells
+
+
+def _share(rows: Iterable[EvalRow]) -> float | None:
+    ran = [row for row in rows if row.finished]
+    return sum(1 for row in ran if row.passed) / len(ran) if ran else None
+
+
+def _change(before: float | None, after: float | None) -> Change:
+    if after is None:
+        return "gone" if before is not None else "unchanged"
+    if before is None:
+        return "new"
+    if after > before:
+        return "improved"
+    return "regressed" if after < before else "unchanged"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

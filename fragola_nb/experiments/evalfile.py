@@ -1,0 +1,147 @@
+"""The resume file of ``agent.evaluate(..., resume=PATH)``: JSON Lines, one run's rows.
+
+The first line names the run (its cases' inputs, variants and graders); each finished row
+(``done`` or ``failed``) is appended as it finishes, as ``EvalRow.record()`` (no fork, no
+setting, no key), in one ``write``, ``fsync``'d::
+
+    {"format": "fragola_nb.evaluation-resume/1", "cases": [...], "variants": [...], ...}
+    {"case": 0, "input": "2 + 2?", "variant": "base", "repeat": 0, "status": "done", ...}
+
+Run again with the same path, cases, variants and graders, the rows already done come back
+from the file (``resumed``) and are not sent again; failed ones run again, as in
+``agent.batch``. A file of other cases, variants or graders is refused (``BadUsage``), never
+mixed in; more or fewer repeats are fine. A last line cut short by a crash is cut off; any
+other line that is not a row is a ``BadUsage`` naming the line, the file left as it was. As
+for batch: created readable by its owner only, a symbolic link refused, one run at a time
+per file (an advisory lock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redacted
+from fragola_nb.base.textfile import utf8
+from fragola_nb.core.usage import ModelPrice
+from fragola_nb.experiments.evalrows import EvalRow
+
+__all__ = ["EvalResumeFile"]
+
+FORMAT = "fragola_nb.evaluation-resume/1"
+
+
+class EvalResumeFile:
+    """An open resume file: ``rows`` holds its done rows by (case, variant, repeat)."""
+
+    def __init__(self, path: Any, run: Mapping[str, Any], prices: Mapping[str, ModelPrice],
+                 known: frozenset[str]) -> None:
+        if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+            raise BadUsage(f"resume= takes a file path (a str or a pathlib.Path), got "
+                           f"{type(path).__name__}")
+        if not os.fspath(path).strip():
+            raise BadUsage("resume= takes a file path, got an empty string")
+        self.path = Path(os.path.abspath(os.path.expanduser(path)))
+        self.known = known
+        self.run = json.loads(json.dumps({"format": FORMAT, **run}, ensure_ascii=False))
+        try:
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+            self._fd = os.open(self.path, flags, 0o600)
+        except OSError as exc:
+            why = "it is a symbolic link" if os.path.islink(self.path) else exc.strerror
+            raise BadUsage(f"cannot use {self.path} as an evaluation resume file: {why}"
+                           ) from None
+        try:
+            self._lock()
+            self.rows = self._read(prices)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory lock
+            return
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BadUsage(f"{self.path} is the resume file of an evaluation still running: "
+                           "wait for it, or pass another resume path") from None
+        except OSError:
+            return
+
+    def _read(self, prices: Mapping[str, ModelPrice]) -> dict[tuple[int, str, int], EvalRow]:
+        with os.fdopen(os.dup(self._fd), "rb") as file:
+            data = file.read()
+        advice = "pass another resume path, or delete the file to start over"
+        if not data.strip():
+            os.ftruncate(self._fd, 0)
+            self._append(self.run)
+            return {}
+        complete = data.rfind(b"\n") + 1
+        lines, tail = data[:complete].split(b"\n")[:-1], data[complete:]
+        records = []
+        for number, line in enumerate(lines, 1):
+            try:
+                records.append((number, json.loads(line)))
+            except (ValueError, RecursionError):
+                raise BadUsage(f"{self.path}, line {number}, is not JSON: {advice}") from None
+        cut = False
+        if tail.strip():
+            try:
+                records.append((len(lines) + 1, json.loads(tail)))
+            except (ValueError, RecursionError):
+                cut = True  # a crash in the middle of a write: that row runs again
+        if not records or not isinstance(records[0][1], dict) \
+                or records[0][1].get("format") != FORMAT:
+            raise BadUsage(f"{self.path} is not an evaluation resume file: {advice}")
+        header = records[0][1]
+        for name in ("cases", "variants", "graders"):
+            if header.get(name) != self.run[name]:
+                raise BadUsage(f"{self.path} holds the rows of an evaluation with other "
+                               f"{name}: {advice}")
+        rows: dict[tuple[int, str, int], EvalRow] = {}
+        for number, record in records[1:]:
+            try:
+                row = EvalRow.from_record(record, prices)
+            except ValueError as exc:
+                raise BadUsage(f"{self.path}, line {number}, is not an evaluation row "
+                               f"({exc}): {advice}") from None
+            key = (row.case, row.variant, row.repeat)
+            if row.status == "done":
+                rows[key] = row
+            else:
+                rows.pop(key, None)  # failed later: it runs again
+        if cut:
+            os.ftruncate(self._fd, complete)
+        elif tail.strip():
+            self._write(b"\n")  # a whole row without its newline: the next starts a line
+        os.lseek(self._fd, 0, os.SEEK_END)
+        return rows
+
+    def write(self, row: EvalRow) -> None:
+        """Append ``row``, on disk before this returns."""
+        self._append(row.record())
+
+    def _append(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(redacted(dict(record), self.known), ensure_ascii=False) + "\n"
+        self._write(utf8(line))
+
+    def _write(self, data: bytes) -> None:
+        while data:
+            data = data[os.write(self._fd, data):]
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def run_header(keys: Sequence[str], variants: Sequence[str],
+               graders: Sequence[str]) -> dict[str, Any]:
+    """What a resume file's first line says of its run."""
+    return {"cases": list(keys), "variants": list(variants), "graders": list(graders)}

@@ -1,0 +1,189 @@
+"""One row of an ``Evaluation``: a case run on a variant, once (one repeat), and graded.
+
+A row is plain data: ``EvalRow.record()`` is what ``Evaluation.save`` writes and a resume
+file holds, and ``EvalRow.from_record`` reads it back (``fork`` None, ``resumed`` True).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
+from fragola_nb.experiments.graders import Grade
+
+if TYPE_CHECKING:
+    from fragola_nb.core.agent import Agent
+
+__all__ = ["EvalRow", "RowStatus", "grade_read_back"]
+
+RowStatus = Literal["queued", "running", "done", "failed", "stopped", "not run"]
+"""``queued``/``running`` while the evaluation runs; then ``done`` (a final answer),
+``failed`` (an error: ``error`` says which), ``stopped`` (``stop_sync()``, an interrupt) or
+``not run`` (stopped, or the budget spent, before it started: ``error`` says which)."""
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    """One (case, variant, repeat) of ``agent.evaluate`` and its grades.
+
+    ``passed``: every grade passed (with no graders: the run gave an answer); None while it
+    has not run. ``score``: the mean of the grades' scores, a grade without one counting 1
+    when it passed and 0 when not (None without grades). ``usage`` is the graded fork's own
+    calls; ``judge_usage`` the calls of its ``judge`` graders, counted apart. ``cached``: at
+    least one of its model calls was answered from a cache (``Fragola.cached``).
+    """
+
+    case: int
+    input: str | list[dict[str, Any]]
+    variant: str
+    repeat: int = 0
+    expected: Any = None
+    vars: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    status: RowStatus = "queued"
+    answer: str | None = None
+    error: str | None = None
+    grades: tuple[Grade, ...] = ()
+    seconds: float | None = None
+    usage: Usage | None = field(default=None, repr=False)
+    judge_usage: Usage | None = field(default=None, repr=False)
+    fork: Agent | None = field(default=None, repr=False, compare=False)
+    resumed: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed")
+
+    @property
+    def passed(self) -> bool | None:
+        if not self.finished:
+            return None
+        if self.grades:
+            return all(grade.passed for grade in self.grades)
+        return self.status == "done"
+
+    @property
+    def score(self) -> float | None:
+        if not self.finished or not self.grades:
+            return None
+        values = [grade.score if grade.score is not None else float(grade.passed)
+                  for grade in self.grades]
+        return sum(values) / len(values)
+
+    @property
+    def tokens(self) -> int | None:
+        if self.usage is None or self.usage.unreported:
+            return None
+        return self.usage.total_tokens
+
+    @property
+    def cost(self) -> float | None:
+        """What the graded calls cost (a cached call costs nothing), None when a model's
+        price is unknown."""
+        return None if self.usage is None else self.usage.cost
+
+    @property
+    def cached(self) -> bool:
+        return self.usage is not None and any(getattr(call, "cached", False)
+                                              for call in self.usage.calls)
+
+    def grade(self, name: str) -> Grade | None:
+        """The grade a grader named ``name`` gave this row, if any."""
+        return next((grade for grade in self.grades if grade.name == name), None)
+
+    def __getitem__(self, name: str) -> Any:
+        if name.startswith("_") or not hasattr(self, name):
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def record(self) -> dict[str, Any]:
+        """The row as JSON-ready data: no fork, no settings, no key."""
+        def calls(usage: Usage | None) -> list[dict[str, Any]] | None:
+            return None if usage is None else [dataclasses.asdict(c) for c in usage.calls]
+
+        return {"case": self.case, "input": self.input, "variant": self.variant,
+                "repeat": self.repeat, "expected": _jsonable(self.expected),
+                "vars": {k: _jsonable(v) for k, v in self.vars.items()},
+                "status": self.status, "passed": self.passed, "score": self.score,
+                "answer": self.answer, "error": self.error,
+                "grades": [{"name": g.name, "passed": g.passed, "score": g.score,
+                            "reason": g.reason} for g in self.grades],
+                "tokens": self.tokens, "cost": self.cost, "cached": self.cached,
+                "seconds": self.seconds, "usage": calls(self.usage),
+                "judge_usage": calls(self.judge_usage)}
+
+    @classmethod
+    def from_record(cls, data: Any, prices: Mapping[str, ModelPrice]) -> EvalRow:
+        """A row read back from ``record()``'s data; ``ValueError`` when it is not one."""
+        if not isinstance(data, Mapping):
+            raise ValueError("a row is a JSON object")
+        try:
+            status = data["status"]
+            if status not in ("done", "failed", "stopped", "not run"):
+                raise ValueError(f"unknown status {status!r}")
+            case, repeat = data["case"], data["repeat"]
+            if type(case) is not int or type(repeat) is not int or case < 0 or repeat < 0:
+                raise ValueError("case and repeat are whole numbers >= 0")
+            if not isinstance(data["variant"], str):
+                raise ValueError("variant is a string")
+            for name in ("answer", "error"):
+                if not isinstance(data.get(name), (str, type(None))):
+                    raise ValueError(f"{name} is a string or null")
+            seconds = data.get("seconds")
+            if not isinstance(seconds, (int, float, type(None))) or isinstance(seconds, bool):
+                raise ValueError("seconds is a number or null")
+            return cls(case=case, input=data["input"], variant=data["variant"], repeat=repeat,
+                       expected=data.get("expected"), vars=dict(data.get("vars") or {}),
+                       status=status, answer=data.get("answer"), error=data.get("error"),
+                       grades=tuple(grade_read_back(g) for g in data.get("grades") or ()),
+                       seconds=seconds, usage=_usage(data.get("usage"), prices),
+                       judge_usage=_usage(data.get("judge_usage"), prices), resumed=True)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"a field is missing or of the wrong type ({exc})") from None
+
+
+def grade_read_back(data: Any) -> Grade:
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+        raise ValueError("a grade is an object with a name")
+    passed, score, reason = data.get("passed"), data.get("score"), data.get("reason", "")
+    if not isinstance(passed, bool) or not isinstance(reason, str):
+        raise ValueError("a grade's passed is true or false and its reason a string")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                              or not math.isfinite(score)):
+        raise ValueError("a grade's score is a number or null")
+    return Grade(data["name"], passed, score, reason)
+
+
+def _usage(calls: Any, prices: Mapping[str, ModelPrice]) -> Usage | None:
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
+        raise ValueError("usage is a list of calls")
+    return Usage(tuple(call_read_back(call) for call in calls), prices)
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` if JSON can hold it, else its text (an ``expected`` may be any object)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    dump = getattr(value, "model_dump", None)  # a pydantic model
+    if callable(dump):
+        try:
+            return _jsonable(dump(mode="json"))
+        except Exception:
+            pass
+    return str(value)
+
+
+def check_repeat(repeat: Any) -> int:
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise BadUsage(f"repeat must be a whole number >= 1, got {repeat!r}")
+    return repeat

@@ -1,0 +1,277 @@
+"""``agent.evaluate``: cases × variants × repeats, each on its own fork, graded.
+
+    evaluation = await agent.evaluate(
+        [{"input": "Capital of {country}?", "expected": "Paris", "country": "France"}, ...],
+        {"terse": {"instructions": "One word."}, "chatty": {"instructions": "Explain."}},
+        graders=[contains("Paris"), max_tokens(200)], repeat=3)
+    evaluation.summary()          # per variant: pass rate, pass@k, pass^k, cost, p50/p95 s
+    evaluation.diff("last.json")  # improved / regressed / unchanged / new / gone
+
+As in ``agent.batch``, every (case, variant, repeat) runs ``user_message`` on a fork of a
+snapshot of the agent taken when the call starts (its history is the shared prefix; the
+forks stay out of the fork tree, each kept by its row), at most ``concurrency`` at once, and
+the agent itself is left as it was. Variants are those ``compare`` takes (default: the agent
+as it is, named ``"base"``). Each finished run is graded (see ``fragola_nb.graders``): a
+grader that raises is a failed grade, never a lost row. The repeat index reaches the model
+client (``REPEAT_INDEX``), so a ``Fragola.cached`` model keeps one answer per repeat.
+
+``budget=`` (a ``Budget``) covers every run and judge of the call: once spent, nothing more
+is sent, the runs in flight end with outcome ``"budget"`` and the rows not started are
+``"not run: budget"``. ``stop()``, ``stop_sync()``, an interrupt and ``resume=PATH`` behave
+as for batch (see ``evalfile``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.core.driver import StopNow
+from fragola_nb.core.usage import Usage
+from fragola_nb.experiments.batch import _wrap_text, verdict
+from fragola_nb.experiments.compare import apply_variant, check_variants
+from fragola_nb.experiments.comparison import (
+    answer_text,
+    error_line,
+    experiment_ended,
+    undone_on_error,
+)
+from fragola_nb.experiments.evalcases import Case, check_cases
+from fragola_nb.experiments.evalfile import EvalResumeFile, run_header
+from fragola_nb.experiments.evalrows import EvalRow, check_repeat
+from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.graders import (
+    GradedRow,
+    check_graders,
+    grade,
+    grader_name,
+    tool_calls_of,
+)
+from fragola_nb.models.recording.cache import REPEAT_INDEX
+
+if TYPE_CHECKING:
+    from fragola_nb.core.agent import Agent
+
+__all__ = ["EVALUATION_WATCHERS", "run_evaluate"]
+
+NOT_RUN = "not run: the evaluation was stopped before this row started"
+STOPPED = "stopped: the evaluation was stopped at once (stop_sync(), Stop) while this row ran"
+
+EVALUATION_WATCHERS: list[Any] = []
+"""Registered by the notebook layer: ``watcher.started(evaluation)`` when the rows are made;
+the core imports nothing of it."""
+
+
+async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | None,
+                       graders: Any, *, repeat: int, concurrency: int,
+                       resume: str | PathLike[str] | None, budget: Any,
+                       progress: bool) -> Evaluation:
+    """``agent.evaluate``: see the module's docstring."""
+    checked = check_cases(cases)
+    repeat = check_repeat(repeat)
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+    chosen = check_graders(graders)
+    names = _unique([grader_name(g) for g in chosen])
+    overrides = ([("base", {"model_settings": dict(agent.options.model_settings)})]
+                 if variants is None else check_variants(agent, variants))
+    if agent.status != "idle":
+        raise BadUsage(f"agent {agent.name!r} is {agent.status}: an evaluation starts from an "
+                       "idle agent (await or stop() what runs, decide what waits)")
+    models = {str(o["model_settings"].get("model") or agent.fragola.model)
+              for _, o in overrides}
+    known = frozenset(agent.fragola.credentials(agent.options.model_settings))
+    with contextlib.ExitStack() as stack:
+        meter = stack.enter_context(_spending(budget, agent, sorted(models)))
+        file = None
+        if resume is not None:
+            file = EvalResumeFile(resume, run_header([c.key for c in checked],
+                                                     [n for n, _ in overrides], names),
+                                  agent.fragola.prices, known)
+            stack.callback(file.close)
+        base = agent.detached_fork(f"{agent.name}-eval")
+        bases = {name: apply_variant(base.detached_fork(f"{agent.name}-{name}"), override)
+                 for name, override in overrides}
+        run = _Run(agent, checked, bases, chosen, names, repeat, file, meter, progress, known)
+        stack.callback(run.bar.close)
+        with undone_on_error(agent):
+            agent.experiment_began(run.stop, f"evaluation of {len(run.jobs):,} runs")
+        try:
+            for watcher in list(EVALUATION_WATCHERS):
+                with contextlib.suppress(Exception):  # a view must not stop the evaluation
+                    watcher.started(run.evaluation)
+            await run.run(concurrency)
+        finally:
+            experiment_ended(agent, run.stop)
+            run.finish()
+    return run.evaluation
+
+
+@contextlib.contextmanager
+def _spending(budget: Any, agent: Agent, models: list[str]) -> Iterator[Any]:
+    if budget is None:
+        yield None
+        return
+    from fragola_nb.core.limits import spending
+
+    with spending(budget, fragola=agent.fragola, models=models) as meter:
+        yield meter
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Grader names made unique in order: a second ``contains('a')`` is ``contains('a')#2``."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
+
+
+class _Run:
+    """One ``agent.evaluate`` call in flight: its jobs, the rows so far, the bar."""
+
+    def __init__(self, agent: Agent, cases: list[Case], bases: dict[str, Agent],
+                 graders: Sequence[Any], names: list[str], repeat: int,
+                 file: EvalResumeFile | None, meter: Any, progress: bool,
+                 known: frozenset[str]) -> None:
+        from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+
+        self.agent, self.cases, self.bases, self.file, self.meter = agent, cases, bases, file, meter
+        self.graders, self.names = graders, names
+        self.jobs = [(case, variant, r) for case in cases for variant in bases
+                     for r in range(repeat)]
+        rows = []
+        for case, variant, r in self.jobs:
+            kept = file.rows.get((case.index, variant, r)) if file is not None else None
+            rows.append(kept if kept is not None and kept.input == case.input else EvalRow(
+                case=case.index, input=case.input, variant=variant, repeat=r,
+                expected=case.expected, vars=case.vars))
+        self.evaluation = Evaluation(rows, variants=list(bases), graders=names, repeat=repeat)
+        self.evaluation.known = known
+        self.evaluation.done = False
+        self.todo = iter([i for i, row in enumerate(rows) if not row.finished])
+        self.running: dict[int, Agent] = {}
+        self.stopping = False
+        self.started = time.perf_counter()
+        self.bar = tqdm(total=len(rows), initial=len(rows) - sum(1 for r in rows
+                                                                 if not r.finished),
+                        disable=not progress, unit=" run", dynamic_ncols=True)
+        self.bar.set_description_str(f"evaluate {agent.name}", refresh=False)
+        _wrap_text(self.bar)
+
+    async def run(self, concurrency: int) -> None:
+        left = sum(1 for row in self.evaluation if not row.finished)
+        workers = [asyncio.ensure_future(self._work()) for _ in range(min(concurrency, left))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            self.stopping = True
+            for worker in workers:
+                worker.cancel()
+            await asyncio.wait(workers)
+            raise
+
+    def _spent(self) -> str | None:
+        return None if self.meter is None else self.meter.spent
+
+    async def _work(self) -> None:
+        for index in self.todo:  # one iterator shared by the workers
+            if self.stopping or self._spent():
+                return
+            case, variant, repeat = self.jobs[index]
+            row = self.evaluation[index]
+            started = time.perf_counter()
+            fork: Agent | None = None
+            REPEAT_INDEX.set(repeat)  # this worker task's own context
+            try:
+                fork = self.bases[variant].detached_fork(
+                    f"{self.agent.name}-{variant}-case{case.index}-r{repeat}")
+                fork.fork_of = self.agent.id
+                self.running[index] = fork
+                self.evaluation.set_row(index, replace(row, status="running"))
+                state = await fork.user_message(case.input)
+            except Exception as exc:
+                status, error = "failed", error_line(exc)  # type: str, str | None
+            else:
+                status, error = verdict(fork, state)
+                if status == "stopped":
+                    error = STOPPED
+                if str(state.outcome) == "budget":
+                    status, error = "failed", f"budget: {self._spent() or 'spent'}"
+            finally:
+                self.running.pop(index, None)
+            done = self._row(row, fork, started, status, error)
+            if done.status != "stopped":
+                done = await self._graded(done)
+            self._finish(index, done)
+
+    def _row(self, row: EvalRow, fork: Agent | None, started: float, status: Any,
+             error: str | None) -> EvalRow:
+        return replace(row, status=status, error=error, fork=fork,
+                       answer=None if fork is None else answer_text(fork, fork.fork_point),
+                       usage=fork.usage if fork is not None else Usage(),
+                       seconds=time.perf_counter() - started)
+
+    async def _graded(self, row: EvalRow) -> EvalRow:
+        if not self.graders:
+            return row
+        fork = row.fork
+        calls = () if fork is None else tool_calls_of(fork)
+        graded = GradedRow(input=row.input, expected=row.expected, answer=row.answer,
+                           fork=fork, usage=row.usage or Usage(), seconds=row.seconds,
+                           tool_calls=calls, vars=row.vars, variant=row.variant,
+                           repeat=row.repeat)
+        # One grader at a time (concurrently: judges wait on a model), so each grade takes
+        # its grader's unique name, and a grader that gives none leaves no gap in the others.
+        each = await asyncio.gather(*(grade(graded, [g]) for g in self.graders))
+        grades = tuple(replace(given[0], name=name) for given, name in zip(each, self.names,
+                                                                           strict=True)
+                       if given)
+        judged = sum((g.usage for g in grades if g.usage is not None), Usage())
+        return replace(row, grades=grades, judge_usage=judged if judged.calls else None)
+
+    def _finish(self, index: int, row: EvalRow) -> None:
+        self.evaluation.set_row(index, row)
+        if row.status == "stopped":
+            return  # not finished: not written, runs again on resume
+        if self.file is not None:
+            self.file.write(row)
+        self.bar.update()
+
+    def stop(self, at_once: bool) -> None:
+        """``agent.stop()`` (``False``: nothing more starts) and ``stop_sync()`` (``True``:
+        the running forks are stopped too)."""
+        self.stopping = True
+        if not at_once:
+            return
+        here: StopNow | None = None
+        for fork in list(self.running.values()):
+            try:
+                fork.stop_sync()
+            except StopNow as exc:
+                here = exc
+        if here is not None:
+            raise here
+
+    def finish(self) -> None:
+        evaluation = self.evaluation
+        spent = self._spent()
+        why = f"not run: budget ({spent})" if spent else NOT_RUN
+        for index, row in enumerate(evaluation):
+            if row.status in ("queued", "running"):
+                evaluation._rows[index] = replace(row, status="not run", error=why)
+            elif row.status == "stopped" and row.error is None:
+                evaluation._rows[index] = replace(row, error=STOPPED)
+        evaluation.seconds = time.perf_counter() - self.started
+        evaluation.stopped = self.stopping or bool(spent)
+        evaluation.why_stopped = f"budget: {spent}" if spent else None
+        evaluation.done = True
+        evaluation.notify(None)
+

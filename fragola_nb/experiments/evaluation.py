@@ -1,0 +1,255 @@
+"""``Evaluation``: what ``agent.evaluate`` returns, one ``EvalRow`` per case × variant × repeat.
+
+>>> evaluation = await agent.evaluate(cases, variants, graders=[contains("Paris")])  # doctest: +SKIP
+>>> evaluation.summary()[0]["pass_rate"]                               # doctest: +SKIP
+0.9
+>>> evaluation.save("run1.json"); evaluation.diff("run0.json")                      # doctest: +SKIP
+
+Rows are in case order, then variant, then repeat. While ``evaluate`` runs, the rows change
+as they finish and ``subscribe``'d views hear of each (the notebook's matrix view).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
+
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redacted
+from fragola_nb.base.textfile import utf8
+from fragola_nb.core.usage import ModelPrice, Usage, format_cost
+from fragola_nb.experiments.comparison import import_pandas
+from fragola_nb.experiments.evalrows import EvalRow
+
+if TYPE_CHECKING:
+    from fragola_nb.experiments.evaldiff import EvaluationDiff
+
+__all__ = ["Evaluation"]
+
+_log = logging.getLogger("fragola_nb")
+
+FORMAT = "fragola_nb.evaluation/1"
+
+
+class Evaluation(Sequence[EvalRow]):
+    """The rows of one ``agent.evaluate`` call, with ``table()``, ``summary()``,
+    ``to_pandas()``, ``save(path)``/``Evaluation.load(path)`` and ``diff(baseline)``."""
+
+    def __init__(self, rows: Iterable[EvalRow], *, variants: Sequence[str],
+                 graders: Sequence[str], repeat: int, seconds: float = 0.0,
+                 stopped: bool = False, why_stopped: str | None = None) -> None:
+        self._rows = list(rows)
+        self.variants = tuple(variants)
+        """The variants' names, in order."""
+        self.graders = tuple(graders)
+        """The graders' names, in order."""
+        self.repeat = repeat
+        self.seconds = seconds
+        """Wall time of the call."""
+        self.stopped = stopped
+        """Stopped (``stop()``, ``stop_sync()``, the budget) before every row ran."""
+        self.why_stopped = why_stopped
+        """The budget's one line when it stopped the evaluation, else None."""
+        self.done = True
+        """False while ``evaluate`` still runs."""
+        self.baseline: EvaluationDiff | None = None
+        """Set by ``diff``: the last comparison with a baseline (views mark it)."""
+        self._observers: list[Callable[[int | None], None]] = []
+        self.known: frozenset[str] = frozenset()
+        """Credentials in use when it ran (set by ``evaluate``): hidden in what ``save``
+        writes and the views show, should a model or a tool have echoed one."""
+
+    # -- the rows ---------------------------------------------------------------------------
+    @overload
+    def __getitem__(self, index: int) -> EvalRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[EvalRow]: ...
+
+    def __getitem__(self, index: int | slice) -> EvalRow | Sequence[EvalRow]:
+        return self._rows[index] if isinstance(index, int) else tuple(self._rows[index])
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def cases(self) -> int:
+        return len({row.case for row in self._rows})
+
+    def cell(self, case: int, variant: str) -> list[EvalRow]:
+        """The rows (one per repeat) of ``case`` (its index) on ``variant``."""
+        return [row for row in self._rows if row.case == case and row.variant == variant]
+
+    @property
+    def usage(self) -> Usage:
+        """The graded calls of every row (a cached call counted, costing nothing)."""
+        return sum((row.usage for row in self._rows if row.usage is not None), Usage())
+
+    @property
+    def judge_usage(self) -> Usage:
+        """The calls of the ``judge`` graders, apart from the graded calls."""
+        return sum((row.judge_usage for row in self._rows if row.judge_usage is not None),
+                   Usage())
+
+    # -- live views ---------------------------------------------------------------------------
+    def subscribe(self, observer: Callable[[int | None], None]) -> None:
+        """``observer(index)`` after row ``index`` changes, ``observer(None)`` at the end."""
+        self._observers.append(observer)
+
+    def set_row(self, index: int, row: EvalRow) -> None:
+        self._rows[index] = row
+        self.notify(index)
+
+    def notify(self, index: int | None) -> None:
+        for observer in list(self._observers):
+            try:
+                observer(index)
+            except Exception:  # a view must not stop what it shows
+                _log.exception("fragola_nb: an evaluation view failed on an update")
+
+    # -- as data ----------------------------------------------------------------------------
+    def table(self) -> list[dict[str, Any]]:
+        """One dict per row: case, input, variant, repeat, status, passed, score, grades
+        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds."""
+        return [{"case": row.case, "input": row.input, "variant": row.variant,
+                 "repeat": row.repeat, "status": row.status, "passed": row.passed,
+                 "score": row.score,
+                 "grades": {g.name: {"passed": g.passed, "score": g.score, "reason": g.reason}
+                            for g in row.grades},
+                 "answer": row.answer, "error": row.error, "tokens": row.tokens,
+                 "cost": row.cost, "cached": row.cached, "seconds": row.seconds}
+                for row in self._rows]
+
+    def to_pandas(self) -> Any:
+        """``table()`` as a DataFrame, each grader's verdict a column of its own (named
+        after it) and its reason in ``"<name>: reason"``."""
+        pandas = import_pandas("Evaluation.to_pandas()")
+        records = []
+        for row in self.table():
+            grades = row.pop("grades")
+            for name in self.graders:
+                grade = grades.get(name) or {}
+                row[name] = grade.get("passed")
+                row[f"{name}: reason"] = grade.get("reason")
+            records.append(row)
+        frame = pandas.DataFrame.from_records(records)
+        return frame.astype({"tokens": "Int64"}) if len(frame) else frame
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per variant: rows run, pass rate (and each grader's own), mean score, pass@k
+        (cases passed by at least one of their k repeats) and pass^k (by all k), tokens,
+        cost, the judges' cost, and p50/p95 seconds."""
+        from fragola_nb.experiments.evalsummary import variant_summary
+
+        return [variant_summary(variant, [r for r in self._rows if r.variant == variant],
+                                self.graders)
+                for variant in self.variants]
+
+    def diff(self, baseline: Evaluation | str | os.PathLike[str]) -> EvaluationDiff:
+        """This run against ``baseline`` (an ``Evaluation`` or a file ``save`` wrote),
+        aligned by case (its input) and variant: improved, regressed, unchanged, new, gone."""
+        from fragola_nb.experiments.evaldiff import EvaluationDiff
+
+        if not isinstance(baseline, Evaluation):
+            baseline = Evaluation.load(baseline)
+        self.baseline = EvaluationDiff(baseline, self)
+        self.notify(None)
+        return self.baseline
+
+    # -- files --------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the rows to ``path`` as JSON: a list of row objects (``pandas.read_json``
+        reads it), the first holding the run's variants, graders and repeat in ``"run"``.
+        No fork, setting, header or key is written. Returns the path."""
+        target = _path(path, "save")
+        records = redacted([row.record() for row in self._rows], self.known)
+        meta = {"format": FORMAT, "variants": list(self.variants),
+                "graders": list(self.graders), "repeat": self.repeat,
+                "seconds": self.seconds, "stopped": self.stopped}
+        if records:
+            records[0] = {**records[0], "run": meta}
+        text = json.dumps(records, ensure_ascii=False, indent=1)
+        temporary = target.with_name(f".{target.name}.tmp")
+        temporary.write_bytes(utf8(text + "\n"))
+        os.replace(temporary, target)
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str],
+             prices: Mapping[str, ModelPrice] | None = None) -> Evaluation:
+        """An ``Evaluation`` read back from a file ``save`` wrote (rows ``resumed``, no
+        forks); a ``BadUsage`` naming the file when it is not one."""
+        source = _path(path, "load")
+        try:
+            data = json.loads(source.read_bytes())
+        except FileNotFoundError:
+            raise BadUsage(f"no evaluation file at {source}") from None
+        except (OSError, ValueError, RecursionError) as exc:
+            raise BadUsage(f"{source} is not an evaluation file: {exc}") from None
+        first = data[0] if isinstance(data, list) and data else None
+        meta = first.get("run") if isinstance(first, dict) else None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise BadUsage(f"{source} is not an evaluation file (Evaluation.save writes one)")
+        rows = []
+        for number, record in enumerate(data):
+            try:
+                rows.append(EvalRow.from_record(record, prices or {}))
+            except ValueError as exc:
+                raise BadUsage(f"{source}, row {number}, is not an evaluation row: {exc}"
+                               ) from None
+        return cls(rows, variants=[str(v) for v in meta.get("variants") or ()],
+                   graders=[str(g) for g in meta.get("graders") or ()],
+                   repeat=int(meta.get("repeat") or 1),
+                   seconds=float(meta.get("seconds") or 0.0),
+                   stopped=bool(meta.get("stopped")))
+
+    # -- shown ------------------------------------------------------------------------------
+    def overview(self) -> str:
+        """``"10 cases × 2 variants × 3 repeats: base 80% passed, short 60% passed; …"``."""
+        repeats = f" × {self.repeat} repeats" if self.repeat > 1 else ""
+        head = (f"{self.cases} case{'s' if self.cases != 1 else ''} × {len(self.variants)} "
+                f"variant{'s' if len(self.variants) != 1 else ''}{repeats}")
+        parts = []
+        for line in self.summary():
+            rate = line["pass_rate"]
+            parts.append(f"{line['variant']} " + ("not run" if rate is None
+                                                  else f"{rate:.0%} passed"))
+        usage = self.usage
+        money = usage.cost
+        tail = f"{usage.total_tokens:,} tokens" + (f", {format_cost(money)}"
+                                                   if money is not None else "")
+        if not self.done:
+            tail += ", running"
+        elif self.stopped:
+            tail += f", stopped ({self.why_stopped})" if self.why_stopped else ", stopped"
+        return f"{head}: {', '.join(parts)}; {tail}; {self.seconds:.1f} s"
+
+    def __repr__(self) -> str:
+        return f"Evaluation({self.overview()})"
+
+    def _repr_html_(self) -> str:
+        from fragola_nb.experiments.evalhtml import evaluation_html
+
+        return evaluation_html(self)
+
+
+def _path(path: Any, what: str) -> Path:
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise BadUsage(f"Evaluation.{what} takes a file path (a str or a pathlib.Path), got "
+                       f"{type(path).__name__}")
+    if not os.fspath(path).strip():
+        raise BadUsage(f"Evaluation.{what} takes a file path, got an empty string")
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
+def percentile(values: list[float], share: float) -> float | None:
+    """The ``share`` quantile of ``values`` (inclusive method), None when empty."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[round(share * 100) - 1]
