@@ -1,9 +1,9 @@
 """``Evaluation``: what ``agent.evaluate`` returns, one ``EvalRow`` per case × variant × repeat.
 
->>> evaluation = await agent.evaluate(cases, variants, graders=[contains("Paris")])  # doctest: +SKIP
->>> evaluation.summary()[0]["pass_rate"]                               # doctest: +SKIP
+>>> evaluation = await agent.evaluate(cases, variants, graders=[contains("Paris")]) # doctest: +SKIP
+>>> evaluation.summary()[0]["pass_rate"]                        # doctest: +SKIP
 0.9
->>> evaluation.save("run1.json"); evaluation.diff("run0.json")                      # doctest: +SKIP
+>>> evaluation.save("run1.json"); evaluation.diff("run0.json")  # doctest: +SKIP
 
 Rows are in case order, then variant, then repeat. While ``evaluate`` runs, the rows change
 as they finish and ``subscribe``'d views hear of each (the notebook's matrix view).
