@@ -117,7 +117,8 @@ class Fragola:
 
     @property
     def recording(self) -> bool:
-        """Whether every exchange goes through a wrapped transport (``Fragola.record``)."""
+        """Whether every exchange goes through a wrapped transport (``Fragola.record``,
+        ``Fragola.cached``)."""
         return self._model.wrap_http is not None and self.scripted_model is None
 
     @property
@@ -205,6 +206,29 @@ class Fragola:
         recording.check_recording(options)
         fragola = cls(**options)  # bad options fail before the file is touched
         fragola._model.wrap_http = recording.recorder(path)
+        return fragola
+
+    @classmethod
+    def cached(cls, path: str | os.PathLike[str], model: str | None = None,
+               **options: Any) -> Fragola:
+        """Like ``Fragola(model, **options)``, and a request made before is answered from
+        ``path``, at no cost; any other is made for real and appended (the format of
+        ``Fragola.record``, credentials scrubbed, so ``Fragola.replay`` reads it too).
+
+        >>> fragola = Fragola.cached("lesson.jsonl", model="gpt-4o-mini")   # doctest: +SKIP
+
+        The key: the base URL, the request body (model, messages, tools, settings; streamed
+        and plain requests apart) and the repeat index (``repeat=3`` pays for three samples
+        once). A hit's ``CallUsage.cached`` is True and ``agent.usage.cost`` leaves it out
+        (``usage.saved`` is what hits would have cost). A ``client=`` or ``http_client=``
+        of your own is refused; a file that is not a recording is a ``BadUsage``, untouched.
+        See ``fragola_nb.models.recording.cache``.
+        """
+        from fragola_nb.models import recording
+
+        recording.check_recording(options, "Fragola.cached")
+        fragola = cls(model, **options)  # bad options fail before the file is touched
+        fragola._model.wrap_http = recording.cacher(path)
         return fragola
 
     @classmethod

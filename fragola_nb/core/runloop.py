@@ -182,10 +182,10 @@ def _call_usage(request: dict[str, Any], reported: dict[str, int] | None, clock:
         ttft = seconds
     if reported is None:
         return CallUsage(model, reported=False, started=clock.started, ttft=ttft,
-                         seconds=seconds)
+                         seconds=seconds, cached=exchange.cached)
     return CallUsage(model, reported["prompt_tokens"], reported["completion_tokens"],
                      reported["total_tokens"], reported["cached_tokens"], True, clock.started,
-                     ttft, seconds)
+                     ttft, seconds, exchange.cached)
 
 
 def _chunk_forwarder(agent: Agent) -> Any:

@@ -75,7 +75,10 @@ class CallUsage:
     ``ttft``, seconds from then to the first piece of the answer (the first streamed chunk;
     for a call that is not streamed, the whole response, so ``ttft == seconds``);
     ``seconds``, until the answer was complete (or the call failed). They are not compared:
-    two calls with the same counts are equal however long they took."""
+    two calls with the same counts are equal however long they took.
+
+    ``cached`` is True when ``Fragola.cached`` answered the call from its file: the counts
+    are those of the call that was paid for once, and ``Usage.cost`` leaves it out."""
 
     model: str
     prompt_tokens: int = 0
@@ -86,6 +89,7 @@ class CallUsage:
     started: float | None = field(default=None, compare=False)
     ttft: float | None = field(default=None, compare=False)
     seconds: float | None = field(default=None, compare=False)
+    cached: bool = False
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -110,9 +114,13 @@ def call_read_back(fields: Any) -> CallUsage:
     if not isinstance(fields, Mapping):
         raise ValueError("a call's usage is not an object")
     names = ("model", *COUNTS, "reported")
-    # Rows written before the timing fields have none; a row has them all or none.
-    timed = set(fields) - set(names)
-    if set(fields) - timed != set(names) or timed not in (set(), set(TIMING_FIELDS)):
+    # Rows written before the timing fields have none; a row has them all or none. Rows
+    # written before ``cached`` have none either: their calls were paid for.
+    cached = fields.get("cached", False)
+    if not isinstance(cached, bool):
+        raise ValueError("a call's 'cached' must be true or false")
+    timed = set(fields) - set(names) - {"cached"}
+    if set(fields) - timed - {"cached"} != set(names) or timed not in (set(), set(TIMING_FIELDS)):
         raise ValueError(f"a call's usage must have the fields {', '.join(names)} "
                          f"(and {', '.join(TIMING_FIELDS)})")
     for name in timed:
@@ -128,7 +136,7 @@ def call_read_back(fields: Any) -> CallUsage:
                              f"{MAX_COUNT}, not {shown}")
     return CallUsage(fields["model"], fields["prompt_tokens"], fields["completion_tokens"],
                      fields["total_tokens"], fields["cached_tokens"], fields["reported"],
-                     *(fields.get(name) for name in TIMING_FIELDS))
+                     fields.get("started"), fields.get("ttft"), fields.get("seconds"), cached)
 
 
 @dataclass(frozen=True)
@@ -139,7 +147,9 @@ class Usage:
     the calls whose usage was reported; ``requests``: every call the server began to answer,
     a stream cut or stopped half-way included (an HTTP error or a failed connection costs
     nothing); ``unreported``: the calls without usage;
-    ``cost``: USD, or None when a call is unreported or a model's price is unknown;
+    ``cost``: USD paid, or None when a paid call is unreported or a model's price is unknown
+    (a call answered by ``Fragola.cached``'s file costs nothing: ``cached_calls`` counts
+    them, ``saved`` is what they cost when they were made);
     ``by_model``: the same per model. ``a + b`` adds two, ``sum(usages)`` many.
 
     ``tools``: the tool calls that ran, oldest first, with their durations (``ToolTiming``);
@@ -213,14 +223,24 @@ class Usage:
 
     @functools.cached_property
     def cost(self) -> float | None:
-        """USD, summed over the calls each priced on its own; None when any is unknown."""
-        total = Decimal(0)
-        for call in self.calls:
-            price = _call_cost(call, self.prices)
-            if price is None:
-                return None
-            total += price
-        return float(total)
+        """USD paid, summed over the calls each priced on its own (a cached call is free);
+        None when any paid call's price is unknown."""
+        return _priced([call for call in self.calls if not call.cached], self.prices)
+
+    @functools.cached_property
+    def cached_calls(self) -> int:
+        """How many calls ``Fragola.cached`` answered from its file, at no cost."""
+        return sum(1 for call in self.calls if call.cached)
+
+    @functools.cached_property
+    def saved(self) -> float | None:
+        """USD the cached calls would have cost (0.0 when there is none); None when a cached
+        call's price is unknown.
+
+        >>> agent.usage.cost, agent.usage.saved, agent.usage.cached_calls  # doctest: +SKIP
+        (0.0, 0.000415, 3)
+        """
+        return _priced([call for call in self.calls if call.cached], self.prices)
 
     def since(self, earlier: Usage) -> Usage:
         """The calls made after ``earlier`` was read from the same agent (a turn's usage)."""
@@ -243,11 +263,14 @@ class Usage:
         return {"prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "total_tokens": self.total_tokens, "cached_tokens": self.cached_tokens,
-                "requests": self.requests, "unreported": self.unreported, "cost": self.cost}
+                "requests": self.requests, "unreported": self.unreported, "cost": self.cost,
+                "cached_calls": self.cached_calls}
 
     def summary(self) -> str:
-        """A short line: ``1,234 tokens · $0.0012`` (the cost only when known), and how many
-        calls reported no usage (only that, when none did). Empty when no call was made."""
+        """A short line: ``1,234 tokens · $0.0012`` (the cost only when known), how many
+        calls reported no usage (only that, when none did), and how many were answered from
+        ``Fragola.cached``'s file (``cached``, ``2 of 3 calls cached``). Empty when no call
+        was made."""
         if not self.calls:
             return ""
         if self.unreported == self.requests:  # no count known: "0 tokens" would be made up
@@ -258,6 +281,8 @@ class Usage:
             parts.append(format_cost(cost))
         if self.unreported:
             parts.append(f"{self.unreported} of {self.requests} calls without usage")
+        if self.cached_calls:  # free: the cost above leaves them out
+            parts.append(_cached_note(self.cached_calls, self.requests))
         return " · ".join(parts)
 
     def __repr__(self) -> str:
@@ -265,6 +290,12 @@ class Usage:
                 f"completion_tokens={self.completion_tokens}, "
                 f"total_tokens={self.total_tokens}, requests={self.requests}, "
                 f"cost={self.cost!r})")
+
+
+def _cached_note(cached: int, calls: int) -> str:
+    if cached == calls:
+        return "cached" if calls == 1 else f"{calls} calls cached"
+    return f"{cached} of {calls} calls cached"
 
 
 def format_cost(cost: float) -> str:
@@ -335,6 +366,16 @@ def _usd(value: Any) -> float | None:
     except (ValueError, OverflowError):  # Decimal("sNaN"), a huge Decimal
         return None
     return usd + 0.0 if math.isfinite(usd) and usd >= 0 else None  # -0.0 is 0.0
+
+
+def _priced(calls: list[CallUsage], prices: Mapping[str, ModelPrice]) -> float | None:
+    total = Decimal(0)
+    for call in calls:
+        price = _call_cost(call, prices)
+        if price is None:
+            return None
+        total += price
+    return float(total)
 
 
 def _call_cost(call: CallUsage, prices: Mapping[str, ModelPrice]) -> Decimal | None:

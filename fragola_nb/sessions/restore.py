@@ -263,11 +263,12 @@ def pending_call(call: dict[str, Any], tool: Tool, who: str) -> PendingCall:
 
 def _call_usage(record: dict[str, Any]) -> CallUsage:
     # The timing fields a file holds (an older file: none, the call's timing is unknown).
-    timing = [record.get(name) for name in TIMING_FIELDS]
+    started, ttft, seconds = (record.get(name) for name in TIMING_FIELDS)
     if record.get("reported") is False:
-        return CallUsage(record["model"], 0, 0, 0, 0, False, *timing)
+        return CallUsage(record["model"], 0, 0, 0, 0, False, started, ttft, seconds)
     return CallUsage(record["model"], record["prompt_tokens"], record["completion_tokens"],
-                     record["total_tokens"], record.get("cached_tokens", 0), True, *timing)
+                     record["total_tokens"], record.get("cached_tokens", 0), True, started,
+                     ttft, seconds)
 
 
 def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str, Tool],

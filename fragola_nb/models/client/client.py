@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import os
 import ssl
@@ -30,7 +31,7 @@ from fragola_nb.base.redact import (
     redact_text,
 )
 from fragola_nb.models.client.reply import ChunkCallback, read_stream, reply_from_response
-from fragola_nb.models.client.reported import Exchange, ModelReply
+from fragola_nb.models.client.reported import CACHE_HEADER, Exchange, ModelReply
 from fragola_nb.models.client.request import (
     UNSENDABLE,
     asking_usage,
@@ -51,6 +52,18 @@ STREAM_CLASS: Any = openai.AsyncStream[object]  # streamed chunks come back as p
 NO_KEY = "no-key"
 """The API key sent to a base URL given without one: local servers (Ollama, vLLM, LM Studio,
 llama.cpp) take any key."""
+
+
+_ASKING: contextvars.ContextVar[Exchange | None] = contextvars.ContextVar(
+    "fragola_nb_asking", default=None)
+"""The exchange of the request this task is sending (``ModelClient.reply`` sets it)."""
+
+
+async def _heard_cache(response: httpx2.Response) -> None:
+    """A response hook: note on the exchange being sent that the cache answered it."""
+    exchange = _ASKING.get()
+    if exchange is not None and response.headers.get(CACHE_HEADER) == "hit":
+        exchange.cached = True
 
 
 @functools.cache
@@ -161,6 +174,9 @@ class ModelClient:
             http: httpx2.AsyncClient = openai.DefaultAsyncHttpxClient(verify=_tls_context())
             if self.wrap_http is not None:  # Fragola.record/replay: one transport per client
                 http = self.wrap_http(http)
+                # Only a wrapping of ours (Fragola.cached) says "hit"; a server cannot.
+                http.event_hooks = {**http.event_hooks,
+                                    "response": [*http.event_hooks["response"], _heard_cache]}
             options["http_client"] = http
         client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._base_url, **options)
         closer = self._close_with(loop, client, ours)
@@ -214,6 +230,14 @@ class ModelClient:
         """
         if exchange is None:
             exchange = Exchange()
+        asking = _ASKING.set(exchange)  # for _heard_cache, called inside the post below
+        try:
+            return await self._send(request, on_chunk, exchange)
+        finally:
+            _ASKING.reset(asking)
+
+    async def _send(self, request: dict[str, Any], on_chunk: ChunkCallback | None,
+                    exchange: Exchange) -> ModelReply:
         body, options = body_and_options(asking_usage(request))
         client = self.client()
         sent = (options, body)  # headers, query and extra_json in the options

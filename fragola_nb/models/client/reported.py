@@ -8,7 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Exchange", "ModelReply", "usage_of"]
+__all__ = ["CACHE_HEADER", "Exchange", "ModelReply", "usage_of"]
+
+CACHE_HEADER = "x-fragola-cache"
+"""Set to ``hit`` on a response that ``Fragola.cached`` answered from its file."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class Exchange:
     of ``fragola_nb.core.timing``)."""
     pieces: int = 0
     """How many bodies or chunks arrived: 1 for an answer that came in one piece."""
+    cached: bool = False
+    """Whether ``Fragola.cached``'s file answered (its transport says so in the response's
+    ``CACHE_HEADER``): nothing was paid for this call."""
 
     def saw(self, data: Any) -> None:
         """Keep the usage of a body or a chunk, when it reads as counts, and its model and

@@ -1,5 +1,6 @@
-"""``Fragola.record`` and ``Fragola.replay``: real exchanges kept as JSON Lines, served again
-offline over real HTTP.
+"""``Fragola.record``, ``Fragola.replay`` and ``Fragola.cached``: real exchanges kept as JSON
+Lines, served again offline over real HTTP (or, cached, answered from the file when asked
+again: :mod:`.cache`).
 
 A teacher records a lesson once, with a key::
 
@@ -28,12 +29,14 @@ import httpx2
 import openai
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.models.recording.cache import REPEAT_INDEX, Cache, caching_through
 from fragola_nb.models.recording.recordfile import Appender, read_recording
 from fragola_nb.models.recording.replayer import DEFAULT_IGNORED, Replayer
 from fragola_nb.models.recording.transport import naming_agents, recording_through
 from fragola_nb.models.scripted import ScriptedModel
 
-__all__ = ["DEFAULT_IGNORED", "Replay", "check_recording", "recorder", "start_replay"]
+__all__ = ["DEFAULT_IGNORED", "REPEAT_INDEX", "Replay", "cacher", "check_recording", "recorder",
+           "start_replay"]
 
 REPLAY_KEY = "replay-offline"
 """The API key a replaying client sends its loopback server (it checks none)."""
@@ -46,12 +49,13 @@ Wrap = Callable[[httpx2.AsyncClient], httpx2.AsyncClient]
 """What ``ModelClient.wrap_http`` takes: each HTTP client made, wrapped."""
 
 
-def check_recording(options: dict[str, Any]) -> None:
-    """Refuse what ``Fragola.record(path, **options)`` cannot record (before any file is made)."""
+def check_recording(options: dict[str, Any], what: str = "Fragola.record") -> None:
+    """Refuse what ``Fragola.record(path, **options)`` (or ``what``: ``Fragola.cached``)
+    cannot record (before any file is made)."""
     for name in ("client", "http_client"):
         if options.get(name) is not None:
             raise BadUsage(
-                f"Fragola.record cannot record through a {name}= you made (its requests do "
+                f"{what} cannot record through a {name}= you made (its requests do "
                 "not pass through fragola_nb's transport): pass its settings instead "
                 "(api_key=, base_url=, timeout=, default_headers=...)")
     configured = (options.get("api_key") or options.get("base_url")
@@ -59,7 +63,7 @@ def check_recording(options: dict[str, Any]) -> None:
                   or os.environ.get("OPENAI_BASE_URL", "").strip())
     if not configured:  # Fragola's own message would suggest running offline: not a recording
         raise BadUsage(
-            "Fragola.record needs a model API to record: pass api_key= or set OPENAI_API_KEY "
+            f"{what} needs a model API to record: pass api_key= or set OPENAI_API_KEY "
             "(a local server needs only base_url= or OPENAI_BASE_URL); offline, replay a "
             "recording with Fragola.replay(path)")
 
@@ -67,6 +71,12 @@ def check_recording(options: dict[str, Any]) -> None:
 def recorder(path: str | os.PathLike[str]) -> Wrap:
     """The HTTP wrapping that appends every chat exchange to ``path``."""
     return recording_through(Appender(path))
+
+
+def cacher(path: str | os.PathLike[str]) -> Wrap:
+    """The HTTP wrapping that answers from the cache file ``path`` and appends to it
+    (:mod:`.cache`); a ``BadUsage`` when ``path`` is not a recording."""
+    return caching_through(Cache(path))
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,8 @@ class Exchange:
     text: str | None = None
     chunks: tuple[Any, ...] | None = None
     cut: bool = False
+    base_url: str | None = None  # written by Fragola.cached: the API it was sent to
+    repeat: int | None = None  # written by Fragola.cached: the sample's repeat index
 
 
 MAX_DEPTH = 200
@@ -332,13 +334,20 @@ def _exchange(path: Path, number: int, entry: Any) -> Exchange:
         raise _fail(path, number, "has a 'text' that is not a string")
     if chunks is None and text is None and "body" not in entry:
         raise _fail(path, number, "has no answer ('body', 'text' or 'chunks')")
+    base_url, repeat = entry.get("base_url"), entry.get("repeat")
+    if base_url is not None and not isinstance(base_url, str):
+        raise _fail(path, number, "has a 'base_url' that is not a string")
+    if repeat is not None and (type(repeat) is not int or repeat < 0):
+        raise _fail(path, number, "has a 'repeat' that is not a whole number >= 0")
     return Exchange(number, agent, request, status, entry.get("body"), text,
-                    None if chunks is None else tuple(chunks), entry.get("cut") is True)
+                    None if chunks is None else tuple(chunks), entry.get("cut") is True,
+                    base_url, repeat)
 
 
-def read_recording(path: str | os.PathLike[str]) -> list[Exchange]:
+def read_recording(path: str | os.PathLike[str], *, torn: bool = False) -> list[Exchange]:
     """The exchanges of a recording, in file order; a ``BadUsage`` naming the file (and the
-    line) when it is missing, unreadable or not a recording."""
+    line) when it is missing, unreadable or not a recording. With ``torn``, a last line cut
+    short (no newline, not JSON: a killed writer's) is left out, as the next append drops it."""
     where = Path(path)
     try:
         data = where.read_bytes().removeprefix(b"\xef\xbb\xbf")  # an editor's UTF-8 BOM
@@ -356,6 +365,8 @@ def read_recording(path: str | os.PathLike[str]) -> list[Exchange]:
         except BadUsage as exc:
             if number < len(lines):
                 raise
+            if torn:
+                continue
             raise BadUsage(f"{exc}; it has no newline at its end: cut short while it was "
                            "written? Recording onto the file again drops it") from None
         exchanges.append(_exchange(where, number, entry))

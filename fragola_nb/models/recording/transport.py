@@ -20,7 +20,8 @@ from fragola_nb.base.redact import credentials_in
 from fragola_nb.models.client.asking import CURRENT_AGENT
 from fragola_nb.models.recording.recordfile import Appender
 
-__all__ = ["AGENT_HEADER", "naming_agents", "recording_through", "sse_chunks"]
+__all__ = ["AGENT_HEADER", "chat_body", "credentials_of", "exchanged", "naming_agents",
+           "recording_through", "sse_chunks"]
 
 AGENT_HEADER = "X-Fragola-Agent"
 """Sent to the replaying server only: the name of the agent sending the request (quoted)."""
@@ -85,36 +86,52 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
         self._appender = appender
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+        sent = await chat_body(request)
+        if sent is None:
             return await self._http.send(request, stream=True)
-        try:
-            sent = json.loads(await request.aread())
-        except ValueError:
-            return await self._http.send(request, stream=True)
-        agent = CURRENT_AGENT.get(None)
-        secrets = _credentials(request.headers, request.url, sent)
-        response = await self._http.send(request, stream=True)
-        record = {"agent": agent, "status": response.status_code, "request": sent}
-        # What the client gets is the decoded body: the encoding headers no longer apply.
-        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _UNSENT]
-        extensions = {k: v for k, v in response.extensions.items() if k != "network_stream"}
-        if "text/event-stream" in response.headers.get("content-type", ""):
-            stream = _Tee(response, record, lambda done: self._appender.append(done, secrets))
-            return httpx2.Response(response.status_code, headers=headers, stream=stream,
-                                   extensions=extensions)
-        try:
-            content = await response.aread()
-        finally:
-            await response.aclose()
-        self._appender.append({**record, **_json_or_text(content)}, secrets)
-        return httpx2.Response(response.status_code, headers=headers, content=content,
-                               extensions=extensions)
+        secrets = credentials_of(request.headers, request.url, sent)
+        record = {"agent": CURRENT_AGENT.get(None), "request": sent}
+        return await exchanged(self._http, request, record,
+                               lambda done: self._appender.append(done, secrets))
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
 
-def _credentials(headers: httpx2.Headers, url: httpx2.URL, body: Any) -> set[str]:
+async def chat_body(request: httpx2.Request) -> dict[str, Any] | None:
+    """The JSON body of a chat completion request; None for any other request."""
+    if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+        return None
+    try:
+        sent = json.loads(await request.aread())
+    except ValueError:
+        return None
+    return sent if isinstance(sent, dict) else None
+
+
+async def exchanged(http: httpx2.AsyncClient, request: httpx2.Request, record: dict[str, Any],
+                    keep: Callable[[dict[str, Any]], None]) -> httpx2.Response:
+    """Send ``request`` through ``http``; ``keep`` gets ``record`` with the answer once it is
+    whole: its status, then its body or, for a stream, its chunks when the stream ends (the
+    client reads them as they come, not after) or is closed (``"cut"`` when not done)."""
+    response = await http.send(request, stream=True)
+    record = {"agent": record.get("agent"), "status": response.status_code, **record}
+    # What the client gets is the decoded body: the encoding headers no longer apply.
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _UNSENT]
+    extensions = {k: v for k, v in response.extensions.items() if k != "network_stream"}
+    if "text/event-stream" in response.headers.get("content-type", ""):
+        return httpx2.Response(response.status_code, headers=headers,
+                               stream=_Tee(response, record, keep), extensions=extensions)
+    try:
+        content = await response.aread()
+    finally:
+        await response.aclose()
+    keep({**record, **_json_or_text(content)})
+    return httpx2.Response(response.status_code, headers=headers, content=content,
+                           extensions=extensions)
+
+
+def credentials_of(headers: httpx2.Headers, url: httpx2.URL, body: Any) -> set[str]:
     """The credentials a request is sent with (its key, in ``Authorization``, a header of
     the user's, a query parameter such as ``key=``, a body field such as ``extra_body``'s
     ``access_token``), without their scheme: a server may quote one back in what it answers
