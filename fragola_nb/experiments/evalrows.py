@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
 from fragola_nb.experiments.graders import Grade
+from fragola_nb.experiments.grading import passed_and_score
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -68,11 +69,7 @@ class EvalRow:
 
     @property
     def score(self) -> float | None:
-        if not self.finished or not self.grades:
-            return None
-        values = [grade.score if grade.score is not None else float(grade.passed)
-                  for grade in self.grades]
-        return sum(values) / len(values)
+        return passed_and_score(self.grades)[1] if self.finished else None
 
     @property
     def tokens(self) -> int | None:

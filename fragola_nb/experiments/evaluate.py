@@ -46,13 +46,8 @@ from fragola_nb.experiments.evalcases import Case, check_cases
 from fragola_nb.experiments.evalfile import EvalResumeFile, run_header
 from fragola_nb.experiments.evalrows import EvalRow, check_repeat
 from fragola_nb.experiments.evaluation import Evaluation
-from fragola_nb.experiments.graders import (
-    GradedRow,
-    check_graders,
-    grade,
-    grader_name,
-    tool_calls_of,
-)
+from fragola_nb.experiments.graders import check_graders
+from fragola_nb.experiments.grading import graded_row, grades_of, unique_names
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 
 if TYPE_CHECKING:
@@ -78,7 +73,7 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
     chosen = check_graders(graders)
-    names = _unique([grader_name(g) for g in chosen])
+    names = unique_names(chosen)
     overrides = ([("base", {"model_settings": dict(agent.options.model_settings)})]
                  if variants is None else check_variants(agent, variants))
     if agent.status != "idle":
@@ -122,16 +117,6 @@ def _spending(budget: Any, agent: Agent, models: list[str]) -> Iterator[Any]:
 
     with spending(budget, fragola=agent.fragola, models=models) as meter:
         yield meter
-
-
-def _unique(names: list[str]) -> list[str]:
-    """Grader names made unique in order: a second ``contains('a')`` is ``contains('a')#2``."""
-    seen: dict[str, int] = {}
-    out = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
-    return out
 
 
 class _Run:
@@ -222,18 +207,10 @@ class _Run:
     async def _graded(self, row: EvalRow) -> EvalRow:
         if not self.graders:
             return row
-        fork = row.fork
-        calls = () if fork is None else tool_calls_of(fork)
-        graded = GradedRow(input=row.input, expected=row.expected, answer=row.answer,
-                           fork=fork, usage=row.usage or Usage(), seconds=row.seconds,
-                           tool_calls=calls, vars=row.vars, variant=row.variant,
-                           repeat=row.repeat)
-        # One grader at a time (concurrently: judges wait on a model), so each grade takes
-        # its grader's unique name, and a grader that gives none leaves no gap in the others.
-        each = await asyncio.gather(*(grade(graded, [g]) for g in self.graders))
-        grades = tuple(replace(given[0], name=name) for given, name in zip(each, self.names,
-                                                                           strict=True)
-                       if given)
+        graded = graded_row(row.input, row.answer, row.fork, row.usage, row.seconds,
+                            expected=row.expected, vars=row.vars, variant=row.variant,
+                            repeat=row.repeat)
+        grades = await grades_of(graded, self.graders, self.names)
         judged = sum((g.usage for g in grades if g.usage is not None), Usage())
         return replace(row, grades=grades, judge_usage=judged if judged.calls else None)
 

@@ -1,0 +1,57 @@
+"""Grading a finished run, shared by ``evaluate``, ``batch`` and ``compare``: the graders'
+unique names, a ``GradedRow`` from a fork, the grades under those names, and a row's
+``passed`` and ``score``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fragola_nb.core.usage import Usage
+from fragola_nb.experiments.graders import Grade, GradedRow, grade, grader_name, tool_calls_of
+
+if TYPE_CHECKING:
+    from fragola_nb.core.agent import Agent
+
+__all__ = ["graded_row", "grades_of", "passed_and_score", "unique_names"]
+
+
+def unique_names(graders: Sequence[Any]) -> list[str]:
+    """The graders' names in order, made unique: a second ``contains('a')`` is
+    ``contains('a')#2``."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in map(grader_name, graders):
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
+
+
+def graded_row(input: Any, answer: str | None, fork: Agent | None, usage: Usage | None,
+               seconds: float | None, *, expected: Any = None,
+               vars: Mapping[str, Any] | None = None, variant: str = "base",
+               repeat: int = 0) -> GradedRow:
+    return GradedRow(input=input, expected=expected, answer=answer, fork=fork,
+                     usage=usage or Usage(), seconds=seconds,
+                     tool_calls=() if fork is None else tool_calls_of(fork),
+                     vars=vars or {}, variant=variant, repeat=repeat)
+
+
+async def grades_of(row: GradedRow, graders: Sequence[Any], names: Sequence[str]
+                    ) -> tuple[Grade, ...]:
+    """Each grader's grade under its unique name, in order (one that gives None gives none);
+    the graders run concurrently (judges wait on a model)."""
+    each = await asyncio.gather(*(grade(row, [grader]) for grader in graders))
+    return tuple(dataclasses.replace(given[0], name=name)
+                 for given, name in zip(each, names, strict=True) if given)
+
+
+def passed_and_score(grades: Sequence[Grade]) -> tuple[bool | None, float | None]:
+    """Every grade passed; the mean score, a grade without one counting 1 when it passed and
+    0 when not. (None, None) without grades."""
+    if not grades:
+        return None, None
+    values = [g.score if g.score is not None else float(g.passed) for g in grades]
+    return all(g.passed for g in grades), sum(values) / len(values)
