@@ -287,15 +287,21 @@ class Agent(Listening):
         message: str,
         variants: Mapping[str, Mapping[str, Any]],
         concurrency: int = 4,
+        *,
+        graders: Any = (),
+        repeat: int = 1,
     ) -> Comparison:
         """Run ``message`` once per variant, each on a fork named after it, concurrently.
 
         ``variants`` maps a name to overrides of ``instructions``, ``model``,
         ``model_settings`` and ``tools``; see ``fragola_nb.experiments.compare``.
+        ``repeat=k`` runs each variant k times; ``graders`` grade each run (rows gain
+        ``passed``, ``score`` and ``grades``).
         """
         from fragola_nb.experiments.compare import run_compare
 
-        return await run_compare(self, message, variants, concurrency)
+        return await run_compare(self, message, variants, concurrency, graders=graders,
+                                 repeat=repeat)
 
     async def batch(
         self,
@@ -305,6 +311,8 @@ class Agent(Listening):
         resume: str | PathLike[str] | None = None,
         progress: bool = True,
         backend: str | RayBackend = "local",
+        graders: Any = (),
+        repeat: int = 1,
     ) -> BatchResult:
         """Send each input (a string, or a list of content parts) with ``user_message`` on
         a fresh fork of this agent, at most ``concurrency`` at once; this agent's history is
@@ -316,6 +324,9 @@ class Agent(Listening):
         nothing more, ``stop_sync()`` also stops the running inputs: the rows come back, the
         finished ones kept. ``resume=PATH`` appends each finished row to a JSON Lines file and
         skips the inputs it already answered when run again. ``progress`` shows a tqdm bar.
+        ``repeat=k`` runs each input k times (k rows side by side, ``row.repeat`` 0 to k - 1);
+        ``graders`` (see ``fragola_nb.graders``) grade each finished row once all have run:
+        rows gain ``grades``, ``passed`` and ``score``.
 
         ``backend="ray"`` (or ``RayBackend(address=..., workers=...)``) runs the inputs on Ray
         workers, ``concurrency`` at once on each, and gives the same rows: see
@@ -330,7 +341,7 @@ class Agent(Listening):
         from fragola_nb.experiments.batch import run_batch
 
         return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
-                               backend=backend)
+                               backend=backend, graders=graders, repeat=repeat)
 
     async def evaluate(
         self,

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,10 @@ from fragola_nb.experiments.comparison import (
     row_tokens,
     undone_on_error,
 )
+from fragola_nb.experiments.evalrows import check_repeat
+from fragola_nb.experiments.graders import check_graders
+from fragola_nb.experiments.grading import graded_row, grades_of, passed_and_score, unique_names
+from fragola_nb.models.recording.cache import REPEAT_INDEX
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -73,9 +78,14 @@ async def run_batch(
     resume: str | PathLike[str] | None,
     progress: bool,
     backend: Any = "local",
+    graders: Any = (),
+    repeat: int = 1,
 ) -> BatchResult:
     """``agent.batch``: see the module's docstring."""
-    items = _checked_inputs(inputs)
+    repeat = check_repeat(repeat)
+    chosen = check_graders(graders)
+    # k runs of an input are k rows, side by side: the inputs repeated in place.
+    items = [item for item in _checked_inputs(inputs) for _ in range(repeat)]
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
     if agent.status != "idle":
@@ -97,7 +107,7 @@ async def run_batch(
         # A listener of the agent's after_state_update that raises on the "experiment"
         # event ends the call here with nothing left behind.
         with undone_on_error(agent):
-            batch = _Batch(agent, base, items, file, progress)
+            batch = _Batch(agent, base, items, file, progress, repeat)
             agent.experiment_began(batch.stop, f"batch of {len(items):,} inputs")
     except BaseException:
         if batch is not None:
@@ -114,6 +124,8 @@ async def run_batch(
             await run_on_ray(batch, on_ray, concurrency, definition)
         else:
             await batch.run(concurrency)
+        if chosen:
+            await batch.grade(chosen, concurrency)
     finally:
         experiment_ended(agent, batch.stop)
         batch.close()
@@ -137,7 +149,7 @@ class _Batch:
     """One ``agent.batch`` call in flight: the rows so far, the forks running, the bar."""
 
     def __init__(self, agent: Agent, base: Agent, items: list[Any], file: ResumeFile | None,
-                 progress: bool) -> None:
+                 progress: bool, repeat: int = 1) -> None:
         # A notebook widget under a kernel, else a line on stderr.
         from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
 
@@ -145,7 +157,7 @@ class _Batch:
         # fork events would say nothing); each fork's own run is heard as any fork's, by the
         # listeners it inherits.
         self.base = base
-        self.agent, self.items, self.file = agent, items, file
+        self.agent, self.items, self.file, self.repeat = agent, items, file, repeat
         self.rows: dict[int, BatchRow] = dict(file.rows) if file is not None else {}
         todo = [i for i in range(len(items)) if i not in self.rows]
         self.workers = len(todo)
@@ -194,6 +206,7 @@ class _Batch:
                 self.running[index] = fork
                 if self.stopping:  # stop() from another thread since the check above
                     return
+                REPEAT_INDEX.set(index % self.repeat)  # this worker task's own context
                 state = await fork.user_message(self.items[index])
             except Exception as exc:
                 row = self._row(index, fork, started, "failed", error_line(exc))
@@ -209,7 +222,8 @@ class _Batch:
         answer = answer_text(fork, fork.fork_point) if fork is not None else None
         return BatchRow(index=index, input=self.items[index], answer=answer, error=error,
                         status=status, tokens=row_tokens(usage),
-                        seconds=time.perf_counter() - started, fork=fork, usage=usage)
+                        seconds=time.perf_counter() - started, fork=fork, usage=usage,
+                        repeat=index % self.repeat)
 
     def _finish(self, row: BatchRow) -> None:
         self.rows[row.index] = row
@@ -245,6 +259,24 @@ class _Batch:
                 here = exc
         if here is not None:
             raise here
+
+    async def grade(self, graders: Sequence[Any], concurrency: int) -> None:
+        """Grade every finished row (those read back from a resume file too: the file keeps
+        no grades), at most ``concurrency`` at once."""
+        names = unique_names(graders)
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(row: BatchRow) -> None:
+            async with gate:
+                graded = graded_row(row.input, row.answer, row.fork, row.usage, row.seconds,
+                                    repeat=row.repeat)
+                grades = await grades_of(graded, graders, names)
+            passed, score = passed_and_score(grades)
+            self.rows[row.index] = dataclasses.replace(row, grades=grades, passed=passed,
+                                                       score=score)
+
+        await asyncio.gather(*(one(row) for row in list(self.rows.values())
+                               if row.status in ("done", "failed")))
 
     def close(self) -> None:
         self.bar.close()

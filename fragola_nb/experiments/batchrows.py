@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from fragola_nb.base.render import escape, text_of
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.comparison import import_pandas
+from fragola_nb.experiments.graders import Grade
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -49,6 +50,14 @@ class BatchRow:
     fork: Agent | None = field(default=None, repr=False, compare=False)
     usage: Usage | None = field(default=None, repr=False)
     resumed: bool = False
+    repeat: int = 0
+    """Which run of its input this is (``batch(..., repeat=k)``: 0 to k - 1)."""
+    grades: tuple[Grade, ...] = ()
+    """What ``batch(..., graders=...)``'s graders said of the row."""
+    passed: bool | None = None
+    """Every grade passed (None without graders, or for a row that did not finish)."""
+    score: float | None = None
+    """The mean of the grades' scores (a grade without one: 1 passed, 0 not)."""
 
     def __getitem__(self, name: str) -> Any:
         if name not in _FIELDS:
@@ -125,9 +134,14 @@ class BatchResult(Sequence[BatchRow]):
 
     def to_pandas(self) -> Any:
         """The rows as a ``pandas.DataFrame``, one per input, indexed by input position:
-        columns input, answer, error, status, tokens, seconds, fork."""
+        columns input, answer, error, status, tokens, seconds, fork (and repeat, passed and
+        score when the batch had repeats or graders)."""
         pandas = import_pandas("BatchResult.to_pandas()")
         columns = ["input", "answer", "error", "status", "tokens", "seconds", "fork"]
+        if any(row.repeat for row in self._rows):
+            columns.insert(1, "repeat")
+        if any(row.grades for row in self._rows):
+            columns[-1:-1] = ["passed", "score"]
         data = [[getattr(row, name) for name in columns] for row in self._rows]
         # Whole numbers, <NA> where unknown (not floats with NaN).
         return pandas.DataFrame(data, columns=columns).astype({"tokens": "Int64"})
@@ -137,6 +151,9 @@ class BatchResult(Sequence[BatchRow]):
         parts = [f"{self.done} done", f"{self.failed} failed"]
         parts += [f"{count} {status}" for status in ("stopped", "not run")
                   if (count := self._count(status))]
+        graded = [row for row in self._rows if row.passed is not None]
+        if graded:
+            parts.append(f"{sum(1 for row in graded if row.passed)}/{len(graded)} passed")
         usage = self.usage.summary() or "no model calls"
         count = len(self._rows)
         inputs = f"{count} input" + ("" if count == 1 else "s")

@@ -13,7 +13,9 @@ A variant overrides ``instructions``, ``model`` (the model of that fork), ``mode
 (merged over the agent's) and ``tools`` (replacing the agent's list). Every variant is checked
 before any fork is made, so a mistake leaves nothing half made. Each variant then runs
 ``message`` on ``agent.fork(name)`` (the forks show in the fork tree), at most ``concurrency``
-at once.
+at once. ``repeat=k`` runs each variant k times (forks ``name``, ``name#2``...);
+``graders`` (see ``fragola_nb.graders``) grade each finished run: its row gains ``passed``,
+``score`` and ``grades``.
 
 A variant that fails (the API, a listener, the step limit) is a row with its error, one line;
 the others go on. A variant that pauses for approval is a row whose status is ``"waiting"``,
@@ -48,7 +50,11 @@ from fragola_nb.experiments.comparison import (
     tool_call_texts,
     undone_on_error,
 )
+from fragola_nb.experiments.evalrows import check_repeat
+from fragola_nb.experiments.graders import check_graders
+from fragola_nb.experiments.grading import graded_row, grades_of, unique_names
 from fragola_nb.models.client import settings_problem
+from fragola_nb.models.recording.cache import REPEAT_INDEX
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -76,10 +82,14 @@ VARIANT_KEYS = ("instructions", "model", "model_settings", "tools")
 
 
 async def run_compare(
-    agent: Agent, message: str, variants: Mapping[str, Mapping[str, Any]], concurrency: int
+    agent: Agent, message: str, variants: Mapping[str, Mapping[str, Any]], concurrency: int,
+    *, graders: Any = (), repeat: int = 1,
 ) -> Comparison:
     """``agent.compare(message, variants, concurrency)``; see the module's docstring."""
     content = check_content(message)
+    repeat = check_repeat(repeat)
+    chosen = check_graders(graders)
+    names = unique_names(chosen)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
     overrides = check_variants(agent, variants)
@@ -101,6 +111,7 @@ async def run_compare(
                 comparison.update(run, "not_started", "stopped before it started")
                 return
             comparison.start(run)
+            REPEAT_INDEX.set(run.repeat)  # this task's own context
             try:
                 state = await run.fork.user_message(content)
             except (asyncio.CancelledError, KeyboardInterrupt):
@@ -109,12 +120,22 @@ async def run_compare(
             except Exception as exc:  # a row with its error; the other variants go on
                 comparison.update(run, "failed", error_line(exc))
             else:
-                comparison.update(run, *_ending(run, state))
+                status, error = _ending(run, state)
+                if chosen and status in ("finished", "step_limit", "waiting"):
+                    fork = run.fork
+                    graded = graded_row(content, answer_text(fork, fork.fork_point), fork,
+                                        fork.usage, run.seconds, variant=run.name,
+                                        repeat=run.repeat)
+                    run.grades = await grades_of(graded, chosen, names)
+                comparison.update(run, status, error)
 
     # A listener of the agent's after_state_update that raises on the "fork" or "experiment"
     # event ends the call here, with nothing left half made.
     with undone_on_error(agent, stopper):
-        runs += [VariantRun(name, _fork(agent, name, override)) for name, override in overrides]
+        for name, override in overrides:
+            for r in range(repeat):
+                label = name if r == 0 else f"{name}#{r + 1}"
+                runs.append(VariantRun(label, _fork(agent, label, override), repeat=r))
         agent.experiment_began(stopper, f"compare of {len(runs)} variants")
     comparison = Comparison(agent, content, runs)
     for watcher in list(WATCHERS):

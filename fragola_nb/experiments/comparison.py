@@ -130,6 +130,10 @@ class VariantRun:
     error: str | None = None
     started: float | None = field(default=None, repr=False)
     ended: float | None = field(default=None, repr=False)
+    repeat: int = 0
+    """Which run of its variant this is (``compare(..., repeat=k)``: 0 to k - 1)."""
+    grades: tuple[Any, ...] = ()
+    """What ``compare(..., graders=...)``'s graders said of the run (``Grade`` values)."""
 
     @property
     def seconds(self) -> float | None:
@@ -150,9 +154,18 @@ class VariantRun:
 
     def row(self) -> dict[str, Any]:
         fork, since = self.fork, self.fork.fork_point
-        return {"variant": self.name, "status": self.status_now,
-                "answer": answer_text(fork, since), "tool_calls": tool_call_texts(fork, since),
-                "tokens": row_tokens(fork.usage), "seconds": self.seconds, "error": self.error}
+        row = {"variant": self.name, "status": self.status_now,
+               "answer": answer_text(fork, since), "tool_calls": tool_call_texts(fork, since),
+               "tokens": row_tokens(fork.usage), "seconds": self.seconds, "error": self.error}
+        if self.grades:
+            passed = all(grade.passed for grade in self.grades)
+            scores = [g.score if g.score is not None else float(g.passed) for g in self.grades]
+            row.update(repeat=self.repeat, passed=passed, score=sum(scores) / len(scores),
+                       grades={g.name: {"passed": g.passed, "score": g.score,
+                                        "reason": g.reason} for g in self.grades})
+        elif self.repeat:
+            row["repeat"] = self.repeat
+        return row
 
 
 class Comparison(Mapping[str, "Agent"]):
@@ -186,13 +199,18 @@ class Comparison(Mapping[str, "Agent"]):
     def table(self) -> list[dict[str, Any]]:
         """One row per variant: variant, status, answer (the fork's last assistant text, or
         None), tool_calls (``name(arguments)`` strings), tokens, seconds, error (one line, or
-        None). Read from the forks now, so a waiting fork resumed later shows its answer."""
+        None). Read from the forks now, so a waiting fork resumed later shows its answer.
+        With ``graders``, also passed, score and grades (name -> passed, score, reason); with
+        ``repeat``, one row per run of a variant (``name``, ``name#2``...) and its repeat."""
         return [run.row() for run in self.runs.values()]
 
     def to_pandas(self) -> Any:
         """``table()`` as a ``pandas.DataFrame`` (needs ``pip install fragola_nb[pandas]``)."""
         pandas = import_pandas("Comparison.to_pandas()")
-        frame = pandas.DataFrame(self.table(), columns=list(COLUMNS))
+        rows = self.table()
+        extra = [key for key in ("repeat", "passed", "score", "grades")
+                 if any(key in row for row in rows)]
+        frame = pandas.DataFrame(rows, columns=[*COLUMNS, *extra])
         return frame.astype({"tokens": "Int64"})  # whole numbers, <NA> where unknown
 
     # -- for views ------------------------------------------------------------------------------

@@ -263,3 +263,46 @@ async def test_stop_starts_nothing_more_and_the_rest_is_not_run(model: ScriptedM
     assert evaluation[1].error is not None and evaluation[1].error.startswith("not run")
     assert evaluation.stopped and len(model.requests) == 1
     assert json.loads(json.dumps(evaluation.table()))[0]["passed"] is True
+
+
+async def test_repeats_through_a_cache_pay_once_then_replay(model: ScriptedModel, tmp_path: Path
+                                                           ) -> None:
+    model.brain = brain
+    path = tmp_path / "cache.jsonl"
+
+    async def run() -> Evaluation:
+        fragola = Fragola.cached(path, model="m", api_key="k-test", base_url=model.base_url,
+                                 max_retries=0)
+        return await fragola.agent(name="c", instructions="calm").evaluate(
+            ["one", "two"], graders=[contains("calm")], repeat=3, progress=False)
+
+    first = await run()
+    assert len(model.requests) == 6  # three real samples of each case
+    assert not any(row.cached for row in first)
+    again = await run()
+    assert len(model.requests) == 6  # all six replayed
+    assert all(row.cached for row in again)
+    assert [r.answer for r in again] == [r.answer for r in first]
+    assert again.summary()[0]["cached_calls"] == 6
+
+
+async def test_batch_and_compare_take_graders_and_repeat(model: ScriptedModel) -> None:
+    agent = eval_agent(model)
+    result = await agent.batch(["a", "b"], graders=[contains("calm: a")], repeat=2,
+                               progress=False)
+    assert [(row.input, row.repeat, row.passed) for row in result] == [
+        ("a", 0, True), ("a", 1, True), ("b", 0, False), ("b", 1, False)]
+    assert result[2].grades[0].reason and result[0].score == 1.0
+    assert "2/4 passed" in result.summary()
+    assert list(result.to_pandas().columns) == [
+        "input", "repeat", "answer", "error", "status", "tokens", "seconds", "passed",
+        "score", "fork"]
+
+    comparison = await agent.compare("q", VARIANTS, graders=[contains("LOUD")], repeat=2)
+    rows = comparison.table()
+    assert [(row["variant"], row["repeat"], row["passed"]) for row in rows] == [
+        ("calm", 0, False), ("calm#2", 1, False), ("loud", 0, True), ("loud#2", 1, True)]
+    assert rows[0]["grades"]["contains('LOUD')"]["reason"]
+    assert set(comparison) == {"calm", "calm#2", "loud", "loud#2"}
+    with pytest.raises(BadUsage, match="repeat"):
+        await agent.compare("q", VARIANTS, repeat=-1)

@@ -365,7 +365,8 @@ class _RayRun:
         self.batch._finish(BatchRow(
             index=report.index, input=self.batch.items[report.index], answer=report.answer,
             error=report.error, status=report.status,  # type: ignore[arg-type]
-            tokens=row_tokens(usage), seconds=report.seconds, fork=fork, usage=usage))
+            tokens=row_tokens(usage), seconds=report.seconds, fork=fork, usage=usage,
+            repeat=report.index % self.batch.repeat))
 
     def fork(self, report: RowReport) -> Agent | None:
         """``row.fork``, made here from what the worker's fork held."""
