@@ -154,9 +154,11 @@ class VariantRun:
 
     def row(self) -> dict[str, Any]:
         fork, since = self.fork, self.fork.fork_point
-        row = {"variant": self.name, "status": self.status_now,
-               "answer": answer_text(fork, since), "tool_calls": tool_call_texts(fork, since),
-               "tokens": row_tokens(fork.usage), "seconds": self.seconds, "error": self.error}
+        row: dict[str, Any] = {"variant": self.name, "status": self.status_now,
+                               "answer": answer_text(fork, since),
+                               "tool_calls": tool_call_texts(fork, since),
+                               "tokens": row_tokens(fork.usage), "seconds": self.seconds,
+                               "error": self.error}
         if self.grades:
             passed = all(grade.passed for grade in self.grades)
             scores = [g.score if g.score is not None else float(g.passed) for g in self.grades]
