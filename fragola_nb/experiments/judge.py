@@ -115,9 +115,10 @@ def judge(rubric: str, model: str | None = None, fragola: Fragola | None = None,
     (``(low, high)``, default ``(1, 5)``); the grade passes when the score is at least
     ``threshold``, else the scale's midpoint (3 on 1-5). A score outside the scale fails,
     saying so; a row without an answer fails with ``no answer`` (no call is made). It runs
-    on the graded fork's Fragola unless given ``fragola=``, on ``model=`` when given; its
-    calls are in ``Grade.usage``, apart from the graded calls. ``Grade.score`` is the judge's
-    score on the scale.
+    on the graded fork's Fragola unless given ``fragola=``, on ``model=`` when given, else on
+    that Fragola's model (not the graded agent's settings: every variant of an evaluation is
+    judged alike); its calls are in ``Grade.usage``, apart from the graded calls.
+    ``Grade.score`` is the judge's score on the scale.
 
     On the scripted model (``Fragola.scripted()``) the score is fixed: the fraction of the
     rubric's quoted phrases (``"..."`` or backticks) found in the answer, in any letter case,

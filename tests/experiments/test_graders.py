@@ -242,7 +242,7 @@ async def test_the_judge_reads_the_expected_answer_and_honours_model_and_fragola
         agent = make_agent(graded_model)
         await agent.user_message("Capital of France?")
         model.brain = demo_brain
-        other = make_fragola(model)
+        other = make_fragola(model, json_mode="tool")  # the verdict comes as a forced call
         graded = GradedRow("Capital of France?", "Paris", "It is Lyon.", agent, agent.usage,
                            0.1)
 
@@ -253,6 +253,7 @@ async def test_the_judge_reads_the_expected_answer_and_honours_model_and_fragola
                             'answer (missing "Paris"): 0 + 0/1 × (10 - 0) = 0')
         assert len(graded_model.requests) == 1  # the graded model was not asked again
         assert model.requests[-1]["model"] == "judge-model"
+        assert model.requests[-1]["tool_choice"]["type"] == "function"
         assert "Expected answer:\nParis" in model.requests[-1]["messages"][-1]["content"]
     finally:
         graded_model.stop()
