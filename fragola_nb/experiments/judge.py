@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.graders import Grade, GradedRow, one_line
@@ -89,7 +90,9 @@ class Judge:
         if not result.success or not isinstance(result.data, Verdict):
             return Grade("judge", False, reason=f"the judge's reply does not fit "
                          f"{{score, reason}}: {str(result.error)[:200]}", usage=agent.usage)
-        score, reason = result.data.score, " ".join(result.data.reason.split())
+        # The model's reason is shown in tables and saved: a key it quoted back stays hidden.
+        reason = redact_text(" ".join(result.data.reason.split()), fragola.credentials(settings))
+        score = result.data.score
         low, high = self.scale
         if not (math.isfinite(score) and low <= score <= high):
             return Grade("judge", False, score, f"score {score:g} is outside the scale {low}"

@@ -145,6 +145,23 @@ def test_callables_sync_and_async_return_each_kind() -> None:
                       Grade("named_later", False, 0.1, "too long"), Grade("whole", True, 1.0))
 
 
+def test_async_graders_run_concurrently_and_a_row_reads_by_key() -> None:
+    asked = asyncio.Event()
+
+    async def waits(row: GradedRow) -> bool:  # answered only while the other one runs
+        await asyncio.wait_for(asked.wait(), 5)
+        return True
+
+    async def sets(row: GradedRow) -> bool:
+        asked.set()
+        return row["input"] == row.input == "q"
+
+    assert asyncio.run(grade(row("a"), [waits, sets])) == (Grade("waits", True),
+                                                           Grade("sets", True))
+    with pytest.raises(KeyError):
+        row("a")["grades"]
+
+
 def test_a_grader_that_raises_or_returns_nonsense_is_a_failed_grade_with_its_key_redacted(
 ) -> None:
     def leaks(row: GradedRow) -> bool:
