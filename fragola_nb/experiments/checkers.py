@@ -81,8 +81,8 @@ def regex(pattern: str | re.Pattern[str]) -> Check:
     """Passes when ``pattern`` (a string or a compiled pattern) matches somewhere in the answer
     (``re.search``; anchor it with ``^...$`` for the whole answer).
 
-    >>> regex(r"\\b\\d{4}\\b").__name__
-    "regex('\\\\b\\\\d{4}\\\\b')"
+    >>> regex("[0-9]{4}").__name__
+    "regex('[0-9]{4}')"
     """
     try:
         compiled = re.compile(pattern)

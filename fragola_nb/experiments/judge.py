@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.graders import Grade, GradedRow, one_line
@@ -89,7 +90,9 @@ class Judge:
         if not result.success or not isinstance(result.data, Verdict):
             return Grade("judge", False, reason=f"the judge's reply does not fit "
                          f"{{score, reason}}: {str(result.error)[:200]}", usage=agent.usage)
-        score, reason = result.data.score, " ".join(result.data.reason.split())
+        # The model's reason is shown in tables and saved: a key it quoted back stays hidden.
+        reason = redact_text(" ".join(result.data.reason.split()), fragola.credentials(settings))
+        score = result.data.score
         low, high = self.scale
         if not (math.isfinite(score) and low <= score <= high):
             return Grade("judge", False, score, f"score {score:g} is outside the scale {low}"
@@ -115,9 +118,10 @@ def judge(rubric: str, model: str | None = None, fragola: Fragola | None = None,
     (``(low, high)``, default ``(1, 5)``); the grade passes when the score is at least
     ``threshold``, else the scale's midpoint (3 on 1-5). A score outside the scale fails,
     saying so; a row without an answer fails with ``no answer`` (no call is made). It runs
-    on the graded fork's Fragola unless given ``fragola=``, on ``model=`` when given; its
-    calls are in ``Grade.usage``, apart from the graded calls. ``Grade.score`` is the judge's
-    score on the scale.
+    on the graded fork's Fragola unless given ``fragola=``, on ``model=`` when given, else on
+    that Fragola's model (not the graded agent's settings: every variant of an evaluation is
+    judged alike); its calls are in ``Grade.usage``, apart from the graded calls.
+    ``Grade.score`` is the judge's score on the scale.
 
     On the scripted model (``Fragola.scripted()``) the score is fixed: the fraction of the
     rubric's quoted phrases (``"..."`` or backticks) found in the answer, in any letter case,

@@ -145,6 +145,23 @@ def test_callables_sync_and_async_return_each_kind() -> None:
                       Grade("named_later", False, 0.1, "too long"), Grade("whole", True, 1.0))
 
 
+def test_async_graders_run_concurrently_and_a_row_reads_by_key() -> None:
+    asked = asyncio.Event()
+
+    async def waits(row: GradedRow) -> bool:  # answered only while the other one runs
+        await asyncio.wait_for(asked.wait(), 5)
+        return True
+
+    async def sets(row: GradedRow) -> bool:
+        asked.set()
+        return row["input"] == row.input == "q"
+
+    assert asyncio.run(grade(row("a"), [waits, sets])) == (Grade("waits", True),
+                                                           Grade("sets", True))
+    with pytest.raises(KeyError):
+        row("a")["grades"]
+
+
 def test_a_grader_that_raises_or_returns_nonsense_is_a_failed_grade_with_its_key_redacted(
 ) -> None:
     def leaks(row: GradedRow) -> bool:
@@ -242,7 +259,7 @@ async def test_the_judge_reads_the_expected_answer_and_honours_model_and_fragola
         agent = make_agent(graded_model)
         await agent.user_message("Capital of France?")
         model.brain = demo_brain
-        other = make_fragola(model)
+        other = make_fragola(model, json_mode="tool")  # the verdict comes as a forced call
         graded = GradedRow("Capital of France?", "Paris", "It is Lyon.", agent, agent.usage,
                            0.1)
 
@@ -253,6 +270,7 @@ async def test_the_judge_reads_the_expected_answer_and_honours_model_and_fragola
                             'answer (missing "Paris"): 0 + 0/1 × (10 - 0) = 0')
         assert len(graded_model.requests) == 1  # the graded model was not asked again
         assert model.requests[-1]["model"] == "judge-model"
+        assert model.requests[-1]["tool_choice"]["type"] == "function"
         assert "Expected answer:\nParis" in model.requests[-1]["messages"][-1]["content"]
     finally:
         graded_model.stop()

@@ -393,3 +393,33 @@ async def test_script_refuses_what_cannot_work(lesson: Fragola) -> None:
     lesson.script(tutor, [reply("ok")])  # the agent's own headers are kept
     assert tutor.options.model_settings["extra_headers"] == {
         "x-class": "4b", SCRIPT_HEADER: tutor.id}
+
+
+def judged(rubric: str, answer: str, expected: str | None = None,
+           scale: tuple[float, float] = (1, 5)) -> dict[str, Any]:
+    """The demo brain's verdict on a judge's request, as ``judge()`` writes one."""
+    from fragola_nb.core.usage import Usage
+    from fragola_nb.experiments.graders import GradedRow
+    from fragola_nb.experiments.judge import judge
+
+    asking = judge(rubric, scale=scale)
+    row = GradedRow("the question", expected, answer, None, Usage(), None)
+    item = demo_brain({"messages": [{"role": "system", "content": asking.system_prompt()},
+                                    {"role": "user", "content": asking.question(row)}]})
+    assert isinstance(item, Reply)
+    return dict(json.loads(item.text))
+
+
+def test_a_judge_is_scored_by_the_rubrics_quoted_phrases_found_in_the_answer() -> None:
+    assert judged('Says “Oslo”, `Norway` and "capital".', "Oslo is in norway.") == {
+        "score": 3.67, "reason": 'scripted judge: 2 of 3 phrases of the rubric in the answer '
+        '(found "Oslo", "Norway"; missing "capital"): 1 + 2/3 × (5 - 1) = 3.67'}
+    assert judged("Correct?", "It is Oslo.", expected="Oslo", scale=(0, 10))["score"] == 10
+    assert judged("Correct?", "It is Bergen.", expected="Oslo")["score"] == 1
+    assert judged("Is it polite?", "Hello!") == {
+        "score": 5, "reason": "scripted judge: nothing to look for in the rubric, so the top "
+                              "of the scale, 5"}
+    # Only a judge's request is judged: a rubric in other instructions is not.
+    plain = demo_brain({"messages": [{"role": "system", "content": 'Rubric:\n"x"'},
+                                     {"role": "user", "content": "hi"}]})
+    assert isinstance(plain, Reply) and "You said: hi" in plain.text
