@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from fragola_nb.core.usage import Usage
 
 __all__ = ["PASS_SCORE", "Grade", "GradedRow", "Grader", "check_graders", "grade",
-           "grader_name", "one_line", "tool_calls_of"]
+           "grade_each", "grader_name", "one_line", "tool_calls_of"]
 
 PASS_SCORE = 0.5
 """A grader that returns a number passes when the number is at least this (a 0-1 score)."""
@@ -154,20 +154,49 @@ async def grade(row: GradedRow, graders: Sequence[Grader]) -> tuple[Grade, ...]:
     """Run each grader on ``row``, the async ones concurrently, and return their grades in
     the graders' order (a grader that returned None gives none). Never raises, but on
     cancellation: a grader that raises gives a failed grade saying why."""
-    known = _credentials(row)
-    results = await asyncio.gather(*(_run(grader, row, known) for grader in graders))
-    return tuple(result for result in results if result is not None)
+    return tuple(result for result in await grade_each(row, graders) if result is not None)
 
 
-async def _run(grader: Grader, row: GradedRow, known: set[str]) -> Grade | None:
-    name = grader_name(grader)
+async def grade_each(row: GradedRow, graders: Sequence[Grader],
+                     names: Sequence[str] | None = None) -> list[Grade | None]:
+    """What each grader said of ``row``, in order (None where it gave no grade), under
+    ``names`` when given. A sync grader is called in place, the awaitables are awaited
+    together: a thousand rows of plain checks make no task each."""
+    rename = names is not None
+    names = names if names is not None else [grader_name(grader) for grader in graders]
+    results: list[Grade | None] = []
+    waiting: list[tuple[int, str, Any]] = []
+    for index, (grader, name) in enumerate(zip(graders, names, strict=True)):
+        try:
+            said = grader(row)
+            if inspect.isawaitable(said):
+                waiting.append((index, name, said))
+                results.append(None)
+                continue
+            results.append(_named(_as_grade(name, said), name, rename))
+        except Exception as exc:  # a grader's bug is a failed grade, never a lost row
+            results.append(Grade(name, False, reason=one_line(exc, _credentials(row))))
+    if waiting:
+        awaited = await asyncio.gather(*(_awaited(name, said, row, rename)
+                                         for _, name, said in waiting))
+        for (index, _, _), result in zip(waiting, awaited, strict=True):
+            results[index] = result
+    return results
+
+
+async def _awaited(name: str, said: Any, row: GradedRow, rename: bool) -> Grade | None:
     try:
-        said = grader(row)
-        if inspect.isawaitable(said):
-            said = await said
-        return _as_grade(name, said)
-    except Exception as exc:  # a grader's bug is a failed grade, never a lost row
-        return Grade(name, False, reason=one_line(exc, known))
+        return _named(_as_grade(name, await said), name, rename)
+    except Exception as exc:
+        return Grade(name, False, reason=one_line(exc, _credentials(row)))
+
+
+def _named(grade: Grade | None, name: str, rename: bool) -> Grade | None:
+    """A grade under the name asked for (``grade_each``'s unique ``names``); without, a
+    callable's own ``Grade`` keeps the name it gave."""
+    if grade is None or grade.name == name or not rename:
+        return grade
+    return dataclasses.replace(grade, name=name)
 
 
 def _as_grade(name: str, said: Any) -> Grade | None:

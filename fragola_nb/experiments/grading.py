@@ -4,13 +4,17 @@ unique names, a ``GradedRow`` from a fork, the grades under those names, and a r
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.graders import Grade, GradedRow, grade, grader_name, tool_calls_of
+from fragola_nb.experiments.graders import (
+    Grade,
+    GradedRow,
+    grade_each,
+    grader_name,
+    tool_calls_of,
+)
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -42,10 +46,8 @@ def graded_row(input: Any, answer: str | None, fork: Agent | None, usage: Usage 
 async def grades_of(row: GradedRow, graders: Sequence[Any], names: Sequence[str]
                     ) -> tuple[Grade, ...]:
     """Each grader's grade under its unique name, in order (one that gives None gives none);
-    the graders run concurrently (judges wait on a model)."""
-    each = await asyncio.gather(*(grade(row, [grader]) for grader in graders))
-    return tuple(dataclasses.replace(given[0], name=name)
-                 for given, name in zip(each, names, strict=True) if given)
+    the async ones (judges wait on a model) run concurrently."""
+    return tuple(g for g in await grade_each(row, graders, names) if g is not None)
 
 
 def passed_and_score(grades: Sequence[Grade]) -> tuple[bool | None, float | None]:
