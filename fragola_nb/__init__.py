@@ -49,6 +49,7 @@ if typing.TYPE_CHECKING:
     from fragola_nb.core.tools import Tool, tool
     from fragola_nb.core.usage import Usage, tree_usage
     from fragola_nb.experiments import BatchResult, Comparison
+    from fragola_nb.experiments.evaluation import Evaluation
     from fragola_nb.experiments.graders import Grade, GradedRow
     from fragola_nb.experiments.ray.backend import RayBackend
     from fragola_nb.presets.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
@@ -116,6 +117,7 @@ _LAZY = {
     "tool": "core.tools",
     "BatchResult": "experiments",
     "Comparison": "experiments",
+    "Evaluation": "experiments.evaluation",
     "Grade": "experiments.graders",
     "GradedRow": "experiments.graders",
     "JsonResult": "core.jsonmode",
@@ -163,6 +165,7 @@ __all__ = [
     "BranchDiff",
     "Comparison",
     "Decision",
+    "Evaluation",
     "Fragola",
     "FragolaError",
     "Grade",
