@@ -23,7 +23,7 @@ from fragola_nb.base.checks import (
     withheld,
 )
 from fragola_nb.base.errors import BadUsage, InvalidArguments, TurnRefused
-from fragola_nb.core import driver, forking
+from fragola_nb.core import driver, forking, limits
 from fragola_nb.core import instructions as _instructions
 from fragola_nb.core import options as _options
 from fragola_nb.core.context import AgentContext, AgentOptions
@@ -47,6 +47,7 @@ from fragola_nb.core.usage import Usage
 if TYPE_CHECKING:
     from fragola_nb.core.fragola import Fragola
     from fragola_nb.core.jsonmode import JsonResult
+    from fragola_nb.core.limits import Budget
     from fragola_nb.core.probes import Probe
     from fragola_nb.experiments import BatchResult, Comparison
     from fragola_nb.experiments.ray.backend import RayBackend
@@ -101,6 +102,7 @@ class Agent(Listening):
         self._step_count = 0
         self._status: Status = "idle"
         self._outcome: Outcome | None = None
+        self._spent: str | None = None  # why the last turn ended "budget"
         self._pending: dict[str, PendingCall] = {}
         self._listeners = Listeners()
         self._hooks = Hooks()
@@ -176,6 +178,7 @@ class Agent(Listening):
             status=self._status,
             pending=self.pending,
             outcome=self._outcome,
+            spent=self._spent if self._outcome == "budget" else None,
         )
 
     @property
@@ -243,26 +246,39 @@ class Agent(Listening):
     # -- turns ------------------------------------------------------------------------------
 
     async def user_message(
-        self, content: str | list[dict[str, Any]], *, by: int | None = None
+        self, content: str | list[dict[str, Any]], *, by: int | None = None,
+        budget: Budget | None = None,
     ) -> AgentState:
-        """Append a user message and run until a final answer, a pause, or the step budget."""
+        """Append a user message and run until a final answer, a pause, or the step budget.
+
+        ``budget`` (a ``Budget``) caps what this call spends on model calls: once spent,
+        nothing more is sent and the turn ends with outcome ``"budget"``.
+
+        >>> state = await agent.user_message("Hi", budget=Budget(tokens=500))  # doctest: +SKIP
+        """
         message = {"role": "user", "content": check_content(content)}
+        limits.check_budget(budget)
         await self._hooks.ready()
         self._check_can_start(resuming=False)
-        budget = self._budget(by, after_user_message=True)
-        return await driver.drive(self, self._user_message_start(message), budget,
-                                  resuming=False)
+        steps = self._budget(by, after_user_message=True)
+        with limits.spending(budget, fragola=self.fragola, models=[self.model]):
+            return await driver.drive(self, self._user_message_start(message), steps,
+                                      resuming=False)
 
-    async def step(self, *, by: int | None = None) -> AgentState:
-        """Run without a new user message; also resumes a paused agent."""
+    async def step(self, *, by: int | None = None, budget: Budget | None = None
+                   ) -> AgentState:
+        """Run without a new user message; also resumes a paused agent. ``budget`` as for
+        ``user_message``."""
+        limits.check_budget(budget)
         await self._hooks.ready()
         self._check_can_start(resuming=True)
         if self.system_prompt is None and not sent(self._history.to_list()):
             # The request would hold no message at all (none, or only notes such as rejected
             # messages, which are never sent), which the API always refuses.
             raise BadUsage(f"agent {self.name!r} has no message to send: use user_message()")
-        budget = self._budget(by, after_user_message=False)
-        return await driver.drive(self, None, budget, resuming=True)
+        steps = self._budget(by, after_user_message=False)
+        with limits.spending(budget, fragola=self.fragola, models=[self.model]):
+            return await driver.drive(self, None, steps, resuming=True)
 
     async def json(
         self, message: str, schema: Any, *, ignore_user_message_events: bool = False,
