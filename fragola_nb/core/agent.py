@@ -301,15 +301,18 @@ class Agent(Listening):
         message: str,
         variants: Mapping[str, Mapping[str, Any]],
         concurrency: int = 4,
+        *,
+        budget: Budget | None = None,
     ) -> Comparison:
         """Run ``message`` once per variant, each on a fork named after it, concurrently.
 
         ``variants`` maps a name to overrides of ``instructions``, ``model``,
-        ``model_settings`` and ``tools``; see ``fragola_nb.experiments.compare``.
+        ``model_settings`` and ``tools``; see ``fragola_nb.experiments.compare``. ``budget``
+        (a ``Budget``) meters all the variants together: once spent, no variant starts.
         """
         from fragola_nb.experiments.compare import run_compare
 
-        return await run_compare(self, message, variants, concurrency)
+        return await run_compare(self, message, variants, concurrency, budget=budget)
 
     async def batch(
         self,
@@ -319,6 +322,7 @@ class Agent(Listening):
         resume: str | PathLike[str] | None = None,
         progress: bool = True,
         backend: str | RayBackend = "local",
+        budget: Budget | None = None,
     ) -> BatchResult:
         """Send each input (a string, or a list of content parts) with ``user_message`` on
         a fresh fork of this agent, at most ``concurrency`` at once; this agent's history is
@@ -335,6 +339,9 @@ class Agent(Listening):
         workers, ``concurrency`` at once on each, and gives the same rows: see
         ``fragola_nb.experiments.ray.backend`` (``pip install "fragola_nb[ray]"``).
 
+        ``budget`` (a ``Budget``) meters the whole batch: once spent no input starts, and
+        the inputs left unfinished are rows ``"not run"`` with error ``"not run: budget"``.
+
         >>> result = await agent.batch(["2 + 2?", "3 + 3?"], resume="rows.jsonl")  # doctest: +SKIP
         >>> result.answers, result.failed                                # doctest: +SKIP
         (['4', '6'], 0)
@@ -344,7 +351,7 @@ class Agent(Listening):
         from fragola_nb.experiments.batch import run_batch
 
         return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
-                               backend=backend)
+                               backend=backend, budget=budget)
 
     def _user_message_start(
         self, message: dict[str, Any], *, events: bool = True
