@@ -43,6 +43,7 @@ if typing.TYPE_CHECKING:
     from fragola_nb.core.events import EVENT_NAMES, Subscription, ToolCallConfig
     from fragola_nb.core.fragola import Fragola
     from fragola_nb.core.jsonmode import JsonResult
+    from fragola_nb.core.limits import Budget
     from fragola_nb.core.payloads import ToolCallPayload
     from fragola_nb.core.state import AgentState, Decision, PendingCall
     from fragola_nb.core.stores import Store, create_store
@@ -52,6 +53,7 @@ if typing.TYPE_CHECKING:
     from fragola_nb.experiments.evaluation import Evaluation
     from fragola_nb.experiments.graders import Grade, GradedRow
     from fragola_nb.experiments.ray.backend import RayBackend
+    from fragola_nb.models.client.ratelimit import RateLimit
     from fragola_nb.presets.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
     from fragola_nb.presets.mcptools import (
         MCPConnection,
@@ -132,6 +134,8 @@ _LAZY = {
     "tree_usage": "core.usage",
     "BranchDiff": "core.branchdiff",
     "diff": "core.branchdiff",
+    "Budget": "core.limits",
+    "RateLimit": "models.client.ratelimit",
     # The rest of the Fragola system: optional modules (mcp_tools and instrument import their
     # extras, mcp and opentelemetry, only when called).
     "Guardrail": "presets.guardrails",
@@ -163,6 +167,7 @@ __all__ = [
     "BadUsage",
     "BatchResult",
     "BranchDiff",
+    "Budget",
     "Comparison",
     "Decision",
     "Evaluation",
@@ -190,6 +195,7 @@ __all__ = [
     "OrchestrationError",
     "OrchestrationMessage",
     "PendingCall",
+    "RateLimit",
     "RayBackend",
     "Rejection",
     "Session",

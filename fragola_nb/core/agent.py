@@ -23,7 +23,7 @@ from fragola_nb.base.checks import (
     withheld,
 )
 from fragola_nb.base.errors import BadUsage, InvalidArguments, TurnRefused
-from fragola_nb.core import driver, forking
+from fragola_nb.core import driver, forking, limits
 from fragola_nb.core import instructions as _instructions
 from fragola_nb.core import options as _options
 from fragola_nb.core.context import AgentContext, AgentOptions
@@ -103,6 +103,7 @@ class Agent(Listening):
         self._step_count = 0
         self._status: Status = "idle"
         self._outcome: Outcome | None = None
+        self._spent: str | None = None  # why the last turn ended "budget"
         self._pending: dict[str, PendingCall] = {}
         self._listeners = Listeners()
         self._hooks = Hooks()
@@ -178,6 +179,7 @@ class Agent(Listening):
             status=self._status,
             pending=self.pending,
             outcome=self._outcome,
+            spent=self._spent if self._outcome == "budget" else None,
         )
 
     @property
@@ -245,26 +247,39 @@ class Agent(Listening):
     # -- turns ------------------------------------------------------------------------------
 
     async def user_message(
-        self, content: str | list[dict[str, Any]], *, by: int | None = None
+        self, content: str | list[dict[str, Any]], *, by: int | None = None,
+        budget: Budget | None = None,
     ) -> AgentState:
-        """Append a user message and run until a final answer, a pause, or the step budget."""
+        """Append a user message and run until a final answer, a pause, or the step budget.
+
+        ``budget`` (a ``Budget``) caps what this call spends on model calls: once spent,
+        nothing more is sent and the turn ends with outcome ``"budget"``.
+
+        >>> state = await agent.user_message("Hi", budget=Budget(tokens=500))  # doctest: +SKIP
+        """
         message = {"role": "user", "content": check_content(content)}
+        limits.check_budget(budget)
         await self._hooks.ready()
         self._check_can_start(resuming=False)
-        budget = self._budget(by, after_user_message=True)
-        return await driver.drive(self, self._user_message_start(message), budget,
-                                  resuming=False)
+        steps = self._budget(by, after_user_message=True)
+        with limits.spending(budget, fragola=self.fragola, models=[self.model]):
+            return await driver.drive(self, self._user_message_start(message), steps,
+                                      resuming=False)
 
-    async def step(self, *, by: int | None = None) -> AgentState:
-        """Run without a new user message; also resumes a paused agent."""
+    async def step(self, *, by: int | None = None, budget: Budget | None = None
+                   ) -> AgentState:
+        """Run without a new user message; also resumes a paused agent. ``budget`` as for
+        ``user_message``."""
+        limits.check_budget(budget)
         await self._hooks.ready()
         self._check_can_start(resuming=True)
         if self.system_prompt is None and not sent(self._history.to_list()):
             # The request would hold no message at all (none, or only notes such as rejected
             # messages, which are never sent), which the API always refuses.
             raise BadUsage(f"agent {self.name!r} has no message to send: use user_message()")
-        budget = self._budget(by, after_user_message=False)
-        return await driver.drive(self, None, budget, resuming=True)
+        steps = self._budget(by, after_user_message=False)
+        with limits.spending(budget, fragola=self.fragola, models=[self.model]):
+            return await driver.drive(self, None, steps, resuming=True)
 
     async def json(
         self, message: str, schema: Any, *, ignore_user_message_events: bool = False,
@@ -290,18 +305,20 @@ class Agent(Listening):
         *,
         graders: Any = (),
         repeat: int = 1,
+        budget: Budget | None = None,
     ) -> Comparison:
         """Run ``message`` once per variant, each on a fork named after it, concurrently.
 
         ``variants`` maps a name to overrides of ``instructions``, ``model``,
         ``model_settings`` and ``tools``; see ``fragola_nb.experiments.compare``.
         ``repeat=k`` runs each variant k times; ``graders`` grade each run (rows gain
-        ``passed``, ``score`` and ``grades``).
+        ``passed``, ``score`` and ``grades``). ``budget`` (a ``Budget``) meters all the
+        variants together: once spent, no variant starts.
         """
         from fragola_nb.experiments.compare import run_compare
 
         return await run_compare(self, message, variants, concurrency, graders=graders,
-                                 repeat=repeat)
+                                 repeat=repeat, budget=budget)
 
     async def batch(
         self,
@@ -313,6 +330,7 @@ class Agent(Listening):
         backend: str | RayBackend = "local",
         graders: Any = (),
         repeat: int = 1,
+        budget: Budget | None = None,
     ) -> BatchResult:
         """Send each input (a string, or a list of content parts) with ``user_message`` on
         a fresh fork of this agent, at most ``concurrency`` at once; this agent's history is
@@ -332,6 +350,9 @@ class Agent(Listening):
         workers, ``concurrency`` at once on each, and gives the same rows: see
         ``fragola_nb.experiments.ray.backend`` (``pip install "fragola_nb[ray]"``).
 
+        ``budget`` (a ``Budget``) meters the whole batch: once spent no input starts, and
+        the inputs left unfinished are rows ``"not run"`` with error ``"not run: budget"``.
+
         >>> result = await agent.batch(["2 + 2?", "3 + 3?"], resume="rows.jsonl")  # doctest: +SKIP
         >>> result.answers, result.failed                                # doctest: +SKIP
         (['4', '6'], 0)
@@ -341,7 +362,8 @@ class Agent(Listening):
         from fragola_nb.experiments.batch import run_batch
 
         return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
-                               backend=backend, graders=graders, repeat=repeat)
+                               backend=backend, graders=graders, repeat=repeat,
+                               budget=budget)
 
     async def evaluate(
         self,

@@ -19,6 +19,7 @@ event                       attributes (all also have ``context``)     listener 
 ``after_step``              ``step``                                   -
 ``after_state_update``      ``reason``, ``message``                    -
 ``status_change``           ``status``, ``previous``                   -
+``throttled``               ``seconds`` (the wait before a retry)      -
 ==========================  ========================================  =================
 """
 
@@ -213,6 +214,15 @@ class StatusChangeEvent(Event):
     previous: str
 
 
+@dataclass
+class ThrottledEvent(Event):
+    """The model API answered 429 (too many requests): the request is sent again in
+    ``seconds`` (its ``Retry-After``, or a backoff). Not a failure until the retries are
+    spent (``Fragola(max_retries=...)``)."""
+
+    seconds: float
+
+
 def _config_problem(config: Any) -> str | None:
     if isinstance(config, Mapping):
         return None
@@ -261,6 +271,7 @@ EVENTS: dict[str, tuple[type[Event], Mutable | None]] = {
     "after_step": (StepEvent, None),
     "after_state_update": (StateUpdateEvent, None),
     "status_change": (StatusChangeEvent, None),
+    "throttled": (ThrottledEvent, None),
 }
 EVENT_NAMES = tuple(EVENTS)
 REFUSABLE = frozenset({"user_message", "ai_message"})

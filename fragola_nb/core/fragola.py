@@ -14,11 +14,12 @@ from fragola_nb.base.redact import redact_text
 from fragola_nb.core.agent import Agent
 from fragola_nb.core.context import AgentOptions
 from fragola_nb.core.jsonshapes import check_json_mode
+from fragola_nb.core.limits import Budget, Meter, check_budget, priced
 from fragola_nb.core.options import check_max_step, check_model_settings
 from fragola_nb.core.stores import Store, index_stores
 from fragola_nb.core.tools import Tool, check_tools
 from fragola_nb.core.usage import check_prices
-from fragola_nb.models.client import ClientSettings, ModelClient
+from fragola_nb.models.client import ClientSettings, ModelClient, RateLimit, check_rate_limit
 
 if TYPE_CHECKING:
     from fragola_nb.models.client import AsyncOpenAI
@@ -53,6 +54,9 @@ class Fragola:
     ``prices`` gives models' prices for ``agent.usage.cost``, in USD per million tokens:
     ``prices={"my-model": {"input": 0.15, "output": 0.60, "cached_input": 0.075}}``; other
     models are priced by genai-prices' table (a dependency).
+    ``budget`` (a ``Budget``) caps what every agent and fork made from it spends, for its
+    lifetime; ``rate_limit`` (a ``RateLimit(rpm=, tpm=)``) paces the requests they all send
+    (see ``docs/limits.md``).
     """
 
     def __init__(
@@ -65,6 +69,8 @@ class Fragola:
         stores: Sequence[Store[Any]] = (),
         prices: Mapping[str, Any] | None = None,
         json_mode: str = "auto",
+        budget: Budget | None = None,
+        rate_limit: RateLimit | None = None,
         **openai_client_options: Any,
     ) -> None:
         if model is None:
@@ -72,11 +78,18 @@ class Fragola:
         if not isinstance(model, str) or not model:
             raise BadUsage("model must be a non-empty string")
         self.model = model
+        budget = check_budget(budget)
+        self.prices = check_prices(prices)
+        if budget is not None and budget.usd is not None:
+            priced(self.prices, [model], "Fragola(budget=...) has a usd budget")
         self._model = ModelClient(
-            client=client, api_key=api_key, base_url=base_url, options=openai_client_options
+            client=client, api_key=api_key, base_url=base_url, options=openai_client_options,
+            rate_limit=rate_limit,
         )
         self._stores = index_stores(stores)
-        self.prices = check_prices(prices)
+        self.meter: Meter | None = None if budget is None else Meter(budget, self.prices)
+        """The meter of ``Fragola(budget=...)``: every model call of every agent and fork
+        made from this instance counts against it, for its lifetime."""
         """Prices per model (``ModelPrice``, USD per million tokens) that ``agent.usage.cost``
         uses before genai-prices' table."""
         self.json_mode = check_json_mode(json_mode)
@@ -141,6 +154,8 @@ class Fragola:
         model: str = "scripted",
         stores: Sequence[Store[Any]] = (),
         prices: Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
+        rate_limit: RateLimit | None = None,
         **scripted_options: Any,
     ) -> Fragola:
         """A Fragola on the scripted model shipped with the package (offline, no API key).
@@ -152,12 +167,16 @@ class Fragola:
         """
         from fragola_nb.models.scripted import ScriptedModel, demo_brain
 
-        check_prices(prices)  # before the server starts: a mistake leaves nothing running
+        # Checked before the server starts: a mistake leaves nothing running.
+        check_prices(prices)
+        check_budget(budget)
+        check_rate_limit(rate_limit)
         if not script:
             scripted_options.setdefault("brain", demo_brain)
         scripted = ScriptedModel(list(script), **scripted_options).start()
         fragola = cls(model=model, api_key="scripted-offline", base_url=scripted.base_url,
-                      stores=stores, max_retries=0, prices=prices)
+                      stores=stores, max_retries=0, prices=prices, budget=budget,
+                      rate_limit=rate_limit)
         fragola.scripted_model = scripted
         return fragola
 
@@ -188,7 +207,8 @@ class Fragola:
             file=sys.stderr,
         )
         return cls.scripted(model=model or _default_model(), stores=options.get("stores", ()),
-                            prices=options.get("prices"))
+                            prices=options.get("prices"), budget=options.get("budget"),
+                            rate_limit=options.get("rate_limit"))
 
     @classmethod
     def record(cls, path: str | os.PathLike[str], **options: Any) -> Fragola:

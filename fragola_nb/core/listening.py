@@ -77,6 +77,9 @@ class Listening:
     def on_status_change(self, listener: Listener) -> Subscription:
         return self.on("status_change", listener)
 
+    def on_throttled(self, listener: Listener) -> Subscription:
+        return self.on("throttled", listener)
+
 
 def _check_event(event: str) -> None:
     if event not in EVENTS:

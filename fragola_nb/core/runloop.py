@@ -8,6 +8,9 @@ One turn (a ``user_message`` or ``step`` call) moves through these states::
     budget left? ──no──────────────────────────────────▶ step_limit  (status "idle")
         │ yes
         ▼
+    money/tokens/time left? ──no───────────────────────▶ budget      (status "idle")
+        │ yes  (fragola_nb.core.limits: every Budget in force)
+        ▼
     CALL_MODEL ──(reply without tool calls)────────────▶ finished    (status "idle")
         │  reply with tool calls
         └──────────▶ ANSWER_TOOLS
@@ -25,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import TurnRefused, exception_text
-from fragola_nb.core import probes
+from fragola_nb.core import limits, probes
 from fragola_nb.core.events import (
     AfterModelInvocationEvent,
     AfterToolCallEvent,
@@ -34,6 +37,7 @@ from fragola_nb.core.events import (
     ModelChunkEvent,
     ModelInvocationEvent,
     StepEvent,
+    ThrottledEvent,
     ToolCallConfig,
     ToolCallEvent,
 )
@@ -46,7 +50,7 @@ from fragola_nb.core.usage import CallUsage, Usage
 from fragola_nb.models.client.reported import Exchange
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from fragola_nb.core.agent import Agent
     from fragola_nb.core.driver import Run
@@ -76,6 +80,10 @@ async def run(agent: Agent, run: Run) -> Outcome:
             return "stopped"
         if calls_made >= run.budget:
             return "step_limit"
+        spent = limits.spent_reason(agent.fragola, agent.model)
+        if spent is not None:
+            agent._spent = spent
+            return "budget"
         step = agent._step_count + 1
         await emit(agent, "before_step", StepEvent(agent.context, step))
         message = await call_model(agent, run)
@@ -133,19 +141,23 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     clock = _Clock()
     try:
         with probes.model_call(agent, seen):
-            reply = seen.reply = await agent.fragola._model.reply(request, on_chunk, exchange)
+            reply = seen.reply = await agent.fragola._model.reply(
+                request, on_chunk, exchange, _throttle_teller(agent))
     except BaseException:
         # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
         # tokens once the server began to answer: a call, with its usage if it said any
         # (else unknown, and the cost None). An HTTP error or no connection cost nothing.
         if exchange.answered:
-            agent._usage += Usage((_call_usage(request, exchange.usage, clock, exchange),),
-                                  agent.fragola.prices)
+            cut = Usage((_call_usage(request, exchange.usage, clock, exchange),),
+                        agent.fragola.prices)
+            agent._usage += cut
+            limits.count(agent.fragola, cut)
         raise
     message = reply.message
     # Counted at once: the tokens are spent whatever the listeners below do.
     usage = Usage((_call_usage(request, reply.usage, clock, exchange),), agent.fragola.prices)
     agent._usage += usage
+    limits.count(agent.fragola, usage)
     if agent._listeners.has("ai_message"):
         try:
             event = await emit(agent, "ai_message", AiMessageEvent(agent.context, message))
@@ -186,6 +198,13 @@ def _call_usage(request: dict[str, Any], reported: dict[str, int] | None, clock:
     return CallUsage(model, reported["prompt_tokens"], reported["completion_tokens"],
                      reported["total_tokens"], reported["cached_tokens"], True, clock.started,
                      ttft, seconds, exchange.cached)
+
+
+def _throttle_teller(agent: Agent) -> Callable[[float], Awaitable[None]]:
+    async def tell(seconds: float) -> None:
+        await emit(agent, "throttled", ThrottledEvent(agent.context, seconds))
+
+    return tell
 
 
 def _chunk_forwarder(agent: Agent) -> Any:

@@ -8,9 +8,10 @@ from typing import Any, Literal
 __all__ = ["AgentState", "Decision", "Outcome", "PendingCall", "Status"]
 
 Status = Literal["idle", "generating", "waiting"]
-Outcome = Literal["finished", "paused", "step_limit", "stopped"]
+Outcome = Literal["finished", "paused", "step_limit", "stopped", "budget"]
 """How the last ``user_message``/``step`` ended: a final answer, paused for a person or an
-outside result, the step budget reached, or stopped by ``stop()``/``stop_sync()``."""
+outside result, the step budget reached, stopped by ``stop()``/``stop_sync()``, or a
+``Budget`` spent (``fragola_nb.core.limits``: ``AgentState.spent`` says which)."""
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,16 @@ class PendingCall:
 
 @dataclass(frozen=True)
 class AgentState:
-    """A snapshot of an agent: ``messages``, ``step_count``, ``status``, ``pending``, and the
-    ``outcome`` of the last run (``None`` before the first)."""
+    """A snapshot of an agent: ``messages``, ``step_count``, ``status``, ``pending``, the
+    ``outcome`` of the last run (``None`` before the first) and, when it was ``"budget"``,
+    ``spent``: the one line saying which budget ran out."""
 
     messages: list[dict[str, Any]]
     step_count: int
     status: Status
     pending: tuple[PendingCall, ...] = ()
     outcome: Outcome | None = None
+    spent: str | None = None
 
     @property
     def last_message(self) -> dict[str, Any] | None:

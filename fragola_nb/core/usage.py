@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
 __all__ = ["MAX_COUNT", "CallUsage", "ModelPrice", "Usage", "call_read_back", "check_prices",
-           "tree_usage"]
+           "price_known", "tree_usage"]
 
 MILLION = Decimal(1_000_000)
 COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
@@ -387,6 +387,11 @@ def _call_cost(call: CallUsage, prices: Mapping[str, ModelPrice]) -> Decimal | N
     return _listed_cost(call.model, call.prompt_tokens, min(call.cached_tokens,
                                                             call.prompt_tokens),
                         call.completion_tokens)
+
+
+def price_known(model: str, prices: Mapping[str, ModelPrice]) -> bool:
+    """Whether a call to ``model`` can be priced: by ``prices``, else by genai-prices."""
+    return model in prices or _listed_cost(model, 1000, 0, 1000) is not None
 
 
 @functools.lru_cache(maxsize=4096)

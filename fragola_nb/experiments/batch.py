@@ -28,6 +28,12 @@ from the file (``fork`` None, ``resumed`` True); failed ones run again.
 Progress is a ``tqdm.auto`` bar (a widget in a notebook, a line on stderr in a terminal) with
 the counts done and failed and the tokens; ``progress=False`` turns it off.
 
+``budget=Budget(...)`` meters the whole batch (with the Fragola's own budget, if any): once
+spent, no input starts, and the rows left are ``"not run"`` with the error ``"not run:
+budget"``, as are those whose turn it ended (outcome ``"budget"``, ``row.fork`` kept); neither
+is written to the resume file, so a resumed batch runs them. On Ray the driver holds the meter
+(see ``ray.run``).
+
 ``backend="ray"`` (or a ``RayBackend``) runs the inputs on Ray workers instead of this event
 loop, with the same rows, bar, stopping and resume file: see ``raybackend``.
 """
@@ -45,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.checks import check_content
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.driver import StopNow
+from fragola_nb.core.limits import Budget, Meter, check_budget, spending
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batchfile import ResumeFile
 from fragola_nb.experiments.batchrows import BatchResult, BatchRow
@@ -67,6 +74,9 @@ if TYPE_CHECKING:
 __all__ = ["BatchResult", "BatchRow", "run_batch"]
 
 NOT_RUN = "not run: the batch was stopped before this input started"
+NOT_RUN_BUDGET = "not run: budget"
+"""The error of an input the batch's ``budget`` left unfinished: never started once it was
+spent, or ended by it before a final answer (``row.fork.state.spent`` says which budget)."""
 STOPPED = "stopped: the batch was stopped at once (stop_sync(), Stop) while this input ran"
 
 
@@ -80,12 +90,14 @@ async def run_batch(
     backend: Any = "local",
     graders: Any = (),
     repeat: int = 1,
+    budget: Budget | None = None,
 ) -> BatchResult:
     """``agent.batch``: see the module's docstring."""
     repeat = check_repeat(repeat)
     chosen = check_graders(graders)
     # k runs of an input are k rows, side by side: the inputs repeated in place.
     items = [item for item in _checked_inputs(inputs) for _ in range(repeat)]
+    check_budget(budget)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
     if agent.status != "idle":
@@ -101,35 +113,38 @@ async def run_batch(
         on_ray = backend_of(backend)
         if on_ray is not None:
             definition = definition_of(base, agent.name, on_ray)
-    file = None if resume is None else ResumeFile(resume, items, agent.fragola.prices)
-    batch: _Batch | None = None
-    try:
-        # A listener of the agent's after_state_update that raises on the "experiment"
-        # event ends the call here with nothing left behind.
-        with undone_on_error(agent):
-            batch = _Batch(agent, base, items, file, progress, repeat)
-            agent.experiment_began(batch.stop, f"batch of {len(items):,} inputs")
-    except BaseException:
-        if batch is not None:
-            with contextlib.suppress(Exception):
-                agent.experiment_ended(batch.stop)
-            batch.close()
-        elif file is not None:
-            file.close()
-        raise
-    try:
-        if on_ray is not None and definition is not None:
-            from fragola_nb.experiments.ray.run import run_on_ray
+    # Entered first: a usd budget on a model without a price is refused before anything is
+    # opened or sent; every input's turn (a task made inside) is metered by it.
+    with spending(budget, fragola=agent.fragola, models=[agent.model]) as meter:
+        file = None if resume is None else ResumeFile(resume, items, agent.fragola.prices)
+        batch: _Batch | None = None
+        try:
+            # A listener of the agent's after_state_update that raises on the "experiment"
+            # event ends the call here with nothing left behind.
+            with undone_on_error(agent):
+                batch = _Batch(agent, base, items, file, progress, meter, repeat)
+                agent.experiment_began(batch.stop, f"batch of {len(items):,} inputs")
+        except BaseException:
+            if batch is not None:
+                with contextlib.suppress(Exception):
+                    agent.experiment_ended(batch.stop)
+                batch.close()
+            elif file is not None:
+                file.close()
+            raise
+        try:
+            if on_ray is not None and definition is not None:
+                from fragola_nb.experiments.ray.run import run_on_ray
 
-            await run_on_ray(batch, on_ray, concurrency, definition)
-        else:
-            await batch.run(concurrency)
-        if chosen:
-            await batch.grade(chosen, concurrency)
-    finally:
-        experiment_ended(agent, batch.stop)
-        batch.close()
-    return batch.result()
+                await run_on_ray(batch, on_ray, concurrency, definition)
+            else:
+                await batch.run(concurrency)
+            if chosen:
+                await batch.grade(chosen, concurrency)
+        finally:
+            experiment_ended(agent, batch.stop)
+            batch.close()
+        return batch.result()
 
 
 def _checked_inputs(inputs: Iterable[Any]) -> list[Any]:
@@ -149,7 +164,7 @@ class _Batch:
     """One ``agent.batch`` call in flight: the rows so far, the forks running, the bar."""
 
     def __init__(self, agent: Agent, base: Agent, items: list[Any], file: ResumeFile | None,
-                 progress: bool, repeat: int = 1) -> None:
+                 progress: bool, meter: Meter | None = None, repeat: int = 1) -> None:
         # A notebook widget under a kernel, else a line on stderr.
         from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
 
@@ -157,6 +172,8 @@ class _Batch:
         # fork events would say nothing); each fork's own run is heard as any fork's, by the
         # listeners it inherits.
         self.base = base
+        self.meter = meter
+        """The batch's budget (``budget=``): once spent, no input starts."""
         self.agent, self.items, self.file, self.repeat = agent, items, file, repeat
         self.rows: dict[int, BatchRow] = dict(file.rows) if file is not None else {}
         todo = [i for i in range(len(items)) if i not in self.rows]
@@ -198,6 +215,10 @@ class _Batch:
         for index in self.todo:  # one iterator shared by the workers
             if self.stopping:
                 return
+            if self.spent():
+                self._finish(BatchRow(index=index, input=self.items[index], answer=None,
+                                      error=NOT_RUN_BUDGET, status="not run"))
+                continue
             started = time.perf_counter()
             fork: Agent | None = None
             try:
@@ -225,9 +246,14 @@ class _Batch:
                         seconds=time.perf_counter() - started, fork=fork, usage=usage,
                         repeat=index % self.repeat)
 
+    def spent(self) -> bool:
+        """Whether the batch's budget, or its Fragola's, is spent: no input starts then."""
+        return (self.meter is not None and self.meter.spent is not None) or (
+            self.agent.fragola.meter is not None and self.agent.fragola.meter.spent is not None)
+
     def _finish(self, row: BatchRow) -> None:
         self.rows[row.index] = row
-        if row.status == "stopped":
+        if row.status in ("stopped", "not run"):
             return  # not finished: not written, runs again on resume
         if self.file is not None:
             self.file.write(row)
@@ -321,6 +347,8 @@ def verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:
         return "done", None
     if state.outcome == "stopped":
         return "stopped", STOPPED
+    if state.outcome == "budget":
+        return "not run", NOT_RUN_BUDGET
     if state.outcome == "paused":
         names = ", ".join(sorted({call.name for call in state.pending})) or "a tool"
         return "failed", (f"waiting: {names} waits for a person's decision; row.fork is "

@@ -22,7 +22,10 @@ the others go on. A variant that pauses for approval is a row whose status is ``
 its fork left waiting: decide its calls (in its panel, or ``comparison[name].approve(id)``)
 and ``await comparison[name].step()``. ``agent.stop()`` starts no more variants and lets the
 running ones finish their operation in flight; ``agent.stop_sync()`` cancels them at once;
-either way ``compare`` returns what is done. An interrupt (Ctrl-C, the kernel's Interrupt)
+either way ``compare`` returns what is done. ``budget=Budget(...)`` meters all the variants
+together: once spent no variant starts (status ``"budget"``, error ``"not run: budget (...)"``)
+and a running one ends before its next model call (status ``"budget"``, its error the
+fork's ``state.spent``). An interrupt (Ctrl-C, the kernel's Interrupt)
 cancels the variants still running, keeps the forks, and is raised again.
 
 The notebook layer shows a live grid through ``WATCHERS``; the core imports nothing of it.
@@ -32,11 +35,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.checks import check_content, normalize_instructions
 from fragola_nb.base.errors import BadUsage, InvalidToolDefinition
+from fragola_nb.core.limits import Budget, Meter, check_budget, spending
 from fragola_nb.core.tools import Tool, check_tools
 from fragola_nb.experiments.comparison import (
     WATCHERS,
@@ -79,11 +83,12 @@ _log = logging.getLogger("fragola_nb")
 
 VARIANT_KEYS = ("instructions", "model", "model_settings", "tools")
 """What a variant may override."""
+NOT_RUN_BUDGET = "not run: budget"
 
 
 async def run_compare(
     agent: Agent, message: str, variants: Mapping[str, Mapping[str, Any]], concurrency: int,
-    *, graders: Any = (), repeat: int = 1,
+    *, graders: Any = (), repeat: int = 1, budget: Budget | None = None,
 ) -> Comparison:
     """``agent.compare(message, variants, concurrency)``; see the module's docstring."""
     content = check_content(message)
@@ -93,8 +98,22 @@ async def run_compare(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
     overrides = check_variants(agent, variants)
+    check_budget(budget)
     if agent.status != "idle":
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: compare it once it is idle")
+    models = [override["model_settings"].get("model", agent.fragola.model)
+              for _, override in overrides]
+    # Every variant's model priced (a usd budget) before any fork is made; the variants'
+    # turns are tasks made inside, so the one meter counts them all.
+    with spending(budget, fragola=agent.fragola, models=models) as meter:
+        return await _compare(agent, content, overrides, concurrency, meter,
+                              (chosen, names, repeat))
+
+
+async def _compare(agent: Agent, content: Any, overrides: list[tuple[str, dict[str, Any]]],
+                   concurrency: int, meter: Meter,
+                   grading: tuple[Sequence[Any], list[str], int]) -> Comparison:
+    chosen, names, repeat = grading
     runs: list[VariantRun] = []
     stopping = False
 
@@ -109,6 +128,10 @@ async def run_compare(
         async with gate:
             if stopping:
                 comparison.update(run, "not_started", "stopped before it started")
+                return
+            spent = meter.spent or (agent.fragola.meter.spent if agent.fragola.meter else None)
+            if spent is not None:
+                comparison.update(run, "budget", f"{NOT_RUN_BUDGET} ({spent})")
                 return
             comparison.start(run)
             REPEAT_INDEX.set(run.repeat)  # this task's own context
@@ -171,6 +194,8 @@ def _ending(run: VariantRun, state: AgentState) -> tuple[str, str | None]:
         return "finished", None
     if outcome == "paused":
         return "waiting", None
+    if outcome == "budget":
+        return "budget", run.fork.state.spent
     if outcome == "step_limit":
         return "step_limit", (
             f"StepLimit: no final answer within {run.fork.options.max_step} model calls "

@@ -122,7 +122,8 @@ def experiment_ended(agent: Agent, stopper: Callable[[bool], None]) -> None:
 @dataclass(eq=False)
 class VariantRun:
     """How one variant's run goes. ``status``: queued, running, finished, waiting (paused for
-    a person), step_limit, stopped, not_started (stopped first), failed, cancelled."""
+    a person), step_limit, stopped, not_started (stopped first), budget (a budget spent,
+    before it started or while it ran), failed, cancelled."""
 
     name: str
     fork: Agent

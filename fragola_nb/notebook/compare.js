@@ -11,7 +11,7 @@ function h(tag, cls, text) {
 
 const STATUS = { queued: "queued", running: "running", finished: "finished",
   waiting: "waiting for you", step_limit: "step limit", stopped: "stopped",
-  not_started: "not started", failed: "failed", cancelled: "cancelled" };
+  not_started: "not started", budget: "budget spent", failed: "failed", cancelled: "cancelled" };
 
 function facts(col) {
   const parts = [];

@@ -44,7 +44,8 @@ __all__ = ["SIMILAR", "CompareGrid", "CompareView", "column", "diff_segments", "
 _log = logging.getLogger("fragola_nb")
 _HERE = Path(__file__).parent
 _WORDS = re.compile(r"^\s+|\S+\s*")  # a word with the spaces after it
-ENDED = ("finished", "waiting", "step_limit", "stopped", "not_started", "failed", "cancelled")
+ENDED = ("finished", "waiting", "step_limit", "stopped", "not_started", "budget", "failed",
+         "cancelled")
 CUT = ("stopped", "cancelled")
 """Ends that may cut a reply short: its streamed text is kept on show."""
 

@@ -121,7 +121,7 @@ _AGENT = _strict({
     "history": _count,
     "step_count": _count,
     "status": {"enum": ["idle", "waiting"]},
-    "outcome": {"enum": [None, "finished", "paused", "step_limit", "stopped"]},
+    "outcome": {"enum": [None, "finished", "paused", "step_limit", "stopped", "budget"]},
     "options": _OPTIONS,
     "stores": _STORES,
     "pending": {"type": "array", "items": _PENDING},

@@ -189,7 +189,8 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
 
 def _recipe(fragola: Fragola, backend: RayBackend) -> Recipe:
     common = Recipe(fragola.model, json_mode=fragola.json_mode,
-                    json_found=fragola.json_modes, prices=dict(fragola.prices))
+                    json_found=fragola.json_modes, prices=dict(fragola.prices),
+                    rate_limit=fragola.client_settings().rate_limit)
     if backend.fragola is not None:
         return replace(common, factory=backend.fragola)
     scripted = fragola.scripted_model

@@ -2,6 +2,11 @@
 them chunks of inputs, turn each report into the batch's row (and its fork), run again what a
 dead worker had not reported, and pass ``stop()``/``stop_sync()`` on. See ``raybackend`` for
 what the user sees; ``rayworker`` for the other side.
+
+Limits: the Fragola's ``RateLimit`` is split evenly among the workers (``rpm / N``,
+``tpm / N``; a ``RayBackend(fragola=...)`` factory sets its own). A ``budget`` is held by the
+driver: the workers' calls are counted as their rows come back, and no chunk is sent once it
+is spent; the chunks in flight finish, so a budget may be passed by at most those.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redact_text
+from fragola_nb.core import limits
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batchrows import BatchRow
 from fragola_nb.experiments.comparison import error_line, row_tokens
@@ -202,7 +208,7 @@ class _RayRun:
         self.loop = asyncio.get_running_loop()
         self.remote = ray.remote(BatchWorker).options(num_cpus=backend.num_cpus,
                                                       max_restarts=0)
-        self.definition = ray.put(definition)
+        self.definition = ray.put(_rate_shared(definition, self.sizes()[0]))
 
     # The sizes: enough chunks to balance the workers, none bigger than 2x concurrency.
     def sizes(self) -> tuple[int, int]:
@@ -304,6 +310,10 @@ class _RayRun:
                     feeder.cancel()
                 await asyncio.wait(feeders)
                 raise
+            if self.queue and self.batch.spent():  # the budget: nothing more was started
+                for index in self.queue:
+                    self.batch._finish(self.budget_row(index))
+                self.queue.clear()
             if self.queue and not self.batch.stopping:  # every worker is gone
                 self.lost(list(self.queue), final=True)
                 self.queue.clear()
@@ -323,7 +333,8 @@ class _RayRun:
 
     async def feed(self, slot: _Slot, size: int) -> None:
         errors = self.ray.exceptions
-        while self.queue and not self.batch.stopping and await self.slot_ready(slot):
+        while (self.queue and not self.batch.stopping and not self.batch.spent()
+               and await self.slot_ready(slot)):
             if not self.queue:  # taken by another feeder meanwhile
                 return
             chunk = [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
@@ -362,6 +373,9 @@ class _RayRun:
             return
         fork = self.fork(report)
         usage = fork.usage if fork is not None else Usage()
+        # The workers' calls were not metered where they ran: the batch's budget and the
+        # Fragola's count them here, as each row comes back.
+        limits.count(self.batch.agent.fragola, usage)
         self.batch._finish(BatchRow(
             index=report.index, input=self.batch.items[report.index], answer=report.answer,
             error=report.error, status=report.status,  # type: ignore[arg-type]
@@ -392,6 +406,12 @@ class _RayRun:
             step_count=report.step_count, outcome=report.outcome,  # type: ignore[arg-type]
             status=report.agent_status, pending=pending))  # type: ignore[arg-type]
         return fork
+
+    def budget_row(self, index: int) -> BatchRow:
+        from fragola_nb.experiments.batch import NOT_RUN_BUDGET
+
+        return BatchRow(index=index, input=self.batch.items[index], answer=None,
+                        error=NOT_RUN_BUDGET, status="not run")
 
     def stopped_row(self, index: int) -> BatchRow:
         from fragola_nb.experiments.batch import STOPPED
@@ -448,6 +468,15 @@ class _RayRun:
         for stream in list(self.streams):
             with contextlib.suppress(Exception):
                 self.ray.cancel(stream)
+
+
+def _rate_shared(definition: Definition, workers: int) -> Definition:
+    """The Fragola's rate limit is the whole batch's: each of ``workers`` gets its share."""
+    limit = definition.recipe.rate_limit
+    if limit is None:
+        return definition
+    recipe = dataclasses.replace(definition.recipe, rate_limit=limit.split(workers))
+    return dataclasses.replace(definition, recipe=recipe)
 
 
 async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,

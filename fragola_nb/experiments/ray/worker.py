@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from fragola_nb.core.events import Listener
     from fragola_nb.core.hooks import Hook
     from fragola_nb.core.tools import Tool
+    from fragola_nb.models.client import RateLimit
 
 __all__ = ["BatchWorker", "Definition", "Recipe", "RowReport"]
 
@@ -57,6 +58,8 @@ class Recipe:
     prices: Mapping[str, Any] = field(default_factory=dict)
     scripted: Mapping[str, Any] | None = None
     factory: Callable[[], Fragola] | None = None
+    rate_limit: RateLimit | None = None
+    """This worker's share of the Fragola's rate limit."""
 
     def make(self) -> Fragola:
         if self.factory is not None:
@@ -67,10 +70,11 @@ class Recipe:
             return made
         if self.scripted is not None:
             fragola = Fragola.scripted(model=self.model, prices=dict(self.prices),
-                                       **self.scripted)
+                                       rate_limit=self.rate_limit, **self.scripted)
         else:
             fragola = Fragola(self.model, base_url=self.base_url, prices=dict(self.prices),
-                              json_mode=self.json_mode, **self.options)
+                              json_mode=self.json_mode, rate_limit=self.rate_limit,
+                              **self.options)
         fragola.json_modes = self.json_found
         return fragola
 

@@ -26,16 +26,18 @@ Usage: ``ModelClient.reply`` returns the reported usage beside the message (``Mo
 a streaming request asks for it (``stream_options={"include_usage": True}``) unless the caller
 set ``stream_options``.
 
-Four modules: ``request`` (what is sent, and what cannot be), ``client`` (``ModelClient``:
+Five modules: ``request`` (what is sent, and what cannot be), ``client`` (``ModelClient``:
 the clients per event loop, one request, its errors), ``reply`` (reading the answer),
-``reported`` (the usage reported beside it).
+``reported`` (the usage reported beside it), ``ratelimit`` (``RateLimit``, the pacing of
+requests, and the retries of a 429 and the other failures worth trying again).
 """
 
 from __future__ import annotations
 
 from openai import AsyncOpenAI  # the client a Fragola may be given (Fragola(client=...))
 
-from fragola_nb.models.client.client import NO_KEY, ClientSettings, ModelClient
+from fragola_nb.models.client.client import NO_KEY, ClientSettings, ModelClient, ThrottleCallback
+from fragola_nb.models.client.ratelimit import RateLimit, check_rate_limit
 from fragola_nb.models.client.reply import assistant_message
 from fragola_nb.models.client.reported import ModelReply
 from fragola_nb.models.client.request import json_schema_response_format, settings_problem
@@ -46,7 +48,10 @@ __all__ = [
     "ClientSettings",
     "ModelClient",
     "ModelReply",
+    "RateLimit",
+    "ThrottleCallback",
     "assistant_message",
+    "check_rate_limit",
     "json_schema_response_format",
     "settings_problem",
 ]

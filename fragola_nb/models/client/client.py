@@ -9,7 +9,7 @@ import contextvars
 import functools
 import os
 import ssl
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,13 @@ from fragola_nb.base.redact import (
     redact_exception,
     redact_text,
 )
+from fragola_nb.models.client.ratelimit import (
+    Limiter,
+    RateLimit,
+    check_rate_limit,
+    estimate_tokens,
+    retry_delay,
+)
 from fragola_nb.models.client.reply import ChunkCallback, read_stream, reply_from_response
 from fragola_nb.models.client.reported import CACHE_HEADER, Exchange, ModelReply
 from fragola_nb.models.client.request import (
@@ -42,7 +49,10 @@ from fragola_nb.models.client.request import (
     sendable,
 )
 
-__all__ = ["NO_KEY", "ModelClient"]
+__all__ = ["NO_KEY", "ModelClient", "ThrottleCallback"]
+
+ThrottleCallback = Callable[[float], Awaitable[None]]
+"""Told the seconds a request waits before retrying after a 429."""
 
 OFFLINE_CODES = frozenset({"script_exhausted", "replay_mismatch"})
 """Error codes of the package's own offline servers (a script that ran out, a request not in
@@ -88,6 +98,7 @@ class ClientSettings:
     api_key: str | None  # as it was given or read from OPENAI_API_KEY; NO_KEY for none
     base_url: str | None  # None: the API's own
     options: dict[str, Any]  # the other openai.AsyncOpenAI options (a copy)
+    rate_limit: RateLimit | None = None  # Fragola(rate_limit=...)
 
 
 class ModelClient:
@@ -110,8 +121,11 @@ class ModelClient:
         api_key: str | None = None,
         base_url: str | None = None,
         options: dict[str, Any] | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self._given = client
+        self.rate_limit = check_rate_limit(rate_limit)
+        self._limiter = None if rate_limit is None else Limiter(rate_limit)
         self._options = dict(options or {})
         problem = headers_problem(self._options.get("default_headers") or {}, "default_headers")
         if problem:
@@ -146,7 +160,8 @@ class ModelClient:
     def settings(self) -> ClientSettings:
         """What this client was made with (``ClientSettings``)."""
         return ClientSettings(self._given is not None or "http_client" in self._options,
-                              self._api_key, self._base_url, dict(self._options))
+                              self._api_key, self._base_url, dict(self._options),
+                              self.rate_limit)
 
     @property
     def base_url(self) -> str:
@@ -217,7 +232,7 @@ class ModelClient:
 
     async def reply(
         self, request: dict[str, Any], on_chunk: ChunkCallback | None = None,
-        exchange: Exchange | None = None,
+        exchange: Exchange | None = None, on_throttle: ThrottleCallback | None = None,
     ) -> ModelReply:
         """Send one request; return the assistant message and the usage the server reported.
 
@@ -226,32 +241,27 @@ class ModelClient:
         there is a callback); a plain answer to a streaming request is one such chunk. A
         streaming request asks for usage (``stream_options``) unless it sets its own.
         ``exchange``, when given, learns whether the server began to answer and the usage it
-        reported, also when this raises or is cancelled half-way.
+        reported, also when this raises or is cancelled half-way. A request waits for its
+        turn under the rate limit, and failures are retried as ``ratelimit`` says;
+        ``on_throttle(seconds)`` is awaited before waiting out a 429.
         """
         if exchange is None:
             exchange = Exchange()
         asking = _ASKING.set(exchange)  # for _heard_cache, called inside the post below
         try:
-            return await self._send(request, on_chunk, exchange)
+            return await self._send(request, on_chunk, exchange, on_throttle)
         finally:
             _ASKING.reset(asking)
 
     async def _send(self, request: dict[str, Any], on_chunk: ChunkCallback | None,
-                    exchange: Exchange) -> ModelReply:
+                    exchange: Exchange, on_throttle: ThrottleCallback | None) -> ModelReply:
         body, options = body_and_options(asking_usage(request))
         client = self.client()
         sent = (options, body)  # headers, query and extra_json in the options
+        retried = [0]
         try:
-            if body.get("stream"):
-                stream = await client.post("/chat/completions", body=body, cast_to=object,
-                                           options=options, stream=True, stream_cls=STREAM_CLASS)
-                exchange.answered = True
-                return await read_stream(stream, on_chunk, exchange)
-            data = await client.post("/chat/completions", body=body, cast_to=object,
-                                     options=options)
-            exchange.answered = True
-            exchange.saw(data)
-            return reply_from_response(data)
+            return await self._paced(client, body, options, on_chunk, exchange, on_throttle,
+                                     retried)
         except openai.APITimeoutError as exc:
             self._hide_credentials(exc, sent)
             raise ModelTimeout(f"the model API did not answer in time: {exc}") from exc
@@ -264,6 +274,8 @@ class ModelClient:
             said = _one_line(self._unquoted(exc, sent))
             if _error_code(exc) not in OFFLINE_CODES:
                 said = f"the model API answered HTTP {exc.status_code}: {said}"
+            if retried[0]:
+                said += f" (after {retried[0]} {'retry' if retried[0] == 1 else 'retries'})"
             self._hide_credentials(exc, sent)
             raise ModelHTTPError(said, status_code=exc.status_code) from exc
         except openai.APIResponseValidationError as exc:
@@ -286,6 +298,57 @@ class ModelClient:
         # quote the whole header, so none is chained (this is raised outside the except).
         raise BadUsage(f"a request header (the API key?) {UNSENDABLE}")
 
+    async def _paced(
+        self, client: openai.AsyncOpenAI, body: dict[str, Any], options: Any,
+        on_chunk: ChunkCallback | None, exchange: Exchange,
+        on_throttle: ThrottleCallback | None, retried: list[int],
+    ) -> ModelReply:
+        """Send ``body``, waiting for its turn under the rate limit, and retry what may be
+        retried (``openai``'s own retries are off: a 429 must be heard, and each try paced)."""
+        tries: Any = {**options, "max_retries": 0}  # openai's RequestOptions
+        limiter = self._limiter
+        estimate = estimate_tokens(body) if limiter is not None else 0
+        while True:
+            if limiter is not None:
+                wait = limiter.reserve(estimate)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            try:
+                if body.get("stream"):
+                    stream = await client.post("/chat/completions", body=body, cast_to=object,
+                                               options=tries, stream=True,
+                                               stream_cls=STREAM_CLASS)
+                    exchange.answered = True
+                    reply = await read_stream(stream, on_chunk, exchange)
+                else:
+                    data = await client.post("/chat/completions", body=body, cast_to=object,
+                                             options=tries)
+                    exchange.answered = True
+                    exchange.saw(data)
+                    reply = reply_from_response(data)
+            except (openai.APIStatusError, openai.APIConnectionError) as exc:
+                delay = self._retry(exc, exchange, client.max_retries, retried[0])
+                if delay is None:
+                    raise
+                retried[0] += 1
+                if on_throttle is not None and getattr(exc, "status_code", None) == 429:
+                    await on_throttle(delay)
+                await asyncio.sleep(delay)
+                continue
+            if limiter is not None and exchange.usage is not None:
+                limiter.settle(estimate, exchange.usage["total_tokens"])
+            return reply
+
+    @staticmethod
+    def _retry(exc: openai.APIError, exchange: Exchange, most: int, done: int
+               ) -> float | None:
+        if exchange.answered or done >= most:  # a reply half-read is never sent again
+            return None
+        if isinstance(exc, openai.APIStatusError):
+            return retry_delay(exc.status_code, exc.response.headers, done)
+        if isinstance(exc.__cause__, httpx2.LocalProtocolError):
+            return None  # a header that cannot be sent will not be sent by trying again
+        return retry_delay(None, None, done)
 
     def _hide_credentials(self, exc: BaseException, sent: tuple[Any, ...]) -> None:
         """Redact, in place, the exception about to be chained into ours and all it chains:

@@ -92,7 +92,8 @@ class ScriptedModel:
 
     Everything exchanged is recorded: :attr:`requests` (parsed bodies, in arrival order),
     :attr:`targets` (each request's path and query string, in the same order),
-    :attr:`headers` (each request's headers, names in lower case, in the same order).
+    :attr:`headers` (each request's headers, names in lower case, in the same order),
+    :attr:`arrived` (when each request arrived, ``time.monotonic()``, in the same order).
     Credentials are not kept (``fragola_nb.base.redact``): a header whose name is one
     (``Authorization``, ``x-goog-api-key``...) keeps only its scheme and ``[redacted]``, and
     a credential in any other header or in the query string is ``[redacted]``.
@@ -121,6 +122,7 @@ class ScriptedModel:
         self.requests: list[dict[str, Any]] = []
         self.targets: list[str] = []
         self.headers: list[dict[str, str]] = []
+        self.arrived: list[float] = []
         self.responses: list[dict[str, Any]] = []
         self.chunks: list[dict[str, Any]] = []
         self._script: deque[ScriptEntry] = deque(script)
@@ -235,6 +237,7 @@ class ScriptedModel:
         entry: ScriptEntry | None
         with self._cond:
             self.requests.append(request)
+            self.arrived.append(time.monotonic())
             self.targets.append(redact_text(handler.path))
             self.headers.append({name.lower(): _recorded(name, value)
                                  for name, value in handler.headers.items()})
