@@ -21,8 +21,8 @@ from fragola_nb.core.usage import Usage
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
-__all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "error_line",
-           "experiment_ended", "import_pandas", "row_tokens", "tool_call_texts",
+__all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "cached_note",
+           "error_line", "experiment_ended", "import_pandas", "row_tokens", "tool_call_texts",
            "undone_on_error"]
 
 _log = logging.getLogger("fragola_nb")
@@ -70,6 +70,16 @@ def row_tokens(usage: Usage) -> int | None:
     """``usage.total_tokens``, or None when a call's server sent no usage (never a guess):
     the ``tokens`` of a comparison's and of a batch's rows."""
     return None if usage.unreported else usage.total_tokens
+
+
+def cached_note(usage: Usage | None) -> str:
+    """``"cached"`` when ``Fragola.cached``'s file answered every model call of a row,
+    ``"2 of 3 cached"`` when it answered some, else "": what a table shows beside the tokens."""
+    if usage is None or not usage.cached_calls:
+        return ""
+    if usage.cached_calls == usage.requests:
+        return "cached"
+    return f"{usage.cached_calls} of {usage.requests} cached"
 
 
 def error_line(exc: BaseException) -> str:
@@ -234,10 +244,12 @@ class Comparison(Mapping[str, "Agent"]):
         # The message and the names on one line each, so no text can pass for a row.
         lines = [f"Comparison of {len(self)} variant(s) on {self.agent.name!r}: "
                  f"{_short(_one_line(text_of(self.message)), 80)}"]
-        for row in self.table():
+        for row, run in zip(self.table(), self.runs.values(), strict=True):
             facts = [row["status"]]
             if row["tokens"] is not None:
                 facts.append(f"{row['tokens']} tokens")
+            if cached_note(run.fork.usage):
+                facts.append(cached_note(run.fork.usage))
             if row["seconds"] is not None:
                 facts.append(f"{row['seconds']:.2f} s")
             if row["tool_calls"]:
@@ -251,11 +263,12 @@ class Comparison(Mapping[str, "Agent"]):
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
         body = []
-        for row in self.table():
+        for row, run in zip(self.table(), self.runs.values(), strict=True):
             waits = _note(row) if row["status"] == "waiting" else ""
+            tokens = "" if row["tokens"] is None else str(row["tokens"])
             cells = [row["variant"], row["status"], row["answer"] or waits,
                      "\n".join(row["tool_calls"]),
-                     "" if row["tokens"] is None else row["tokens"],
+                     " ".join(filter(None, (tokens, cached_note(run.fork.usage)))),
                      "" if row["seconds"] is None else f"{row['seconds']:.2f}",
                      row["error"] or ""]
             body.append("<tr>" + "".join(

@@ -257,3 +257,33 @@ def test_a_batch_resume_row_keeps_whether_a_call_was_cached() -> None:
     assert hit.cached and Usage((hit,), check_prices(PRICES)).cost == 0.0
     with pytest.raises(ValueError, match="'cached' must be true or false"):
         call_read_back({**fields, "cached": "yes"})
+
+
+async def test_batch_and_compare_tables_say_which_rows_were_cached(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    def answer(request: dict[str, Any]) -> Any:
+        said = request["messages"][-1]["content"]
+        return reply(f"{said} (short)" if "max_tokens" in request else f"{said} answered")
+
+    model.push(*[answer] * 5)
+    fragola = cached(tmp_path / "cache.jsonl", model)
+    agent = tutor(fragola)
+    first = await agent.batch(["2 + 3?", "3 + 4?"], concurrency=1, progress=False)
+    assert "cached" not in first._repr_html_() and first.usage.cost
+    again = await agent.batch(["2 + 3?", "3 + 4?", "4 + 5?"], concurrency=1, progress=False)
+    assert again.answers == [f"{n} + {n + 1}? answered" for n in (2, 3, 4)]
+    assert len(model.requests) == 3
+    assert again.summary().count("2 of 3 calls cached") == 1
+    cells = [row.split("</td>")[-3] for row in again._repr_html_().split("<tr>")[2:]]
+    assert [cell.endswith("cached") for cell in cells] == [True, True, False]
+
+    variants = {"short": {"model_settings": {"max_tokens": 5}}, "long": {}}
+    await agent.compare("Say hi.", variants)
+    shown = await agent.compare("Say hi.", variants)
+    await fragola.aclose()
+    assert len(model.requests) == 5
+    assert shown["short"].state.messages[-1]["content"] == "Say hi. (short)"
+    facts = [line for line in repr(shown).splitlines() if line.startswith("- ")]
+    assert [(" tokens; cached; " in line) for line in facts] == [True, True]
+    assert shown._repr_html_().count(" cached</td>") == 2
