@@ -13,7 +13,7 @@ import httpx2
 import openai
 import pytest
 
-from fragola_nb import Agent, BadUsage, Fragola
+from fragola_nb import Agent, BadUsage, Fragola, load_session, save_session
 from fragola_nb.core.usage import Usage, call_read_back, check_prices
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 from fragola_nb.models.recording.recordfile import read_recording
@@ -287,3 +287,18 @@ async def test_batch_and_compare_tables_say_which_rows_were_cached(
     facts = [line for line in repr(shown).splitlines() if line.startswith("- ")]
     assert [(" tokens; cached; " in line) for line in facts] == [True, True]
     assert shown._repr_html_().count(" cached</td>") == 2
+
+
+async def test_a_saved_session_keeps_which_calls_were_cached(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.push(reply("5"))
+    fragola = cached(tmp_path / "cache.jsonl", model)
+    await ask(fragola)
+    hit = await ask(fragola)
+    save_session(tmp_path / "lesson.fragola.json", hit)
+    loaded = load_session(tmp_path / "lesson.fragola.json", fragola)
+    await fragola.aclose()
+    again = loaded[hit.name]
+    assert again.usage.calls == hit.usage.calls and again.usage.calls[0].cached
+    assert again.usage.cost == 0.0 and again.usage.saved == hit.usage.saved
