@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from fragola_nb.base.render import escape, text_of
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.comparison import cached_note, import_pandas
+from fragola_nb.experiments.comparison import import_pandas
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -159,7 +159,7 @@ class BatchResult(Sequence[BatchRow]):
             cells = [str(row.index), _short(text_of(row.input)), _short(row.answer or ""),
                      _short(row.error or ""),
                      " ".join(filter(None, ("" if row.tokens is None else f"{row.tokens:,}",
-                                            cached_note(row.usage)))),
+                                            "" if row.usage is None else row.usage.cached_note))),
                      "" if row.seconds is None else f"{row.seconds:.2f}"]
             # numbers never break inside ("0.\n01"); a text cell may break a long word (a
             # URL) anywhere rather than push the last columns out of sight, but takes room for

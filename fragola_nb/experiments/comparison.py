@@ -21,8 +21,8 @@ from fragola_nb.core.usage import Usage
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
-__all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "cached_note",
-           "error_line", "experiment_ended", "import_pandas", "row_tokens", "tool_call_texts",
+__all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "error_line",
+           "experiment_ended", "import_pandas", "row_tokens", "tool_call_texts",
            "undone_on_error"]
 
 _log = logging.getLogger("fragola_nb")
@@ -70,16 +70,6 @@ def row_tokens(usage: Usage) -> int | None:
     """``usage.total_tokens``, or None when a call's server sent no usage (never a guess):
     the ``tokens`` of a comparison's and of a batch's rows."""
     return None if usage.unreported else usage.total_tokens
-
-
-def cached_note(usage: Usage | None) -> str:
-    """``"cached"`` when ``Fragola.cached``'s file answered every model call of a row,
-    ``"2 of 3 cached"`` when it answered some, else "": what a table shows beside the tokens."""
-    if usage is None or not usage.cached_calls:
-        return ""
-    if usage.cached_calls == usage.requests:
-        return "cached"
-    return f"{usage.cached_calls} of {usage.requests} cached"
 
 
 def error_line(exc: BaseException) -> str:
@@ -248,8 +238,8 @@ class Comparison(Mapping[str, "Agent"]):
             facts = [row["status"]]
             if row["tokens"] is not None:
                 facts.append(f"{row['tokens']} tokens")
-            if cached_note(run.fork.usage):
-                facts.append(cached_note(run.fork.usage))
+            if run.fork.usage.cached_note:
+                facts.append(run.fork.usage.cached_note)
             if row["seconds"] is not None:
                 facts.append(f"{row['seconds']:.2f} s")
             if row["tool_calls"]:
@@ -268,7 +258,7 @@ class Comparison(Mapping[str, "Agent"]):
             tokens = "" if row["tokens"] is None else str(row["tokens"])
             cells = [row["variant"], row["status"], row["answer"] or waits,
                      "\n".join(row["tool_calls"]),
-                     " ".join(filter(None, (tokens, cached_note(run.fork.usage)))),
+                     " ".join(filter(None, (tokens, run.fork.usage.cached_note))),
                      "" if row["seconds"] is None else f"{row['seconds']:.2f}",
                      row["error"] or ""]
             body.append("<tr>" + "".join(

@@ -32,7 +32,6 @@ import traitlets
 from fragola_nb.base.render import text_of, visible
 from fragola_nb.core.events import transient
 from fragola_nb.experiments.compare import Comparison, VariantRun
-from fragola_nb.experiments.comparison import cached_note
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.stream import Stream
@@ -125,7 +124,7 @@ def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, A
         "answer": visible(shown),
         "streaming": bool(streamed) and not final, "diff": diff, "apart": apart,
         "calls": [visible(call) for call in row["tool_calls"]],
-        "tokens": row["tokens"], "cached": cached_note(run.fork.usage),
+        "tokens": row["tokens"], "cached": run.fork.usage.cached_note,
         "seconds": row["seconds"] if final else None,
         "error": visible(row["error"] or ""), "note": note,
     }

@@ -61,6 +61,8 @@ async def test_a_miss_is_sent_and_appended_and_the_same_request_is_a_free_hit(
     assert again.usage.saved == first.usage.cost
     assert "cached" in again.usage.summary()
     assert (first.usage + again.usage).cost == first.usage.cost  # what was paid
+    assert again.usage.cached_note == "cached" and first.usage.cached_note == ""
+    assert (first.usage + again.usage).cached_note == "1 of 2 cached"
     await fragola.aclose()
 
     other = cached(path, model)  # a new Fragola reads the file
