@@ -232,6 +232,16 @@ class Usage:
         """How many calls ``Fragola.cached`` answered from its file, at no cost."""
         return sum(1 for call in self.calls if call.cached)
 
+    @property
+    def cached_note(self) -> str:
+        """``"cached"`` when ``Fragola.cached``'s file answered every call, ``"2 of 3
+        cached"`` when it answered some, else "": what a table shows beside the tokens."""
+        if not self.cached_calls:
+            return ""
+        if self.cached_calls == self.requests:
+            return "cached"
+        return f"{self.cached_calls} of {self.requests} cached"
+
     @functools.cached_property
     def saved(self) -> float | None:
         """USD the cached calls would have cost (0.0 when there is none); None when a cached

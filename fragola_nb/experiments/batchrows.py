@@ -174,7 +174,9 @@ class BatchResult(Sequence[BatchRow]):
         body = []
         for row in shown:
             cells = [str(row.index), _short(text_of(row.input)), _short(row.answer or ""),
-                     _short(row.error or ""), "" if row.tokens is None else f"{row.tokens:,}",
+                     _short(row.error or ""),
+                     " ".join(filter(None, ("" if row.tokens is None else f"{row.tokens:,}",
+                                            "" if row.usage is None else row.usage.cached_note))),
                      "" if row.seconds is None else f"{row.seconds:.2f}"]
             # numbers never break inside ("0.\n01"); a text cell may break a long word (a
             # URL) anywhere rather than push the last columns out of sight, but takes room for

@@ -255,10 +255,12 @@ class Comparison(Mapping[str, "Agent"]):
         # The message and the names on one line each, so no text can pass for a row.
         lines = [f"Comparison of {len(self)} variant(s) on {self.agent.name!r}: "
                  f"{_short(_one_line(text_of(self.message)), 80)}"]
-        for row in self.table():
+        for row, run in zip(self.table(), self.runs.values(), strict=True):
             facts = [row["status"]]
             if row["tokens"] is not None:
                 facts.append(f"{row['tokens']} tokens")
+            if run.fork.usage.cached_note:
+                facts.append(run.fork.usage.cached_note)
             if row["seconds"] is not None:
                 facts.append(f"{row['seconds']:.2f} s")
             if row["tool_calls"]:
@@ -272,11 +274,12 @@ class Comparison(Mapping[str, "Agent"]):
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
         body = []
-        for row in self.table():
+        for row, run in zip(self.table(), self.runs.values(), strict=True):
             waits = _note(row) if row["status"] == "waiting" else ""
+            tokens = "" if row["tokens"] is None else str(row["tokens"])
             cells = [row["variant"], row["status"], row["answer"] or waits,
                      "\n".join(row["tool_calls"]),
-                     "" if row["tokens"] is None else row["tokens"],
+                     " ".join(filter(None, (tokens, run.fork.usage.cached_note))),
                      "" if row["seconds"] is None else f"{row['seconds']:.2f}",
                      row["error"] or ""]
             body.append("<tr>" + "".join(

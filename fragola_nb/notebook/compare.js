@@ -18,6 +18,7 @@ function facts(col) {
   // no "0 tokens" while a column waits for its first model call's usage
   const counting = col.status === "running" || col.status === "queued";
   if (col.tokens || (col.tokens === 0 && !counting)) parts.push(col.tokens + " tokens");
+  if (col.cached) parts.push(String(col.cached));  // "cached": answered by Fragola.cached's file
   if (col.seconds !== null && col.seconds !== undefined) parts.push(Number(col.seconds).toFixed(2) + " s");
   if (col.calls && col.calls.length) parts.push(col.calls.length + (col.calls.length === 1 ? " tool call" : " tool calls"));
   return parts.join(" · ");

@@ -125,7 +125,8 @@ def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, A
         "answer": visible(shown),
         "streaming": bool(streamed) and not final, "diff": diff, "apart": apart,
         "calls": [visible(call) for call in row["tool_calls"]],
-        "tokens": row["tokens"], "seconds": row["seconds"] if final else None,
+        "tokens": row["tokens"], "cached": run.fork.usage.cached_note,
+        "seconds": row["seconds"] if final else None,
         "error": visible(row["error"] or ""), "note": note,
     }
 

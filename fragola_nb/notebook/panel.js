@@ -414,7 +414,8 @@ function renderView(store, model, el) {
     const u = head.usage || {};
     if (u.text) parts.push((head.turn ? "this turn: " : "") + u.text);
     facts.title = u.text ? "prompt " + (u.prompt_tokens || 0) + " · completion " +
-      (u.completion_tokens || 0) + " · requests " + (u.requests || 0) : "";
+      (u.completion_tokens || 0) + " · requests " + (u.requests || 0) +
+      (u.cached_calls ? " · cached " + u.cached_calls + " (free)" : "") : "";
     facts.textContent = parts.join(" · ");
     instructions.hidden = !head.instructions;
     instructionsText.textContent = head.instructions || "";

@@ -193,13 +193,14 @@ def _stores(stores: Iterable[Store[Any]]) -> list[dict[str, Any]]:
 
 
 def _call_usage(call: CallUsage) -> dict[str, Any]:
+    cached = {"cached": True} if call.cached else {}  # its cost stays out once loaded
     if not call.reported:
-        return {"model": call.model, "reported": False, **call_timing(call)}
+        return {"model": call.model, "reported": False, **cached, **call_timing(call)}
     record = {"model": call.model, "prompt_tokens": call.prompt_tokens,
               "completion_tokens": call.completion_tokens, "total_tokens": call.total_tokens}
     if call.cached_tokens:
         record["cached_tokens"] = call.cached_tokens
-    return {**record, **call_timing(call)}
+    return {**record, **cached, **call_timing(call)}
 
 
 def pending_record(call: PendingCall) -> dict[str, Any]:

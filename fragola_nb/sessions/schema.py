@@ -99,16 +99,19 @@ _OPTIONS = _strict({
               "uniqueItems": True},
 })
 # One model call's usage (``fragola_nb.core.usage.CallUsage``): the counts the server reported, or
-# ``"reported": false`` when it reported none; and its timing (``fragola_nb.core.timing``), the
-# fields that are known (older files have none).
+# ``"reported": false`` when it reported none; ``"cached": true`` when Fragola.cached's file
+# answered it; and its timing (``fragola_nb.core.timing``), the fields that are known (older
+# files have none).
 _seconds = {"type": "number", "minimum": 0}
 _TIMING = {"started": _seconds, "ttft": _seconds, "seconds": _seconds}
+_CACHED = {"cached": {"const": True}}  # answered from Fragola.cached's file: not paid for
 _CALL_USAGE = {
     "oneOf": [
         _strict({"model": _text, "prompt_tokens": _count, "completion_tokens": _count,
-                 "total_tokens": _count, "cached_tokens": _count, **_TIMING},
-                "cached_tokens", *_TIMING),
-        _strict({"model": _text, "reported": {"const": False}, **_TIMING}, *_TIMING),
+                 "total_tokens": _count, "cached_tokens": _count, **_CACHED, **_TIMING},
+                "cached_tokens", "cached", *_TIMING),
+        _strict({"model": _text, "reported": {"const": False}, **_CACHED, **_TIMING},
+                "cached", *_TIMING),
     ]
 }
 # One tool call that ran, timed (``fragola_nb.core.timing.ToolTiming``).

@@ -13,7 +13,7 @@ import httpx2
 import openai
 import pytest
 
-from fragola_nb import Agent, BadUsage, Fragola
+from fragola_nb import Agent, BadUsage, Fragola, load_session, save_session
 from fragola_nb.core.usage import Usage, call_read_back, check_prices
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 from fragola_nb.models.recording.recordfile import read_recording
@@ -61,6 +61,8 @@ async def test_a_miss_is_sent_and_appended_and_the_same_request_is_a_free_hit(
     assert again.usage.saved == first.usage.cost
     assert "cached" in again.usage.summary()
     assert (first.usage + again.usage).cost == first.usage.cost  # what was paid
+    assert again.usage.cached_note == "cached" and first.usage.cached_note == ""
+    assert (first.usage + again.usage).cached_note == "1 of 2 cached"
     await fragola.aclose()
 
     other = cached(path, model)  # a new Fragola reads the file
@@ -257,3 +259,48 @@ def test_a_batch_resume_row_keeps_whether_a_call_was_cached() -> None:
     assert hit.cached and Usage((hit,), check_prices(PRICES)).cost == 0.0
     with pytest.raises(ValueError, match="'cached' must be true or false"):
         call_read_back({**fields, "cached": "yes"})
+
+
+async def test_batch_and_compare_tables_say_which_rows_were_cached(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    def answer(request: dict[str, Any]) -> Any:
+        said = request["messages"][-1]["content"]
+        return reply(f"{said} (short)" if "max_tokens" in request else f"{said} answered")
+
+    model.push(*[answer] * 5)
+    fragola = cached(tmp_path / "cache.jsonl", model)
+    agent = tutor(fragola)
+    first = await agent.batch(["2 + 3?", "3 + 4?"], concurrency=1, progress=False)
+    assert "cached" not in first._repr_html_() and first.usage.cost
+    again = await agent.batch(["2 + 3?", "3 + 4?", "4 + 5?"], concurrency=1, progress=False)
+    assert again.answers == [f"{n} + {n + 1}? answered" for n in (2, 3, 4)]
+    assert len(model.requests) == 3
+    assert again.summary().count("2 of 3 calls cached") == 1
+    cells = [row.split("</td>")[-3] for row in again._repr_html_().split("<tr>")[2:]]
+    assert [cell.endswith("cached") for cell in cells] == [True, True, False]
+
+    variants = {"short": {"model_settings": {"max_tokens": 5}}, "long": {}}
+    await agent.compare("Say hi.", variants)
+    shown = await agent.compare("Say hi.", variants)
+    await fragola.aclose()
+    assert len(model.requests) == 5
+    assert shown["short"].state.messages[-1]["content"] == "Say hi. (short)"
+    facts = [line for line in repr(shown).splitlines() if line.startswith("- ")]
+    assert [(" tokens; cached; " in line) for line in facts] == [True, True]
+    assert shown._repr_html_().count(" cached</td>") == 2
+
+
+async def test_a_saved_session_keeps_which_calls_were_cached(
+    model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.push(reply("5"))
+    fragola = cached(tmp_path / "cache.jsonl", model)
+    await ask(fragola)
+    hit = await ask(fragola)
+    save_session(tmp_path / "lesson.fragola.json", hit)
+    loaded = load_session(tmp_path / "lesson.fragola.json", fragola)
+    await fragola.aclose()
+    again = loaded[hit.name]
+    assert again.usage.calls == hit.usage.calls and again.usage.calls[0].cached
+    assert again.usage.cost == 0.0 and again.usage.saved == hit.usage.saved
