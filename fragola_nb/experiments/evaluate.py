@@ -26,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.driver import StopNow
+from fragola_nb.core.limits import Meter, check_budget, spending
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batch import _wrap_text, verdict
 from fragola_nb.experiments.compare import apply_variant, check_variants
@@ -83,7 +84,10 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
               for _, o in overrides}
     known = frozenset(agent.fragola.credentials(agent.options.model_settings))
     with contextlib.ExitStack() as stack:
-        meter = stack.enter_context(_spending(budget, agent, sorted(models)))
+        # Entered first: a usd budget (this one, the Fragola's) on a model without a known
+        # price is refused before anything is opened or sent.
+        meter = stack.enter_context(spending(check_budget(budget), fragola=agent.fragola,
+                                             models=sorted(models)))
         file = None
         if resume is not None:
             file = EvalResumeFile(resume, run_header([c.key for c in checked],
@@ -108,23 +112,12 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
     return run.evaluation
 
 
-@contextlib.contextmanager
-def _spending(budget: Any, agent: Agent, models: list[str]) -> Iterator[Any]:
-    if budget is None:
-        yield None
-        return
-    from fragola_nb.core.limits import spending
-
-    with spending(budget, fragola=agent.fragola, models=models) as meter:
-        yield meter
-
-
 class _Run:
     """One ``agent.evaluate`` call in flight: its jobs, the rows so far, the bar."""
 
     def __init__(self, agent: Agent, cases: list[Case], bases: dict[str, Agent],
                  graders: Sequence[Any], names: list[str], repeat: int,
-                 file: EvalResumeFile | None, meter: Any, progress: bool,
+                 file: EvalResumeFile | None, meter: Meter, progress: bool,
                  known: frozenset[str]) -> None:
         from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
 
@@ -164,7 +157,9 @@ class _Run:
             raise
 
     def _spent(self) -> str | None:
-        return None if self.meter is None else self.meter.spent
+        """Why no more runs start: this call's budget or the Fragola's is spent."""
+        own = self.agent.fragola.meter
+        return self.meter.spent or (own.spent if own is not None else None)
 
     async def _work(self) -> None:
         for index in self.todo:  # one iterator shared by the workers
@@ -188,12 +183,12 @@ class _Run:
                 status, error = verdict(fork, state)
                 if status == "stopped":
                     error = STOPPED
-                if str(state.outcome) == "budget":
-                    status, error = "failed", f"budget: {self._spent() or 'spent'}"
+                if state.outcome == "budget":  # ended before its answer: unfinished
+                    status, error = "not run", f"not run: budget ({state.spent or 'spent'})"
             finally:
                 self.running.pop(index, None)
             done = self._row(row, fork, started, status, error)
-            if done.status != "stopped":
+            if done.status in ("done", "failed"):
                 done = await self._graded(done)
             self._finish(index, done)
 
@@ -216,8 +211,8 @@ class _Run:
 
     def _finish(self, index: int, row: EvalRow) -> None:
         self.evaluation.set_row(index, row)
-        if row.status == "stopped":
-            return  # not finished: not written, runs again on resume
+        if not row.finished:
+            return  # stopped or cut by the budget: not written, runs again on resume
         if self.file is not None:
             self.file.write(row)
         self.bar.update()

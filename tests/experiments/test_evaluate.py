@@ -306,3 +306,26 @@ async def test_batch_and_compare_take_graders_and_repeat(model: ScriptedModel) -
     assert set(comparison) == {"calm", "calm#2", "loud", "loud#2"}
     with pytest.raises(BadUsage, match="repeat"):
         await agent.compare("q", VARIANTS, repeat=-1)
+
+
+async def test_a_budget_stops_the_evaluation_and_the_rest_is_not_run(model: ScriptedModel
+                                                                     ) -> None:
+    from fragola_nb import Budget
+
+    agent = eval_agent(model)
+    evaluation = await agent.evaluate([f"q{i}" for i in range(6)], graders=[contains("calm")],
+                                      concurrency=1, budget=Budget(tokens=15), progress=False)
+    statuses = [row.status for row in evaluation]
+    ran = statuses.count("done")
+    assert 1 <= ran < 6 and statuses == ["done"] * ran + ["not run"] * (6 - ran)
+    assert len(model.requests) == ran
+    spent = evaluation.usage.total_tokens
+    assert spent >= 15 and spent - (evaluation[ran - 1].tokens or 0) < 15  # the last run crossed it
+    assert evaluation[ran].error is not None
+    assert evaluation[ran].error.startswith("not run: budget (budget spent: ")
+    assert evaluation.stopped and evaluation.why_stopped is not None
+    assert "stopped (budget: budget spent" in repr(evaluation)
+    with pytest.raises(BadUsage, match="no known price"):
+        await agent.evaluate(["q"], {"odd": {"model": "model-without-a-price"}},
+                             budget=Budget(usd=0.01), progress=False)
+    assert len(model.requests) == ran
