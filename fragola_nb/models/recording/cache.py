@@ -3,7 +3,8 @@ file; any other is sent for real and its answer appended, in the format of ``Fra
 (:mod:`.recordfile`), so ``Fragola.replay`` reads a cache file and ``Fragola.cached`` a
 recording.
 
-The key of a request: the API's base URL (its scheme, host, port and path, no credentials),
+The key of a request: the API's base URL (its scheme, host, port and path, no credentials;
+a server on this machine is keyed without its port, as local servers take a free one),
 the JSON body sent (model, messages, tools, settings such as ``temperature``), scrubbed of
 credentials as the file is, ``stream_options`` aside (it only asks for the usage chunk), and
 the repeat index (``REPEAT_INDEX``): ``agent.evaluate(..., repeat=3)`` sets 0, 1, 2, so three
@@ -62,10 +63,17 @@ def request_key(request: Mapping[str, Any]) -> str:
     return json.dumps(comparable, sort_keys=True, separators=(",", ":"))
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
 def base_url_of(url: httpx2.URL) -> str:
     """The API a chat request goes to: its URL without ``/chat/completions``, query and
-    user info (where credentials may be)."""
+    user info (where credentials may be). A server on this machine is keyed without its port
+    (``http://loopback/v1``): a local model server starts on a free port each time
+    (``Fragola.local``), and a lesson's cache must still answer it."""
     path = url.path.removesuffix("/chat/completions")
+    if url.host in LOOPBACK_HOSTS:
+        return f"{url.scheme}://loopback{path}"
     return f"{url.scheme}://{url.netloc.decode('ascii')}{path}"
 
 
