@@ -23,6 +23,12 @@ if [ "${1:-}" = "--quick" ]; then
 else
     "$venv/bin/python" "$here/batch.py"
 fi
+# agent.evaluate with graders against the same runs as agent.batch (bench/evaluate.py).
+if [ "${1:-}" = "--quick" ]; then
+    "$venv/bin/python" "$here/evaluate.py" --cases 200 --rounds 1
+else
+    "$venv/bin/python" "$here/evaluate.py"
+fi
 # The Ray backend of agent.batch (bench/ray_batch.py): Ray from the project's own venv when
 # it has the ray extra, else the extra goes into bench/.venv (once).
 py="$root/.venv/bin/python"
