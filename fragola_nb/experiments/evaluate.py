@@ -143,6 +143,14 @@ class _Run:
                         disable=not progress, unit=" run", dynamic_ncols=True)
         self.bar.set_description_str(f"evaluate {agent.name}", refresh=False)
         _wrap_text(self.bar)
+        self.passed = sum(1 for row in rows if row.passed)
+        self.failed = sum(1 for row in rows if row.finished and not row.passed)
+        self.tokens = sum(row.tokens or 0 for row in rows)
+        self._show()
+
+    def _show(self) -> None:
+        self.bar.set_postfix_str(f"passed={self.passed}, failed={self.failed}, "
+                                 f"tokens={self.tokens:,}", refresh=False)
 
     async def run(self, concurrency: int) -> None:
         left = sum(1 for row in self.evaluation if not row.finished)
@@ -215,6 +223,12 @@ class _Run:
             return  # stopped or cut by the budget: not written, runs again on resume
         if self.file is not None:
             self.file.write(row)
+        if row.passed:
+            self.passed += 1
+        else:
+            self.failed += 1
+        self.tokens += row.tokens or 0
+        self._show()
         self.bar.update()
 
     def stop(self, at_once: bool) -> None:
