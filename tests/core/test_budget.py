@@ -13,7 +13,7 @@ import pytest
 from helpers import make_fragola
 from invariants import check_agent
 
-from fragola_nb import BadUsage, Budget
+from fragola_nb import BadUsage, Budget, Fragola
 from fragola_nb.core.tools import tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
@@ -135,3 +135,13 @@ async def test_budget_must_be_a_budget(model: ScriptedModel) -> None:
     with pytest.raises(BadUsage, match="budget must be a Budget"):
         await fragola.agent("a").user_message("hi", budget=100)  # type: ignore[arg-type]
     assert model.requests == []
+
+
+def test_a_scripted_fragola_with_an_unpriced_usd_budget_starts_no_server() -> None:
+    import threading
+
+    before = threading.active_count()
+    with pytest.raises(BadUsage, match="'scripted' has no known price"):
+        Fragola.scripted(budget=Budget(usd=1))
+    assert threading.active_count() == before
+    Fragola.scripted(budget=Budget(usd=1), prices=PRICED).scripted_model.stop()  # type: ignore[union-attr]
