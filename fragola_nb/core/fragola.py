@@ -168,8 +168,10 @@ class Fragola:
         from fragola_nb.models.scripted import ScriptedModel, demo_brain
 
         # Checked before the server starts: a mistake leaves nothing running.
+        checked = check_budget(budget)
+        if checked is not None and checked.usd is not None:
+            priced(check_prices(prices), [model], "Fragola(budget=...) has a usd budget")
         check_prices(prices)
-        check_budget(budget)
         check_rate_limit(rate_limit)
         if not script:
             scripted_options.setdefault("brain", demo_brain)

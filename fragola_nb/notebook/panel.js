@@ -277,6 +277,12 @@ class Window {
 
 function statusText(strip) {
   if (!strip || !strip.text) return "";
+  if (strip.kind === "throttled" && strip.until) {
+    // a 429 waited out: count down to the retry, then the call is under way again
+    const left = Math.ceil(strip.until - Date.now() / 1000);
+    if (left > 0) return "throttled, retrying in " + left + " s";
+    return String(strip.after || "") + " " + Math.max(0, Math.floor(Date.now() / 1000 - strip.t0)) + " s";
+  }
   if ((strip.kind === "model" || strip.kind === "tool") && strip.t0) {
     const secs = Math.max(0, Math.floor(Date.now() / 1000 - strip.t0));
     return strip.text + " " + secs + " s";
@@ -429,7 +435,7 @@ function renderView(store, model, el) {
   }
   const ticker = setInterval(() => {
     const s = model.get("strip") || {};
-    if (s.kind === "model" || s.kind === "tool") drawStrip();
+    if (s.kind === "model" || s.kind === "tool" || s.kind === "throttled") drawStrip();
   }, 1000);
   cleanups.push(() => clearInterval(ticker));
 

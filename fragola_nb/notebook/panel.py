@@ -58,7 +58,8 @@ _HERE = Path(__file__).parent
 
 Handler = Callable[["AgentPanel", Any], None]
 
-STATIC_OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used"}
+STATIC_OUTCOME_NOTES = {"stopped": "stopped", "step_limit": "step budget used",
+                        "budget": "budget spent"}
 """What the static HTML copy (nbconvert, GitHub) says of how the last run ended."""
 EAGER = 300
 """Of a long history shown at once, the last messages rendered before a view asks."""
@@ -138,6 +139,7 @@ class AgentPanel(anywidget.AnyWidget):
         self._calling_since = time.time()
         self._running: tuple[str, float] | None = None  # the tool running, since when
         self._error = ""
+        self._retry_at: float | None = None  # a 429 is waited out until then
         self._ran = False  # a turn panel: has its turn's first run started?
         self._decided: dict[str, dict[str, Any]] = {}  # pending calls decided, as recorded
         self._static: str | None = None  # the static copy, kept as it was when detached
@@ -153,6 +155,7 @@ class AgentPanel(anywidget.AnyWidget):
             agent.on_before_tool_call(self._on_tool_start),
             agent.on_after_tool_call(self._on_tool_end),
             agent.on_after_step(self._on_after_step),
+            agent.on_throttled(self._on_throttled),
         ]
         self._store_unsubscribes = [
             store.on_change(self._on_store_change) for store in agent.stores.values()
@@ -306,7 +309,13 @@ class AgentPanel(anywidget.AnyWidget):
         self._stream.feed(event.message)  # made text when it is sent, not per chunk
 
     @_observer
+    def _on_throttled(self, event: Any) -> None:
+        self._retry_at = time.time() + event.seconds
+        self._refresh_strip()
+
+    @_observer
     def _on_model_reply(self, event: Any) -> None:
+        self._retry_at = None
         model = event.config.get("model") if isinstance(event.config, dict) else None
         if isinstance(model, str) and model:
             self._model_used = model
@@ -314,6 +323,7 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_before_step(self, event: Any) -> None:
+        self._retry_at = None
         self._calling_since = time.time()
         self._running = None
         self._refresh_strip()
@@ -440,7 +450,8 @@ class AgentPanel(anywidget.AnyWidget):
 
     def _refresh_strip(self) -> None:
         self.strip = shown.strip(self.agent, model=self._model(), running=self._running,
-                                 since=self._calling_since, error=self._error)
+                                 since=self._calling_since, error=self._error,
+                                 retry_at=self._retry_at)
 
     # -- outside a live notebook -------------------------------------------------------------
 

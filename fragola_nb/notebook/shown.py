@@ -8,6 +8,8 @@ bidi control or a zero-width character shows as its ``\\uXXXX`` escape.
 from __future__ import annotations
 
 import json
+import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.render import text_of, visible
@@ -22,7 +24,7 @@ __all__ = ["OUTCOME_TEXT", "card", "decision", "head", "stores", "streamed_text"
            "usage_shown"]
 
 OUTCOME_TEXT = {"stopped": "stopped", "step_limit": "step budget used — Step goes on",
-                "finished": "finished"}
+                "finished": "finished", "budget": "budget spent"}
 
 
 def head(agent: Agent, *, model: str, usage: Usage, turn: bool) -> dict[str, Any]:
@@ -46,11 +48,16 @@ def usage_shown(usage: Usage) -> dict[str, Any]:
 
 
 def strip(agent: Agent, *, model: str, running: tuple[str, float] | None, since: float,
-          error: str) -> dict[str, Any]:
+          error: str, retry_at: float | None = None) -> dict[str, Any]:
     """What is happening and what needs the person. ``running``: the tool running and since
-    when; ``since``: when the model call began (the view adds the seconds)."""
+    when; ``since``: when the model call began (the view adds the seconds); ``retry_at``:
+    when a request the API throttled (429) is sent again (the view counts down to it)."""
     status = agent.status
     if status == "generating":
+        left = None if retry_at is None else retry_at - time.time()
+        if running is None and left is not None and left > 0:
+            return {"kind": "throttled", "text": f"throttled, retrying in {math.ceil(left)} s",
+                    "until": retry_at, "after": f"calling {visible(model)}…", "t0": since}
         if running is not None:
             return {"kind": "tool", "text": f"running {visible(running[0])}", "t0": running[1]}
         return {"kind": "model", "text": f"calling {visible(model)}…", "t0": since}

@@ -179,6 +179,9 @@ class Turn:
         elif agent.outcome == "step_limit" and self.result is not None:
             say(f"fragola_nb: {agent.name!r} used its step budget; "
                 f"`await {self.var}.step()` lets it go on")
+        elif agent.outcome == "budget" and self.result is not None:
+            say(f"fragola_nb: {agent.name!r} stopped before its next model call: "
+                f"{agent.state.spent}")
         if options.out is not None and self.result is not None:
             self.ext.shell.user_ns[options.out] = self.result
         if self.interrupted:
@@ -223,6 +226,9 @@ class Turn:
                     f"`await {self.var}.step()` lets it go on")
         if outcome == "finished":
             return f"fragola_nb: {name!r} went on after the decisions: finished"
+        if outcome == "budget":
+            return (f"fragola_nb: {name!r} went on after the decisions: "
+                    f"{self.agent.state.spent}")
         return f"fragola_nb: {name!r} is no longer waiting: it did not finish (see the panel)"
 
 

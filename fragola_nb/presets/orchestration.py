@@ -525,7 +525,8 @@ def _outcome(target: Agent, state: AgentState) -> tuple[Status, str]:
                            f"call(s) ({names}); its answer is not available yet.")
     if state.outcome == "finished":
         return "answered", text or f"({target.name} answered with no text)"
-    why = "reached its step limit" if state.outcome == "step_limit" else "was stopped"
+    why = {"step_limit": "reached its step limit",
+           "budget": "ran out of budget"}.get(str(state.outcome), "was stopped")
     return "unfinished", f"{target.name} {why} before answering." + (
         f" Its last words: {text}" if text else "")
 

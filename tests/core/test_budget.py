@@ -7,13 +7,14 @@ the counts here are small and exact; the requests the server received are counte
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import make_fragola
 from invariants import check_agent
 
-from fragola_nb import BadUsage, Budget
+from fragola_nb import BadUsage, Budget, Fragola, load_session, save_session
 from fragola_nb.core.tools import tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
@@ -135,3 +136,29 @@ async def test_budget_must_be_a_budget(model: ScriptedModel) -> None:
     with pytest.raises(BadUsage, match="budget must be a Budget"):
         await fragola.agent("a").user_message("hi", budget=100)  # type: ignore[arg-type]
     assert model.requests == []
+
+
+def test_a_scripted_fragola_with_an_unpriced_usd_budget_starts_no_server() -> None:
+    import threading
+
+    before = threading.active_count()
+    with pytest.raises(BadUsage, match="'scripted' has no known price"):
+        Fragola.scripted(budget=Budget(usd=1))
+    assert threading.active_count() == before
+    Fragola.scripted(budget=Budget(usd=1), prices=PRICED).scripted_model.stop()  # type: ignore[union-attr]
+
+
+async def test_an_agent_whose_turn_the_budget_ended_is_saved_and_loaded(
+    model: ScriptedModel, tmp_path: Path,
+) -> None:
+    model.push(reply("unreached"))
+    fragola = make_fragola(model)
+    agent = fragola.agent("saved")
+    await agent.user_message("hi", budget=Budget(seconds=0))
+
+    path = save_session(tmp_path / "s.json", agent)
+    loaded = load_session(path, fragola)
+
+    assert loaded.agents[0].state.outcome == "budget"
+    assert loaded.agents[0].state.messages == agent.state.messages
+    await fragola.aclose()

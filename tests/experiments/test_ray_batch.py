@@ -28,7 +28,16 @@ import pytest
 import ray
 from helpers import assert_valid_history, user
 
-from fragola_nb import Agent, BadUsage, Fragola, RayBackend, create_store, guardrail, tool
+from fragola_nb import (
+    Agent,
+    BadUsage,
+    Budget,
+    Fragola,
+    RayBackend,
+    create_store,
+    guardrail,
+    tool,
+)
 from fragola_nb.core.hooks import preset
 from fragola_nb.core.timing import Timeline
 from fragola_nb.experiments.ray.backend import definition_of
@@ -848,3 +857,17 @@ async def kill_a_worker(file: Path) -> int:
     pid = int(rows[-1]["answer"].rsplit(" ", 1)[1])
     os.kill(pid, signal.SIGKILL)
     return pid
+
+
+async def test_a_budget_on_ray_sends_no_chunk_once_spent() -> None:
+    agent = make_agent()
+    inputs = [f"hello {i}" for i in range(40)]
+    # One worker, chunks of 2, two chunks in flight: at most 4 inputs run before the first
+    # rows come back and are counted against the budget.
+    result = await agent.batch(inputs, concurrency=1, progress=False, budget=Budget(tokens=1),
+                               backend=RayBackend(workers=1, chunk_size=2))
+
+    done = [row for row in result if row.status == "done"]
+    assert 1 <= len(done) <= 4
+    assert all(row.error == "not run: budget" for row in result if row.status != "done")
+    assert result.usage.total_tokens > 1

@@ -131,3 +131,20 @@ def test_a_rate_limit_is_split_across_workers_and_kept_in_the_client_settings() 
     finally:
         assert fragola.scripted_model is not None
         fragola.scripted_model.stop()
+
+
+async def test_tpm_takes_the_estimate_then_keeps_only_the_reported_tokens(
+    model: ScriptedModel,
+) -> None:
+    # Each request may ask for up to 500 tokens, so it takes about that from a bucket of
+    # 600; the server reports a few, and the rest comes back at once: the second request,
+    # which would otherwise wait most of a minute for the bucket to refill, goes straight on.
+    model.push(reply("short"), reply("short again"))
+    fragola = make_fragola(model, rate_limit=RateLimit(tpm=600))
+    agent = fragola.agent("frugal", model_settings={"max_tokens": 500})
+
+    await agent.user_message("hi")
+    await agent.user_message("hi again")
+
+    assert len(model.requests) == 2 and model.arrived[1] - model.arrived[0] < 5
+    await fragola.aclose()

@@ -23,6 +23,7 @@ from IPython.utils.capture import CapturedIO, capture_output
 
 from fragola_nb import (
     BadUsage,
+    Budget,
     Fragola,
     JsonModeError,
     JsonResult,
@@ -286,6 +287,35 @@ def test_by_caps_the_model_calls_of_the_turn(
     assert agent.state.outcome == "step_limit" and agent.state.messages[-1]["content"] == "3"
     assert "'a' used its step budget" in capsys.readouterr().out
     assert shell.user_ns["st"] == agent.state
+
+
+def test_a_turn_ended_by_a_budget_ends_the_cell_with_one_line(
+    shell: InteractiveShell, model: ScriptedModel, capsys: pytest.CaptureFixture[str],
+) -> None:
+    limited = Fragola(model="base-model", api_key="test-key", base_url=model.base_url,
+                      max_retries=0, budget=Budget(tokens=1))
+    agent = shell.user_ns["agent"] = limited.agent(name="a", tools=[add_tool()])
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("never asked"))
+    assert run(shell, "%%fragola\nadd").success  # a budget spent is no error
+    assert len(model.requests) == 1 and agent.state.outcome == "budget"
+    lines = [line for line in capsys.readouterr().out.splitlines() if "fragola_nb:" in line]
+    assert lines == [f"fragola_nb: 'a' stopped before its next model call: {agent.state.spent}"]
+
+
+def test_the_panel_strip_says_when_a_throttled_request_is_retried(
+    shell: InteractiveShell, model: ScriptedModel,
+) -> None:
+    patient = Fragola(model="base-model", api_key="test-key", base_url=model.base_url,
+                      max_retries=1)
+    agent = patient.agent(name="a")
+    panel = AgentPanel(agent)
+    strips: list[dict[str, Any]] = []
+    panel.observe(lambda change: strips.append(change["new"]), names="strip")
+    model.push(fail(429, "slow down", headers={"Retry-After": "1"}), reply("ok"))
+    asyncio.run(agent.user_message("hi"))
+    throttled = [s for s in strips if s.get("kind") == "throttled"]
+    assert [s["text"] for s in throttled] == ["throttled, retrying in 1 s"]
+    assert panel.strip["kind"] == "finished"
 
 
 def test_fork_sends_to_a_new_fork_bound_to_the_name(
