@@ -8,15 +8,17 @@
 # ruff: noqa: B018, E402, F704
 
 # %% [markdown]
-# # Prompt experiments: usage, compare, batch, replay
+# # Prompt experiments: usage, compare, batch, replay, evaluate
 #
-# Four tools for trying prompts in a notebook, all on forks of one agent:
+# Five tools for trying prompts in a notebook, all on forks of one agent:
 #
 # 1. **usage**: what each model call cost, in tokens and dollars;
 # 2. **compare**: one question, several variants (instructions, model, settings, tools), side
 #    by side;
 # 3. **batch**: one agent, many inputs, a row per input;
-# 4. **replay**: a real model's answers, recorded once, served offline.
+# 4. **replay**: a real model's answers, recorded once, served offline;
+# 5. **evaluate**: cases × variants × repeats, every answer graded, compared with the last
+#    run, within a budget, and re-run from a cache at no cost.
 #
 # Without `OPENAI_API_KEY`, everything runs on the scripted demo model, which follows a few
 # keywords of its instructions (*brief*, *step by step*, *bullet points*, *in French*...) so
@@ -227,6 +229,116 @@ except ModelHTTPError as error:
 lenient = Fragola.replay("recordings/lesson.jsonl", fallback="demo")
 state = await lenient.agent(name="tutor").user_message("And 50 degrees?")
 print(state.messages[-1]["content"])
+
+# %% [markdown]
+# ## 5. Evaluate
+#
+# `agent.evaluate(cases, variants, graders, repeat=k)` is the verdict of a prompt
+# experiment: every case on every variant, `k` times, each run on its own fork, and every
+# answer **graded**. This section runs on a scripted demo model of its own
+# (`Fragola.scripted()`, offline even with a key): it echoes the question, and *in French*
+# in its instructions makes it start with "Voici ma réponse".
+#
+# A case is a string or a dict: its `input` (with `{name}` filled from the case's own
+# keys) and an `expected` answer, which graders read. The graders here: the answer is in
+# French (`contains("Voici")`), short (`max_tokens(100)`: the run's tokens), and a
+# **judge**, a model that scores the answer by a rubric, from 1 to 5.
+
+# %%
+from fragola_nb.graders import contains, judge, max_tokens
+
+lab = Fragola.scripted()
+guide = lab.agent(name="guide", instructions="You are a travel guide.")
+cases = [
+    {"input": "Tell me about {city}.", "city": "Paris", "expected": "Paris"},
+    {"input": "Tell me about {city}.", "city": "Lyon", "expected": "Lyon"},
+    {"input": "Which river runs through Paris?", "expected": "Seine"},
+]
+guides = {"brief": {"instructions": "Be brief."},
+          "french": {"instructions": "Answer in French."}}
+checks = [contains("Voici"), max_tokens(100), judge("Names what the question asks for.")]
+evaluation = await guide.evaluate(cases, guides, graders=checks, repeat=2, progress=False)
+for line in evaluation.summary():
+    print(f"{line['variant']:6} passed {line['pass_rate']:.0%}, pass@2 {line['pass_at_k']:.0%}, "
+          f"pass^2 {line['pass_all_k']:.0%}, by grader {line['graders']}")
+
+# %% [markdown]
+# On the demo model the judge is no model at all: its score is fixed and explainable. It
+# looks for the rubric's quoted phrases or, with none (as here), for the case's `expected`
+# answer: score = 1 + found / phrases × (5 − 1), passing at 3. The echo names Paris and Lyon,
+# not the Seine. Each grade says why:
+
+# %%
+for row in evaluation:
+    if row.variant == "french" and row.repeat == 0:
+        verdict = row.grades[2]
+        print(f"{row.input:33} {verdict.score} {verdict.reason}")
+assert [row.passed for row in evaluation if row.variant == "french"] == [True] * 4 + [False] * 2
+
+# %% [markdown]
+# The evaluation itself, displayed: a case per line, a variant per column, each cell its
+# repeats' verdicts.
+
+# %%
+evaluation
+
+# %% [markdown]
+# ### Against the last run
+#
+# `evaluation.save(path)` keeps the verdicts; after changing a prompt, `after.diff(path)`
+# says which cells (a case on a variant) **improved** and which **regressed**. Here
+# *brief* learns French and *french* forgets it:
+
+# %%
+import tempfile
+from pathlib import Path
+
+folder = Path(tempfile.mkdtemp(prefix="fragola-eval-"))
+evaluation.save(folder / "before.json")
+changed = {"brief": {"instructions": "Be brief. Answer in French."},
+           "french": {"instructions": "Answer formally."}}
+after = await guide.evaluate(cases, changed, graders=checks, repeat=2, progress=False)
+diff = after.diff(folder / "before.json")
+print(diff)
+for cell in diff.improved + diff.regressed:
+    print(f"{cell.change:9} {cell.variant:6} {cell.input:22} {cell.before:.0%} -> {cell.after:.0%}")
+assert diff.totals["improved"] == 2 and diff.totals["regressed"] == 2
+
+# %% [markdown]
+# ### A budget
+#
+# `budget=Budget(tokens=...)` (or `usd=`, `seconds=`) caps the whole evaluation, the
+# judge's calls included: once it is spent, nothing more starts, and the rows left say so.
+
+# %%
+from fragola_nb import Budget
+
+capped = await guide.evaluate(cases, guides, graders=checks, repeat=2, progress=False,
+                              concurrency=1, budget=Budget(tokens=300))
+from collections import Counter
+
+print(capped)
+print(Counter(row.status for row in capped), "|", capped[-1].error)
+assert any(row.status == "done" for row in capped)
+assert any((row.error or "").startswith("not run: budget") for row in capped)
+
+# %% [markdown]
+# ### Run it again for nothing
+#
+# `Fragola.cached(path, ...)` keeps every answer in a file; the same request sent again (the
+# same prompt, settings and repeat) is answered from it, at no cost. The demo model stands
+# in for gpt-4o-mini here, to have a price. The second run below sends nothing, the judge's
+# calls included: every call is a hit, its cost 0.
+
+# %%
+cache = Fragola.cached(folder / "cache.jsonl", "gpt-4o-mini", base_url=lab.base_url)
+cached_guide = cache.agent(name="guide", instructions="You are a travel guide.")
+for attempt in ("first", "again"):
+    run = await cached_guide.evaluate(cases, guides, graders=checks, repeat=2, progress=False)
+    spent = sum(line["cost"] for line in run.summary())
+    print(f"{attempt}: {run.summary()[0]['cached_calls']} + {run.summary()[1]['cached_calls']}"
+          f" calls cached, ${spent:.6f}")
+assert [line["cached_calls"] for line in run.summary()] == [6, 6] and spent == 0
 
 # %% [markdown]
 # ## What it all cost

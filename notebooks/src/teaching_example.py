@@ -21,7 +21,9 @@
 # 3. record every **event** the loop fires, as a trace;
 # 4. see the **step budget** stop a model that never finishes, and **stop** a run on purpose;
 # 5. run a **prompt experiment**: fork one agent, give each fork different instructions,
-#    compare.
+#    compare;
+# 6. run a **graded experiment** on a real model: two prompts, ten questions, three tries
+#    each, and replay it from a shipped cache.
 #
 # Our agent converts units with two tools. Everything runs offline on the scripted demo
 # model (no key, no cost, the same result every time); set `OPENAI_API_KEY` to run the
@@ -421,3 +423,109 @@ if real is not None:
 # *Ask the class: did the model follow each instruction? Which words show it? Now try
 # "Answer in one word." or a question of your own.* (At the end of the lesson,
 # `await real.aclose()` stops the model; it also stops when the notebook's kernel does.)
+
+# %% [markdown]
+# ## Part 8: a real experiment, graded
+#
+# One answer per prompt, as in Part 7, proves little: a model at temperature > 0 says
+# something else each time. A **prompt experiment** asks every question of a list on each
+# prompt, several times, and **grades** every answer with a check written in advance.
+# `agent.evaluate(cases, variants, graders, repeat=3)` does it: every case on every
+# variant, three times, each run on a fork of its own.
+#
+# Here: 10 questions × 2 prompts (plain, pirate) × 3 repeats = 60 answers, at temperature
+# 0.8 so the repeats differ. Two graders: `regex(...)` passes an answer with a pirate word
+# in it, `max_tokens(120)` one that used at most 120 tokens (question and answer).
+
+# %%
+from fragola_nb.graders import max_tokens, regex
+
+questions = [
+    "Who are you?",
+    "What do you do all day?",
+    "Where do you live?",
+    "What is your favourite food?",
+    "Tell me about your friends.",
+    "What are you afraid of?",
+    "What did you do yesterday?",
+    "Describe your home.",
+    "What do you want most in life?",
+    "Give me one piece of advice.",
+]
+prompts = {
+    "plain": {},
+    "pirate": {"instructions": "You are a pirate. Talk like a pirate."},
+}
+settings = {"temperature": 0.8, "max_tokens": 40}  # > 0: the three repeats differ
+graders = [regex(r"(?i)\b(?:aye|arr+|ahoy|matey|captain|pirates?|ye)\b"), max_tokens(120)]
+
+
+def verdict(evaluation):
+    """One line per prompt: its pass rate, pass@3, pass^3, cached calls and cost."""
+    for line in evaluation.summary():
+        cost = "no price" if line["cost"] is None else f"${line['cost']:.2f}"  # a local model
+        print(f"{line['variant']:7}| passed {line['pass_rate']:4.0%} | pass@3 "
+              f"{line['pass_at_k']:4.0%} | pass^3 {line['pass_all_k']:4.0%} | "
+              f"{line['cached_calls']} of {line['ran']} cached | {cost}")
+
+
+# %% [markdown]
+# With the real model on this machine, the experiment runs live (about a minute on a
+# laptop; the bar counts the runs):
+
+# %%
+if real is not None:
+    crew = real.agent(name="crew", model_settings=settings)
+    live = await crew.evaluate(questions, prompts, graders=graders, repeat=3)
+    verdict(live)
+    [sample] = [row for row in live if row.variant == "pirate" and row.case == 0
+                and row.repeat == 0]
+    print("pirate, 'Who are you?':", " ".join((sample.answer or "").split()))
+    print("graded:", [grade.reason for grade in sample.grades])
+
+# %% [markdown]
+# Read the lines with the class:
+#
+# - **passed**: the share of the 30 answers that passed every grader;
+# - **pass@3**: the share of questions answered well **at least once** in 3 tries;
+# - **pass^3**: the share answered well **every** time: what a user who asks once can
+#   count on.
+#
+# The pirate prompt wins clearly, yet pass^3 is far below pass@3: at temperature 0.8 the
+# tiny model forgets its role now and then. *Ask the class: which number would you report?*
+#
+# ### The same run, replayed from a shipped cache
+#
+# The numbers above change a little on every run. For a hand-out, the teacher ran the same
+# experiment once on this model through `Fragola.cached(path, ...)`, which keeps every
+# answer in a file (`recordings/make_experiment_cache.py` made the one shipped with this
+# notebook). Sent again, the same requests are answered from the file: no model, no cost,
+# the same verdict every time. A model server on this machine is keyed without its port,
+# so any loopback URL finds them; the one below has no server at all (a request not in the
+# file would fail its row, and nothing would be added to the file).
+
+# %%
+from pathlib import Path
+
+shipped = Path("recordings/smollm2_experiment.jsonl")
+as_shipped = shipped.read_bytes()
+cache = Fragola.cached(shipped, model="SmolLM2-135M-Instruct",
+                       base_url="http://127.0.0.1:9/v1")  # port 9: nothing listens there
+replayed = await cache.agent(name="crew", model_settings=settings).evaluate(
+    questions, prompts, graders=graders, repeat=3, progress=False)
+verdict(replayed)
+print(replayed)
+
+# %%
+plain_line, pirate_line = replayed.summary()
+assert all(row.cached and row.status == "done" for row in replayed)  # 60 hits
+assert pirate_line["pass_rate"] > plain_line["pass_rate"] and plain_line["cost"] == 0
+assert shipped.read_bytes() == as_shipped  # replaying never writes to the file
+for row in replayed:
+    if row.variant == "pirate" and row.case == 0:
+        print(f"try {row.repeat + 1}: {'pass' if row.passed else 'FAIL'} | "
+              f"{' '.join((row.answer or '').split())[:90]}")
+
+# %% [markdown]
+# Three tries at the same question, three different answers, graded the same way. *Ask the
+# class: would one try have told us which prompt is better?*
