@@ -331,7 +331,8 @@ assert any((row.error or "").startswith("not run: budget") for row in capped)
 # calls included: every call is a hit, its cost 0.
 
 # %%
-cache = Fragola.cached(folder / "cache.jsonl", "gpt-4o-mini", base_url=lab.base_url)
+cache = Fragola.cached(folder / "cache.jsonl", "gpt-4o-mini", base_url=lab.base_url,
+                       api_key="scripted-offline")  # the demo model needs no key of yours
 cached_guide = cache.agent(name="guide", instructions="You are a travel guide.")
 for attempt in ("first", "again"):
     run = await cached_guide.evaluate(cases, guides, graders=checks, repeat=2, progress=False)
