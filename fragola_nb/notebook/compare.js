@@ -152,9 +152,44 @@ function render({ model, el }) {
   const setMode = (next) => { mode = next; draw(); };
   diffButton.addEventListener("click", () => setMode("diff"));
   plainButton.addEventListener("click", () => setMode("plain"));
+  // A streaming column's text comes as custom messages ({t: "stream", cols: {name: {add} or
+  // {text}}}), only what is new: kept here, drawn into that column's answer alone. `columns`
+  // holds the text as it was when last set; the adds after it go on from there.
+  const streamed = new Map();
+  const syncStreamed = () => {
+    for (const c of model.get("columns") || []) {
+      if (c.streaming) streamed.set(c.name, c.answer || ""); else streamed.delete(c.name);
+    }
+  };
+  const withStream = (c) => {
+    const text = streamed.get(c.name);
+    return text && (c.status === "running" || c.streaming) ? { ...c, answer: text, streaming: true } : c;
+  };
+  const onStream = (cols) => {
+    let redraw = false;
+    const boxes = new Map([...grid.querySelectorAll(".fragola-compare-streaming")].map((a) => [a.dataset.name, a]));
+    const writes = [];
+    for (const [name, m] of Object.entries(cols || {})) {
+      const before = streamed.get(name) || "";
+      const text = "add" in m ? before + m.add : String(m.text || "");
+      if (!text) { streamed.delete(name); continue; }  // stored: the next `columns` draws it
+      streamed.set(name, text);
+      const a = boxes.get(name);
+      if (!a) { redraw = true; continue; }  // its first text: the column gets its answer box
+      // read every column's scroll before any write: one layout, not one per column
+      writes.push([a, m, before, text, a.scrollTop + a.clientHeight >= a.scrollHeight - 4]);
+    }
+    for (const [a, m, before, text] of writes) {
+      // an add is appended, not the whole text set again: an update costs its new text
+      // however long the answer grows
+      if ("add" in m && a.textContent.length === before.length) a.append(m.add); else a.textContent = text;
+    }
+    for (const [a, , , , atEnd] of writes) if (atEnd) a.scrollTop = a.scrollHeight;
+    if (redraw) draw();
+  };
   const draw = () => {
     const title = model.get("title") || {};
-    const cols = model.get("columns") || [];
+    const cols = (model.get("columns") || []).map(withStream);
     top.textContent = (title.agent || "") + " · " + cols.length + " variant(s)" +
       (title.done ? "" : " · running") + ": " + (title.message || "");
     const left = grid.scrollLeft;
@@ -183,10 +218,14 @@ function render({ model, el }) {
       : !link.live && link.waited ? "read-only: no kernel; run the cell again to open a branch's panel" : "";
     queueCue();
   };
+  syncStreamed();
   draw();
-  const events = ["change:columns", "change:title", "change:selected", "change:detached"];
+  const onColumns = () => { syncStreamed(); draw(); };
+  const events = ["change:title", "change:selected", "change:detached"];
   for (const e of events) model.on(e, draw);
+  model.on("change:columns", onColumns);
   const onMessage = (msg) => {
+    if (msg && msg.t === "stream") { onStream(msg.cols); return; }
     if (msg && msg.live && !link.live) { link.live = true; draw(); }
   };
   model.on("msg:custom", onMessage);
@@ -197,6 +236,7 @@ function render({ model, el }) {
     if (resized) resized.disconnect();
     model.off("msg:custom", onMessage);
     for (const e of events) model.off(e, draw);
+    model.off("change:columns", onColumns);
   };
 }
 
