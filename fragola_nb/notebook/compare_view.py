@@ -13,8 +13,8 @@ While a column streams, its new text goes to the grid as a custom message (``{"t
 "cols": {name: {"add": piece}}}``, every column's news in one message at most 12.5 times a
 second: ``StreamGroup``), never as the whole ``columns`` again: eight long replies would
 otherwise resend every column's text on each update, over Jupyter's iopub data rate limit.
-``columns`` holds the text the views had when it was last set; a new view asks (its hello)
-and gets every streaming column's text as it is now.
+``columns`` holds no text for a streaming column, and its redraws are paced too (``Pacer``);
+a new view asks (its hello) and gets every streaming column's text as it is now.
 
 The view follows the comparison (``Comparison.subscribe``) and each fork's events; it decides
 nothing. ``compare_cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
@@ -41,7 +41,7 @@ from fragola_nb.core.events import transient
 from fragola_nb.experiments.compare import Comparison, VariantRun
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.stream import StreamGroup
+from fragola_nb.notebook.stream import Pacer, StreamGroup
 
 if TYPE_CHECKING:
     from fragola_nb.core.events import Subscription
@@ -173,7 +173,13 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         self.children = (self.grid, self.branch)
         self._lock = threading.RLock()
         self._detached = False
-        self._streams = StreamGroup(self._streamed, comparison, shown.streamed_text)
+        # under the view's lock: a flush that sends and a redraw that reads the texts never
+        # take two locks in opposite orders
+        self._streams = StreamGroup(self._streamed, comparison, shown.streamed_text, self._lock)
+        # Redraws as often as streamed text at most: eight columns ending together would
+        # each send every column's text several times (the message stored, the status, the
+        # run's end), megabytes the page draws one after the other.
+        self._redraw = Pacer(lambda: self._guarded("update", self.refresh), self._lock)
         self.grid.on_msg(self._on_hello)
         self._subscriptions: list[Subscription] = []
         for run in comparison.runs.values():
@@ -194,9 +200,15 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
             runs = list(comparison.runs.values())
             first = runs[0]
             reference = (first.row()["answer"] or "") if first.status_now in ENDED else None
-            with self._streams.held() as sent:  # the adds that follow go on from these
-                self.grid.columns = [column(run, sent[run.name], None if i == 0 else reference)
-                                     for i, run in enumerate(runs)]
+            with self._streams.held() as sent:
+                columns = [column(run, sent[run.name], None if i == 0 else reference)
+                           for i, run in enumerate(runs)]
+            for col in columns:
+                # A streaming column's text is the stream messages' (a new view gets it on
+                # its hello): every redraw would send every streaming column's text again.
+                if col["streaming"]:
+                    col["answer"] = ""
+            self.grid.columns = columns
             self.grid.title = {"agent": visible(comparison.agent.name),
                                "message": visible(text_of(comparison.message)),
                                "done": comparison.done}
@@ -260,8 +272,12 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
     def _on_change(self, event: Any) -> None:
         stream = self._streams.get(self._variant_of(event.context.agent) or "")
         if getattr(event, "reason", None) == "ai_message" and stream is not None:
+            # The last text now, in a small message: the stored reply's redraw (every
+            # column, paced, a large message) comes after it.
+            self._guarded("stream", stream.flush)
             stream.clear()  # the stored message replaces the streamed text
-        self._guarded("update", self.refresh)
+        # paced while the comparison runs; a fork going on after it (an approval) is drawn now
+        self._guarded("update", self._redraw.flush if self.comparison.done else self._redraw.due)
 
     def _streamed(self, news: dict[str, dict[str, Any]]) -> None:
         cols = {visible(name): message for name, message in news.items()}
@@ -280,7 +296,8 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
     def _on_run(self, run: VariantRun | None) -> None:
         if run is not None and run.status in ENDED and run.status not in CUT:
             self._streams[run.name].clear()
-        self._guarded("update", self.refresh)
+        # the comparison's end is drawn now: whoever awaited it reads the grid next
+        self._guarded("update", self._redraw.due if run is not None else self._redraw.flush)
 
     def _on_selected(self, change: dict[str, Any]) -> None:
         with self._lock:

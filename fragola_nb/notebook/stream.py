@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["Stream", "StreamGroup"]
+__all__ = ["Pacer", "Stream", "StreamGroup"]
 
 
 class Stream:
@@ -40,7 +40,7 @@ class Stream:
 
     def __init__(self, send: Callable[[dict[str, Any]], None],
                  text_of: Callable[[Any], str] = str, *,
-                 paced_by: StreamGroup | None = None) -> None:
+                 paced_by: Pacer | None = None) -> None:
         self._send = send
         self._text_of = text_of  # the partial reply -> the text shown (only when sent)
         self._group = paced_by  # when set, the group decides when the text goes
@@ -131,7 +131,58 @@ class Stream:
         self._send({**message, "stopped": self.stopped})
 
 
-class StreamGroup:
+class Pacer:
+    """Runs ``action`` at most once per ``Stream.interval`` seconds: ``due()`` runs it now, or
+    when the interval is up (a timer on the event loop it was called from); with no loop
+    running, now.
+
+    >>> ran = []
+    >>> pacer = Pacer(lambda: ran.append(1))
+    >>> pacer.due()
+    >>> ran
+    [1]
+    """
+
+    def __init__(self, action: Callable[[], None] | None = None,
+                 lock: threading.RLock | None = None) -> None:
+        self._action = action
+        self.lock = lock or threading.RLock()  # the view's own, when it runs under one
+        self._sent_at = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def due(self) -> None:
+        """Something changed: run now, or at the end of the interval (the trailing run)."""
+        with self.lock:
+            wait = self._sent_at + Stream.interval - time.monotonic()
+            if wait <= 0:
+                self._cancel_timer()
+                self.flush()
+            elif self._timer is None:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:  # no loop to run it later: now
+                    self.flush()
+                    return
+                self._timer = loop.call_later(wait, self.flush)
+
+    def flush(self) -> None:
+        """Run now."""
+        with self.lock:
+            self._cancel_timer()
+            self._sent_at = time.monotonic()
+            self._run()
+
+    def _run(self) -> None:
+        if self._action is not None:
+            self._action()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class StreamGroup(Pacer):
     """The streams of several replies shown in one view, sent together: ``send`` gets
     ``{name: message}`` (each message as ``Stream`` makes it) at most once per
     ``Stream.interval`` seconds, however many replies stream at once. A clear or a stop goes
@@ -145,13 +196,12 @@ class StreamGroup:
     """
 
     def __init__(self, send: Callable[[dict[str, dict[str, Any]]], None], names: Iterable[str],
-                 text_of: Callable[[Any], str] = str) -> None:
+                 text_of: Callable[[Any], str] = str,
+                 lock: threading.RLock | None = None) -> None:
+        super().__init__(lock=lock)
         self._send = send
-        self.lock = threading.RLock()
         self._news: dict[str, dict[str, Any]] = {}
         self._flushing = False
-        self._sent_at = 0.0
-        self._timer: asyncio.TimerHandle | None = None
         self._streams = {name: Stream(functools.partial(self._collect, name), text_of,
                                       paced_by=self) for name in names}
 
@@ -164,33 +214,14 @@ class StreamGroup:
     def get(self, name: str) -> Stream | None:
         return self._streams.get(name)
 
-    def due(self) -> None:
-        """A stream received text: send now, or when the interval is up (the trailing
-        flush, on the loop the text came from)."""
-        with self.lock:
-            wait = self._sent_at + Stream.interval - time.monotonic()
-            if wait <= 0:
-                self._cancel_timer()
-                self.flush()
-            elif self._timer is None:
-                try:
-                    loop = asyncio.get_running_loop()
-                except RuntimeError:  # no loop: the next chunk or flush() sends it
-                    return
-                self._timer = loop.call_later(wait, self.flush)
-
-    def flush(self) -> None:
-        """Send what every stream received so far, in one message."""
-        with self.lock:
-            self._timer = None
-            self._sent_at = time.monotonic()
-            self._flushing = True
-            try:
-                for stream in self._streams.values():
-                    stream.flush()
-            finally:
-                self._flushing = False
-            self._send_news()
+    def _run(self) -> None:  # what every stream received so far, in one message
+        self._flushing = True
+        try:
+            for stream in self._streams.values():
+                stream.flush()
+        finally:
+            self._flushing = False
+        self._send_news()
 
     @contextlib.contextmanager
     def held(self) -> Iterator[dict[str, str]]:
@@ -214,8 +245,3 @@ class StreamGroup:
         news, self._news = self._news, {}
         if news:
             self._send(news)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
