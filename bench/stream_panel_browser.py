@@ -71,29 +71,6 @@ LABEL = {"print": "baseline: `print` loop, 5,000 tok/s", "fast": "`%%fragola` pa
          "grid": "compare grid, 8 columns × 5,000 tok/s"}
 
 
-def measure_cell(page: Any, index: int, mode: str, expected: dict[str, str],
-                 timeout: float = 300_000) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run cell ``index`` and watch it until it is done and shows what it will show."""
-    page.evaluate(probe.WATCH_JS, [h.SEL_CELLS, index, mode])
-    h.run_cell(page, index)
-    page.wait_for_function(  # the cell ran: its prompt has a number
-        "([sel, i]) => /\\[\\d+\\]/.test(document.querySelectorAll(sel)[i]"
-        ".querySelector('.jp-InputArea-prompt').textContent)", arg=[h.SEL_CELLS, index],
-        timeout=timeout)
-    h.wait_kernel_idle(page, timeout)
-    lengths = {name: len(text) for name, text in expected.items()}
-    try:  # what a dropped message never brings: bounded, then the final text says so
-        page.wait_for_function(
-            "(want) => Object.entries(want).every(([k, n]) => (window.__watch.shown[k] || 0) >= n)",
-            arg=lengths, timeout=10_000)
-    except Exception:
-        pass
-    page.wait_for_timeout(1000)  # the long tasks of the frames after the last text
-    seen = page.evaluate(probe.COLLECT_JS)
-    final = page.evaluate(probe.FINAL_JS, [h.SEL_CELLS, index, mode])
-    return seen, final
-
-
 def run() -> dict[str, Any]:
     from panel_browser import _notebook
     from playwright.sync_api import sync_playwright
@@ -115,12 +92,12 @@ def run() -> dict[str, Any]:
                                        timeout=120_000)
                 h.wait_kernel_idle(page)
                 for i in range(len(WARM)):
-                    measure_cell(page, 1 + i, "panel", {})
+                    probe.measure_cell(page, 1 + i, "panel", {})
                 out = {}
                 first = 1 + len(WARM)
                 for i, (case, _, mode, tokens) in enumerate(CASES):
                     want = {k: probe.story(n) for k, n in tokens.items()}
-                    seen, final = measure_cell(page, first + i, mode, want)
+                    seen, final = probe.measure_cell(page, first + i, mode, want)
                     if seen["noLongtask"]:
                         raise RuntimeError(f"no longtask entries: {seen['noLongtask']}")
                     out[case] = {"seen": seen, "final_equal": all(

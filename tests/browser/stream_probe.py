@@ -24,6 +24,8 @@ import json
 import statistics
 from typing import Any
 
+from . import jlab_harness as h
+
 TOKEN = 4  # characters a token: the scripted model's default chunk is one token
 
 
@@ -241,3 +243,26 @@ def load_marks(text: str) -> dict[str, dict[str, list[list[float]]]]:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def measure_cell(page: Any, index: int, mode: str, expected: dict[str, str],
+                 timeout: float = 300_000) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run cell ``index`` and watch it until it is done and shows what it will show."""
+    page.evaluate(WATCH_JS, [h.SEL_CELLS, index, mode])
+    h.run_cell(page, index)
+    page.wait_for_function(  # the cell ran: its prompt has a number
+        "([sel, i]) => /\\[\\d+\\]/.test(document.querySelectorAll(sel)[i]"
+        ".querySelector('.jp-InputArea-prompt').textContent)", arg=[h.SEL_CELLS, index],
+        timeout=timeout)
+    h.wait_kernel_idle(page, timeout)
+    lengths = {name: len(text) for name, text in expected.items()}
+    try:  # what a dropped message never brings: bounded, then the final text says so
+        page.wait_for_function(
+            "(want) => Object.entries(want).every(([k, n]) => (window.__watch.shown[k] || 0) >= n)",
+            arg=lengths, timeout=10_000)
+    except Exception:
+        pass
+    page.wait_for_timeout(1000)  # the long tasks of the frames after the last text
+    seen = page.evaluate(COLLECT_JS)
+    final = page.evaluate(FINAL_JS, [h.SEL_CELLS, index, mode])
+    return seen, final
