@@ -173,7 +173,25 @@ def table(result: dict[str, Any]) -> str:
             "the characters shown / 4 over the time from the first to the last frame that "
             "showed more. iopub: every iopub frame the page received while the case "
             "streamed; the view's comm: the `comm_msg` frames of the busiest comm (the panel, "
-            "or the grid)."]
+            "or the grid).", "",
+            "The baseline prints one iopub message per piece: JupyterLab appends each to the "
+            "cell's stream output and re-renders it, and falls seconds behind (its final text "
+            "arrives whole, nothing dropped at these rates). What changed (issue 26, item 3): "
+            "the grid's columns stream together (`StreamGroup`: one message per 80 ms with every "
+            "column's new text, appended in `compare.js`), its redraws are paced (`Pacer`) and "
+            "carry no streaming text, a reply's last streamed text goes out before its stored "
+            "form (panel and grid), and the grid draws answers in blocks up to each line break "
+            "(Chrome lays out a block of text whole: appending to 8 single-block answers of 60 KB "
+            "took 100–500 ms an update). With the streams grouped "
+            "but none of the rest (an earlier run, not this one), the same grid was 2–15 s "
+            "behind (p50 1,959 ms), main-thread tasks up to 625 ms; the code before the "
+            "grouping (every column's whole text in each of up to 100 redraws a second) was "
+            "not measured. What is left over 150 ms / 200 "
+            "ms is the end of the grid: the finished columns' redraw (8 answers and their word "
+            "diffs, about 0.8 MB) and the static copy's HTML (0.5 MB) are drawn whole, a few "
+            "hundred ms each (the grid's longest task above), and the last column's final "
+            "text waits behind them; a single answer of 60 KB without any line break would "
+            "still cost Chrome its whole layout on every update."]
     return "\n".join(out)
 
 
