@@ -23,19 +23,34 @@ function facts(col) {
   return parts.join(" · ");
 }
 
-// Text goes into blocks that end at a line break: appending to an answer lays out its last
-// block again, not the whole answer (Chrome lays out a block of text whole: 60 KB of it in
-// each of 8 columns took 100–500 ms an update, measured).
+// An answer is drawn one block per line (the line breaks are the blocks' ends, not
+// characters): appending lays out the last line again, not the whole answer (Chrome lays out a
+// block of text whole: 60 KB of it in each of 8 columns took 100–500 ms an update, measured).
+// An empty line holds a <br>: it keeps its height and copies as an empty line.
+function newLine(box) {
+  const line = h("div", "fragola-compare-line");
+  line.append(document.createElement("br"));
+  box.append(line);
+  return line;
+}
+
+function addToLine(line, node) {
+  if (line.firstChild && line.firstChild.nodeName === "BR") line.firstChild.remove();
+  line.append(node);
+}
+
 function appendText(box, text) {
-  let last = box.lastElementChild;
-  if (!last || !last.classList.contains("fragola-compare-line")) {
-    last = h("div", "fragola-compare-line");
-    box.append(last);
-  }
-  const cut = text.lastIndexOf("\n");
-  if (cut < 0) { last.append(text); return; }
-  last.append(text.slice(0, cut + 1));
-  box.append(h("div", "fragola-compare-line", text.slice(cut + 1)));
+  let line = box.lastElementChild;
+  if (!line || !line.classList.contains("fragola-compare-line")) line = newLine(box);
+  String(text).split("\n").forEach((part, i) => {
+    if (i > 0) line = newLine(box);
+    if (part) addToLine(line, part);
+  });
+}
+
+// The text an answer box holds, in characters (its lines and the breaks between them).
+function shownLength(box) {
+  return box.textContent.length + Math.max(0, box.children.length - 1);
 }
 
 // How an answer is drawn: "diff" marks the words that differ from the first column (only for
@@ -44,21 +59,16 @@ function appendText(box, text) {
 function answer(col, first, mode) {
   const box = h("div", "fragola-compare-answer" + (col.streaming ? " fragola-compare-streaming" : ""));
   if (mode === "diff" && Array.isArray(col.diff) && !first) {
-    // in blocks up to each line break too: a long answer's layout is that of its lines
-    let line = h("div", "fragola-compare-line");
-    box.append(line);
+    // a block per line too: a long answer's layout is that of its lines
+    let line = newLine(box);
     for (const [kind, text] of col.diff) {
       const cls = kind === "new" ? "fragola-diff-new" : kind === "gone" ? "fragola-diff-gone" : "fragola-diff-same";
       String(text).split("\n").forEach((part, i) => {
-        if (i > 0) {
-          line.append("\n");
-          line = h("div", "fragola-compare-line");
-          box.append(line);
-        }
+        if (i > 0) line = newLine(box);
         if (!part) return;
         const piece = h(kind === "new" ? "ins" : kind === "gone" ? "del" : "span", cls, part);
         if (kind !== "same") piece.title = kind === "new" ? "not in the first column" : "only in the first column";
-        line.append(piece);
+        addToLine(line, piece);
       });
     }
   } else {
@@ -210,7 +220,7 @@ function render({ model, el }) {
     for (const [a, m, before, text] of writes) {
       // an add is appended, not the whole text set again: an update costs its new text
       // however long the answer grows
-      if ("add" in m && a.textContent.length === before.length) appendText(a, m.add);
+      if ("add" in m && shownLength(a) === before.length) appendText(a, m.add);
       else { a.replaceChildren(); appendText(a, text); }
     }
     for (const [a, , , , atEnd] of writes) if (atEnd) a.scrollTop = a.scrollHeight;

@@ -133,7 +133,8 @@ WATCH_JS = """([sel, index, mode]) => {
       lens.reply = s ? s.textContent.length : f ? f.textContent.trim().length : 0;
     } else if (mode === "grid") {
       for (const a of cell.querySelectorAll(".fragola-compare-answer")) {
-        lens[a.dataset.name] = a.textContent.length;
+        // a block per line, the breaks between them (compare.js): characters of the text
+        lens[a.dataset.name] = a.textContent.length + Math.max(0, a.children.length - 1);
       }
     } else {
       lens.print = [...cell.querySelectorAll(STDOUT)]
@@ -172,7 +173,7 @@ FINAL_JS = """([sel, index, mode]) => {
   }
   if (mode === "grid") {
     return Object.fromEntries([...cell.querySelectorAll(".fragola-compare-answer")]
-      .map((a) => [a.dataset.name, a.textContent]));
+      .map((a) => [a.dataset.name, [...a.children].map((d) => d.textContent).join("\\n")]));
   }
   return { print: [...cell.querySelectorAll(STDOUT)]
     .map((e) => e.textContent).join(""),
