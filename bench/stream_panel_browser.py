@@ -87,9 +87,7 @@ def run() -> dict[str, Any]:
                 page = context.new_page()
                 page.add_init_script(probe.INIT_JS)
                 h.open_notebook(page, lab, name)
-                h.run_cell(page, 0)
-                page.wait_for_function("() => document.body.textContent.includes('setup done')",
-                                       timeout=120_000)
+                probe.run_until(page, 0, "setup done")
                 h.wait_kernel_idle(page)
                 for i in range(len(WARM)):
                     probe.measure_cell(page, 1 + i, "panel", {})
@@ -103,9 +101,7 @@ def run() -> dict[str, Any]:
                     out[case] = {"seen": seen, "final_equal": all(
                         (final.get(k) or "").strip() == want[k].strip() for k in want),
                         "warned": bool(final.get("warned"))}
-                h.run_cell(page, first + len(CASES))
-                page.wait_for_function("() => document.body.textContent.includes('dumped')",
-                                       timeout=60_000)
+                probe.run_until(page, first + len(CASES), "dumped")
                 version = browser.version
             finally:
                 browser.close()
@@ -143,6 +139,7 @@ def table(result: dict[str, Any]) -> str:
     out = [f"{result['when']} · load average before/after: {result['load'][0]:.1f} / "
            f"{result['load'][1]:.1f} · {result['chromium']} · JupyterLab "
            f"{result['jupyterlab']} · one run, the baseline in the same run", "",
+           *([result["note"], ""] if result.get("note") else []),
            "| case | tokens/s produced / shown | lag p50 / p95 / max | iopub msgs/s (KB/s) | "
            "the view's comm msgs/s (most in 1 s) | longest task | final text = reply |",
            "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]

@@ -267,3 +267,12 @@ def measure_cell(page: Any, index: int, mode: str, expected: dict[str, str],
     seen = page.evaluate(COLLECT_JS)
     final = page.evaluate(FINAL_JS, [h.SEL_CELLS, index, mode])
     return seen, final
+
+
+def run_until(page: Any, index: int, text: str, timeout: float = 120_000) -> None:
+    """Run cell ``index`` and wait until its output holds ``text`` (its source may too)."""
+    from playwright.sync_api import expect
+
+    h.run_cell(page, index)
+    expect(h.cell_output(page, index)).to_contain_text(text, timeout=timeout)
+    h.wait_kernel_idle(page, timeout)

@@ -58,9 +58,7 @@ def test_a_fast_stream_keeps_up_in_the_panel_and_in_an_eight_column_grid(ui: UI)
     page = ui.page
     page.add_init_script(probe.INIT_JS)
     h.open_notebook(page, ui.lab, "stream_rate.ipynb")
-    h.run_cell(page, 0)
-    page.wait_for_function("() => document.body.textContent.includes('setup done')",
-                           timeout=120_000)
+    probe.run_until(page, 0, "setup done")
     h.wait_kernel_idle(page)
     probe.measure_cell(page, 1, "panel", {})  # the panel's code loads once
 
@@ -74,9 +72,7 @@ def test_a_fast_stream_keeps_up_in_the_panel_and_in_an_eight_column_grid(ui: UI)
     grid_seen, grid_final = probe.measure_cell(page, 3, "grid", columns)
     ui.shot("grid-streamed", h.cell(page, 3))
 
-    h.run_cell(page, 4)
-    page.wait_for_function("() => document.body.textContent.includes('dumped')",
-                           timeout=60_000)
+    probe.run_until(page, 4, "dumped")
     marks = probe.load_marks((ui.lab.root / "stream_marks.json").read_text())
 
     _check("panel", panel_seen, final, {"reply": reply}, {"reply": marks["fast"]["fast"]},
