@@ -24,20 +24,56 @@ function facts(col) {
   return parts.join(" · ");
 }
 
+// An answer is drawn one block per line (the line breaks are the blocks' ends, not
+// characters): appending lays out the last line again, not the whole answer (Chrome lays out a
+// block of text whole: 60 KB of it in each of 8 columns took 100–500 ms an update, measured).
+// An empty line holds a <br>: it keeps its height and copies as an empty line.
+function newLine(box) {
+  const line = h("div", "fragola-compare-line");
+  line.append(document.createElement("br"));
+  box.append(line);
+  return line;
+}
+
+function addToLine(line, node) {
+  if (line.firstChild && line.firstChild.nodeName === "BR") line.firstChild.remove();
+  line.append(node);
+}
+
+function appendText(box, text) {
+  let line = box.lastElementChild;
+  if (!line || !line.classList.contains("fragola-compare-line")) line = newLine(box);
+  String(text).split("\n").forEach((part, i) => {
+    if (i > 0) line = newLine(box);
+    if (part) addToLine(line, part);
+  });
+}
+
+// The text an answer box holds, in characters (its lines and the breaks between them).
+function shownLength(box) {
+  return box.textContent.length + Math.max(0, box.children.length - 1);
+}
+
 // How an answer is drawn: "diff" marks the words that differ from the first column (only for
 // answers the kernel found close enough to it, see compare_view.SIMILAR), "plain" shows every
 // answer as it is. The kernel sends both forms, so the toggle costs no diff work here.
 function answer(col, first, mode) {
   const box = h("div", "fragola-compare-answer" + (col.streaming ? " fragola-compare-streaming" : ""));
   if (mode === "diff" && Array.isArray(col.diff) && !first) {
+    // a block per line too: a long answer's layout is that of its lines
+    let line = newLine(box);
     for (const [kind, text] of col.diff) {
       const cls = kind === "new" ? "fragola-diff-new" : kind === "gone" ? "fragola-diff-gone" : "fragola-diff-same";
-      const piece = h(kind === "new" ? "ins" : kind === "gone" ? "del" : "span", cls, text);
-      if (kind !== "same") piece.title = kind === "new" ? "not in the first column" : "only in the first column";
-      box.append(piece);
+      String(text).split("\n").forEach((part, i) => {
+        if (i > 0) line = newLine(box);
+        if (!part) return;
+        const piece = h(kind === "new" ? "ins" : kind === "gone" ? "del" : "span", cls, part);
+        if (kind !== "same") piece.title = kind === "new" ? "not in the first column" : "only in the first column";
+        addToLine(line, piece);
+      });
     }
   } else {
-    box.textContent = col.answer || "";
+    appendText(box, col.answer || "");
   }
   return box;
 }
@@ -153,9 +189,47 @@ function render({ model, el }) {
   const setMode = (next) => { mode = next; draw(); };
   diffButton.addEventListener("click", () => setMode("diff"));
   plainButton.addEventListener("click", () => setMode("plain"));
+  // A streaming column's text comes as custom messages ({t: "stream", cols: {name: {add} or
+  // {text}}}), only what is new: kept here, drawn into that column's answer alone; a new view
+  // gets every streaming text whole, in answer to its hello.
+  const streamed = new Map();
+  const syncStreamed = () => {
+    for (const c of model.get("columns") || []) {
+      // a streaming column's text is the stream messages' (the kernel sends it "" here)
+      if (!c.streaming) streamed.delete(c.name);
+      else if (c.answer && !streamed.has(c.name)) streamed.set(c.name, c.answer);
+    }
+  };
+  const withStream = (c) => {
+    const text = streamed.get(c.name);
+    return text && (c.status === "running" || c.streaming) ? { ...c, answer: text, streaming: true } : c;
+  };
+  const onStream = (cols) => {
+    let redraw = false;
+    const boxes = new Map([...grid.querySelectorAll(".fragola-compare-streaming")].map((a) => [a.dataset.name, a]));
+    const writes = [];
+    for (const [name, m] of Object.entries(cols || {})) {
+      const before = streamed.get(name) || "";
+      const text = "add" in m ? before + m.add : String(m.text || "");
+      if (!text) { streamed.delete(name); continue; }  // stored: the next `columns` draws it
+      streamed.set(name, text);
+      const a = boxes.get(name);
+      if (!a) { redraw = true; continue; }  // its first text: the column gets its answer box
+      // read every column's scroll before any write: one layout, not one per column
+      writes.push([a, m, before, text, a.scrollTop + a.clientHeight >= a.scrollHeight - 4]);
+    }
+    for (const [a, m, before, text] of writes) {
+      // an add is appended, not the whole text set again: an update costs its new text
+      // however long the answer grows
+      if ("add" in m && shownLength(a) === before.length) appendText(a, m.add);
+      else { a.replaceChildren(); appendText(a, text); }
+    }
+    for (const [a, , , , atEnd] of writes) if (atEnd) a.scrollTop = a.scrollHeight;
+    if (redraw) draw();
+  };
   const draw = () => {
     const title = model.get("title") || {};
-    const cols = model.get("columns") || [];
+    const cols = (model.get("columns") || []).map(withStream);
     top.textContent = (title.agent || "") + " · " + cols.length + " variant(s)" +
       (title.done ? "" : " · running") + ": " + (title.message || "");
     const left = grid.scrollLeft;
@@ -184,10 +258,14 @@ function render({ model, el }) {
       : !link.live && link.waited ? "read-only: no kernel; run the cell again to open a branch's panel" : "";
     queueCue();
   };
+  syncStreamed();
   draw();
-  const events = ["change:columns", "change:title", "change:selected", "change:detached"];
+  const onColumns = () => { syncStreamed(); draw(); };
+  const events = ["change:title", "change:selected", "change:detached"];
   for (const e of events) model.on(e, draw);
+  model.on("change:columns", onColumns);
   const onMessage = (msg) => {
+    if (msg && msg.t === "stream") { onStream(msg.cols); return; }
     if (msg && msg.live && !link.live) { link.live = true; draw(); }
   };
   model.on("msg:custom", onMessage);
@@ -198,6 +276,7 @@ function render({ model, el }) {
     if (resized) resized.disconnect();
     model.off("msg:custom", onMessage);
     for (const e of events) model.off(e, draw);
+    model.off("change:columns", onColumns);
   };
 }
 

@@ -9,6 +9,13 @@ plain), its tool calls, tokens and seconds, and its
 error. A click on a column's header sets ``selected``; the Python side then shows that fork's
 ``AgentPanel`` below the grid (a second click closes it).
 
+While a column streams, its new text goes to the grid as a custom message (``{"t": "stream",
+"cols": {name: {"add": piece}}}``, every column's news in one message at most 12.5 times a
+second: ``StreamGroup``), never as the whole ``columns`` again: eight long replies would
+otherwise resend every column's text on each update, over Jupyter's iopub data rate limit.
+``columns`` holds no text for a streaming column, and its redraws are paced too (``Pacer``);
+a new view asks (its hello) and gets every streaming column's text as it is now.
+
 The view follows the comparison (``Comparison.subscribe``) and each fork's events; it decides
 nothing. ``compare_cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
 and for a ``Comparison`` displayed later.
@@ -34,7 +41,7 @@ from fragola_nb.core.events import transient
 from fragola_nb.experiments.compare import Comparison, VariantRun
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.stream import Stream
+from fragola_nb.notebook.stream import Pacer, StreamGroup
 
 if TYPE_CHECKING:
     from fragola_nb.core.events import Subscription
@@ -168,8 +175,14 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         self.children = (self.grid, self.branch)
         self._lock = threading.RLock()
         self._detached = False
-        self._streams = {name: Stream(self._streamed, shown.streamed_text)
-                         for name in comparison}
+        # under the view's lock: a flush that sends and a redraw that reads the texts never
+        # take two locks in opposite orders
+        self._streams = StreamGroup(self._streamed, comparison, shown.streamed_text, self._lock)
+        # Redraws as often as streamed text at most: eight columns ending together would
+        # each send every column's text several times (the message stored, the status, the
+        # run's end), megabytes the page draws one after the other.
+        self._redraw = Pacer(lambda: self._guarded("update", self.refresh), self._lock)
+        self.grid.on_msg(self._on_hello)
         self._subscriptions: list[Subscription] = []
         for run in comparison.runs.values():
             fork = run.fork
@@ -189,12 +202,24 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
             runs = list(comparison.runs.values())
             first = runs[0]
             reference = (first.row()["answer"] or "") if first.status_now in ENDED else None
-            self.grid.columns = [
-                column(run, self._streams[run.name].text, None if i == 0 else reference)
-                for i, run in enumerate(runs)]
+            with self._streams.held() as sent:
+                columns = [column(run, sent[run.name], None if i == 0 else reference)
+                           for i, run in enumerate(runs)]
+            for col in columns:
+                # A streaming column's text is the stream messages' (a new view gets it on
+                # its hello): every redraw would send every streaming column's text again.
+                if col["streaming"]:
+                    col["answer"] = ""
+            self.grid.columns = columns
             self.grid.title = {"agent": visible(comparison.agent.name),
                                "message": visible(text_of(comparison.message)),
                                "done": comparison.done}
+
+    def streamed(self, name: str) -> str:
+        """The text of variant ``name``'s reply as it streams ("" when none streams), as the
+        views have it (``view.streamed("plain")``)."""
+        with self._streams.held() as sent:
+            return sent.get(name, "")
 
     def detach(self, why: str = "this grid no longer follows the comparison") -> None:
         with self._lock:
@@ -247,18 +272,34 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
 
     @transient
     def _on_change(self, event: Any) -> None:
-        name = self._variant_of(event.context.agent)
-        if getattr(event, "reason", None) == "ai_message" and name in self._streams:
-            self._streams[name].clear()  # the stored message replaces the streamed text
-        self._guarded("update", self.refresh)
+        stream = self._streams.get(self._variant_of(event.context.agent) or "")
+        if getattr(event, "reason", None) == "ai_message" and stream is not None:
+            # The last text now, in a small message: the stored reply's redraw (every
+            # column, paced, a large message) comes after it.
+            self._guarded("stream", stream.flush)
+            stream.clear()  # the stored message replaces the streamed text
+        # paced while the comparison runs; a fork going on after it (an approval) is drawn now
+        self._guarded("update", self._redraw.flush if self.comparison.done else self._redraw.due)
 
-    def _streamed(self, message: dict[str, Any]) -> None:
-        self._guarded("update", self.refresh)
+    def _streamed(self, news: dict[str, dict[str, Any]]) -> None:
+        cols = {visible(name): message for name, message in news.items()}
+        self._guarded("stream", lambda: self.grid.send({"t": "stream", "cols": cols}))
+
+    def _on_hello(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        # A new view has ``columns`` as last set: the streaming texts as they are now.
+        if isinstance(content, dict) and content.get("do") == "hello":
+            def send() -> None:
+                with self._streams.held() as sent:
+                    cols = {visible(name): {"text": text} for name, text in sent.items() if text}
+                    if cols:
+                        self.grid.send({"t": "stream", "cols": cols})
+            self._guarded("stream", send)
 
     def _on_run(self, run: VariantRun | None) -> None:
         if run is not None and run.status in ENDED and run.status not in CUT:
             self._streams[run.name].clear()
-        self._guarded("update", self.refresh)
+        # the comparison's end is drawn now: whoever awaited it reads the grid next
+        self._guarded("update", self._redraw.due if run is not None else self._redraw.flush)
 
     def _on_selected(self, change: dict[str, Any]) -> None:
         with self._lock:

@@ -274,6 +274,9 @@ class AgentPanel(anywidget.AnyWidget):
     @_observer
     def _on_state_update(self, event: Any) -> None:
         if event.reason == "ai_message":
+            # The last text first, in a small message: the stored reply's rows (a large
+            # message, and its Markdown to draw) come after it.
+            self._stream.flush()
             self._stream.clear()  # the stored message replaces the streamed text
         self._refresh()
 

@@ -7,28 +7,45 @@ when that flush is overdue (a loop too busy to run the timer) shows at once.
 Only what is new is sent (``{"add": piece}``), so an update costs the same at the end of a
 long reply as at its start; a text that does not go on from what was sent is sent whole
 (``{"text": text}``).
+
+Several replies in one view (the compare grid's columns) stream through a ``StreamGroup``: the
+news of every column goes out in one message, at most once per interval, so a grid of eight
+columns sends what one panel sends, and never a column's whole text again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["Stream"]
+__all__ = ["Pacer", "Stream", "StreamGroup"]
 
 
 class Stream:
+    """One reply as it streams, sent through ``send`` at most once per ``interval`` seconds.
+
+    >>> sent = []
+    >>> stream = Stream(sent.append)
+    >>> stream.feed("Once upon")
+    >>> sent
+    [{'text': 'Once upon', 'stopped': False}]
+    """
+
     interval = 0.08  # at most 12.5 updates a second
 
     def __init__(self, send: Callable[[dict[str, Any]], None],
-                 text_of: Callable[[Any], str] = str) -> None:
+                 text_of: Callable[[Any], str] = str, *,
+                 paced_by: Pacer | None = None) -> None:
         self._send = send
         self._text_of = text_of  # the partial reply -> the text shown (only when sent)
-        self._lock = threading.RLock()
+        self._group = paced_by  # when set, the group decides when the text goes
+        # one lock for a group: its flush holds it while it shows every column
+        self._lock = paced_by.lock if paced_by is not None else threading.RLock()
         self._latest: Any = None
         self._received = False  # something came since the last send
         self.sent = ""  # the text the browser has
@@ -56,6 +73,9 @@ class Stream:
             if self.stopped:  # a new reply: the stopped one goes
                 self.clear()
             self._latest, self._received = partial, True
+            if self._group is not None:
+                self._group.due()
+                return
             wait = self._sent_at + self.interval - time.monotonic()
             if wait <= 0:
                 self._cancel_timer()
@@ -109,3 +129,119 @@ class Stream:
             message = {"text": text}
         self.sent = text
         self._send({**message, "stopped": self.stopped})
+
+
+class Pacer:
+    """Runs ``action`` at most once per ``Stream.interval`` seconds: ``due()`` runs it now, or
+    when the interval is up (a timer on the event loop it was called from); with no loop
+    running, now.
+
+    >>> ran = []
+    >>> pacer = Pacer(lambda: ran.append(1))
+    >>> pacer.due()
+    >>> ran
+    [1]
+    """
+
+    def __init__(self, action: Callable[[], None] | None = None,
+                 lock: threading.RLock | None = None) -> None:
+        self._action = action
+        self.lock = lock or threading.RLock()  # the view's own, when it runs under one
+        self._sent_at = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def due(self) -> None:
+        """Something changed: run now, or at the end of the interval (the trailing run)."""
+        with self.lock:
+            wait = self._sent_at + Stream.interval - time.monotonic()
+            if wait <= 0:
+                self._cancel_timer()
+                self.flush()
+            elif self._timer is None:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:  # no loop to run it later: now
+                    self.flush()
+                    return
+                self._timer = loop.call_later(wait, self.flush)
+
+    def flush(self) -> None:
+        """Run now."""
+        with self.lock:
+            self._cancel_timer()
+            self._sent_at = time.monotonic()
+            self._run()
+
+    def _run(self) -> None:
+        if self._action is not None:
+            self._action()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class StreamGroup(Pacer):
+    """The streams of several replies shown in one view, sent together: ``send`` gets
+    ``{name: message}`` (each message as ``Stream`` makes it) at most once per
+    ``Stream.interval`` seconds, however many replies stream at once. A clear or a stop goes
+    at once, on its own.
+
+    >>> sent = []
+    >>> group = StreamGroup(sent.append, ["a", "b"])
+    >>> group["a"].feed("one")
+    >>> sent
+    [{'a': {'text': 'one', 'stopped': False}}]
+    """
+
+    def __init__(self, send: Callable[[dict[str, dict[str, Any]]], None], names: Iterable[str],
+                 text_of: Callable[[Any], str] = str,
+                 lock: threading.RLock | None = None) -> None:
+        super().__init__(lock=lock)
+        self._send = send
+        self._news: dict[str, dict[str, Any]] = {}
+        self._flushing = False
+        self._streams = {name: Stream(functools.partial(self._collect, name), text_of,
+                                      paced_by=self) for name in names}
+
+    def __getitem__(self, name: str) -> Stream:
+        return self._streams[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._streams
+
+    def get(self, name: str) -> Stream | None:
+        return self._streams.get(name)
+
+    def _run(self) -> None:  # what every stream received so far, in one message
+        self._flushing = True
+        try:
+            for stream in self._streams.values():
+                stream.flush()
+        finally:
+            self._flushing = False
+        self._send_news()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[dict[str, str]]:
+        """The text the views have of each stream, held still while inside (a new view's
+        hello carries them; the next message goes on from them)."""
+        with self.lock:
+            yield {name: stream.sent for name, stream in self._streams.items()}
+
+    def _collect(self, name: str, message: dict[str, Any]) -> None:
+        before = self._news.get(name)
+        if before is not None and "add" in message:  # two adds, or a text then an add
+            key = "add" if "add" in before else "text"
+            message = {**message, key: before[key] + message["add"]}
+            if key == "text":
+                del message["add"]
+        self._news[name] = message
+        if not self._flushing:
+            self._send_news()
+
+    def _send_news(self) -> None:
+        news, self._news = self._news, {}
+        if news:
+            self._send(news)

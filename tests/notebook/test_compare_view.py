@@ -5,10 +5,12 @@ gets, read from iopub; a click is the state update the view sends)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from comm_log import Wire, record_comms
 from compare_world import add, by_instructions
 from helpers import make_agent, until
 from html_checks import assert_inert
@@ -97,6 +99,11 @@ class Grids:
 
 
 @pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    return record_comms(monkeypatch)
+
+
+@pytest.fixture
 def grids() -> Iterator[Grids]:
     watcher = Grids()
     WATCHERS.append(watcher)
@@ -109,7 +116,7 @@ def grids() -> Iterator[Grids]:
 
 
 async def test_the_grid_follows_each_variant_as_it_streams(model: ScriptedModel,
-                                                           grids: Grids) -> None:
+                                                           grids: Grids, wire: Wire) -> None:
     model.brain = by_instructions
     model.chunk_size, model.chunk_delay = 2, 0.02  # longer than the grid's 80 ms throttle
     agent = make_agent(model, name="base", model_settings={"stream": True})
@@ -125,11 +132,17 @@ async def test_the_grid_follows_each_variant_as_it_streams(model: ScriptedModel,
     model.release()
     comparison = await task
 
-    # live: the first answer streamed in pieces before it was final
-    plain = [cols[0] for cols in grids.seen]
-    streamed = [c["answer"] for c in plain if c["streaming"]]
-    assert streamed and all(len(s) < len("[gpt-4o-mini] following: answer plainly")
-                            for s in streamed[:1])
+    # live: the first answer streamed in pieces, only the new text each time, before it was
+    # final (to the grid's own comm, as custom messages, not as the whole columns again)
+    final = "[gpt-4o-mini] following: answer plainly"
+    sent = [m["cols"]["plain"] for m in wire.custom("stream", view.grid.comm.comm_id)
+            if "plain" in m["cols"]]
+    shown, seen = "", []
+    for piece in sent:
+        shown = shown + piece["add"] if "add" in piece else piece["text"]
+        seen.append(shown)
+    assert len([s for s in seen if s and s != final]) >= 2, seen
+    assert all(final.startswith(s) for s in seen) and seen[-1] == ""  # cleared once stored
     columns = view.grid.columns
     assert [c["name"] for c in columns] == ["plain", "slow", "evil"]
     first, slow, evil = columns
@@ -388,7 +401,7 @@ async def test_a_variant_stopped_mid_reply_keeps_what_had_streamed_marked_unsave
     task = asyncio.ensure_future(agent.compare("go", {"long": {}}))
     assert await asyncio.to_thread(model.wait_for_requests, 1)
     [view] = grids.views
-    while not view.grid.columns or len(view.grid.columns[0]["answer"]) < 12:
+    while len(view.streamed("long")) < 16:
         await asyncio.sleep(0.01)
     agent.stop_sync()
     comparison = await task
@@ -397,3 +410,36 @@ async def test_a_variant_stopped_mid_reply_keeps_what_had_streamed_marked_unsave
     assert column["answer"].startswith("one two three") and not column["streaming"]
     assert column["note"] == "stopped mid-reply: this text was not saved"
     assert comparison.table()[0]["answer"] is None  # the partial reply is not in the history
+
+
+async def test_eight_streaming_columns_go_out_together_as_new_text_only(
+        model: ScriptedModel, grids: Grids, wire: Wire) -> None:
+    # 8 long replies streaming at once: one message carries every column's news, at most once
+    # per Stream.interval, and only what is new (never a column's whole text again)
+    from fragola_nb.models.scripted import reply
+    from fragola_nb.notebook.stream import Stream
+
+    text = "word " * 400
+    model.chunk_size, model.chunk_delay = 5, 0.002
+    model.brain = lambda request: reply(text)
+    agent = make_agent(model, name="base", model_settings={"stream": True})
+    started = time.monotonic()
+    await agent.compare("go", {f"v{i}": {"instructions": f"v{i}"} for i in range(8)})
+    elapsed = time.monotonic() - started
+    [view] = grids.views
+    sent = [s for s in wire.log if s.comm_id == view.grid.comm.comm_id and s.kind == "comm_msg"
+            and s.data.get("method") == "custom" and s.data["content"].get("t") == "stream"]
+    assert len(sent) <= elapsed / Stream.interval + 2 * 8 + 2, (len(sent), elapsed)
+    shown = {f"v{i}": "" for i in range(8)}
+    adds = dict.fromkeys(shown, 0)
+    for s in sent:
+        for name, piece in s.data["content"]["cols"].items():
+            if "add" in piece:
+                shown[name] += piece["add"]
+                adds[name] += 1
+            elif piece["text"]:
+                shown[name] = piece["text"]
+            assert text.startswith(shown[name]), (name, shown[name])  # a prefix, in order
+    # each column grew by adds (the stored reply then replaces the streamed text)
+    assert min(adds.values()) >= 2 and min(map(len, shown.values())) > len(text) / 2, adds
+    assert max(s.size for s in sent) < len(text) * 2  # never the eight columns' texts

@@ -16,12 +16,10 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
-import comm
 import pytest
-from comm.base_comm import BaseComm
+from comm_log import Wire, record_comms
 from helpers import AddArgs, add_tool, make_fragola
 from helpers import panel_calls as calls
 from helpers import until_async as until
@@ -67,46 +65,10 @@ def from_browser(panel: Any, content: dict[str, Any]) -> None:
 # -- what the kernel sends ----------------------------------------------------------------------
 
 
-@dataclass
-class Sent:
-    at: float
-    kind: str  # comm_open, comm_msg, comm_close
-    data: Any
-    size: int
-
-
-class RecordingComm(BaseComm):  # type: ignore[misc]
-    """The kernel's comm to the browser, keeping every message it would send, as JSON then."""
-
-    log: ClassVar[list[Sent]] = []
-
-    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None,
-                    buffers: Any = None, **keys: Any) -> None:
-        wire = json.dumps([data, metadata], default=str)
-        self.log.append(Sent(time.monotonic(), msg_type, json.loads(wire)[0], len(wire)))
-
-
-@dataclass
-class Wire:
-    log: list[Sent] = field(default_factory=list)
-
-    def custom(self, kind: str | None = None) -> list[dict[str, Any]]:
-        """The custom messages sent (rows, stream), of ``kind`` if given."""
-        return [s.data["content"] for s in self.log
-                if isinstance(s.data, dict) and s.data.get("method") == "custom"
-                and (kind is None or s.data["content"].get("t") == kind)]
-
-    def clear(self) -> None:
-        self.log.clear()
-
-
 @pytest.fixture
 def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
     """Every message the widgets made from here on send to the browser."""
-    recorded = Wire()
-    monkeypatch.setattr(comm, "create_comm", RecordingComm)  # ipywidgets opens comms with it
-    monkeypatch.setattr(RecordingComm, "log", recorded.log)
-    return recorded
+    return record_comms(monkeypatch)
 
 
 # -- the panel follows the agent ----------------------------------------------------------------
