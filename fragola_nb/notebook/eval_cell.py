@@ -9,10 +9,12 @@ for comparisons; the same ``CompareWatcher`` machinery keeps track of the live v
 
 ``%%fragola [AGENT] --evaluate CASES [--variants V] [--graders G] [--repeat N] [--out VAR]``:
 CASES, V and G name variables in the notebook (a list of cases, a dict of variants, one
-grader or a list of them). The cell's text is not used (the cases hold the inputs), so it
-must be blank. ``--out VAR`` binds the ``Evaluation``::
+grader or a list of them). The cases hold the inputs, so the cell holds only ``#``
+comments (a terminal IPython needs one line under a cell magic) or nothing. ``--out VAR``
+binds the ``Evaluation``::
 
     %%fragola tutor --evaluate cases --variants styles --graders checks --repeat 3 --out ev
+    # styles against the geography cases
 """
 
 from __future__ import annotations
@@ -77,9 +79,10 @@ class EvalCell:
     def prepare(self) -> None:
         """Check everything before any fork is made or anything is sent."""
         ns, options = self.ext.shell.user_ns, self.options
-        if self.body.strip():
-            raise UsageError("--evaluate takes its inputs from the cases: leave the cell's "
-                             "text blank")
+        if any(line.strip() and not line.lstrip().startswith("#")
+               for line in self.body.splitlines()):
+            raise UsageError("--evaluate takes its inputs from the cases: the cell holds "
+                             "only # comments")
         cases = lookup(options.evaluate or "", ns, "--evaluate")
         variants = (None if options.variants is None
                     else lookup(options.variants, ns, "--variants"))
@@ -94,7 +97,7 @@ class EvalCell:
         for flag, name, check in (
                 ("--evaluate", options.evaluate, lambda: check_cases(cases)),
                 ("--variants", options.variants,
-                 lambda: check_variants(self.agent, variants or {})),
+                 lambda: variants is None or check_variants(self.agent, variants)),
                 ("--graders", options.graders, lambda: check_graders(graders))):
             try:
                 check()
