@@ -55,7 +55,13 @@ function render({ model, el }) {
   let drawn = ""; // what the drawn rows show: redraw them only when it changes
   let queued = false;
 
-  const columns = (n) => "minmax(9em, 1fr) " + ("minmax(8.5em, max-content) ".repeat(n)).trim();
+  // Every row is a grid of its own: the variants' columns get one fixed width (room for a
+  // mark per repeat, the score and a change's badge), so the rows line up whatever they hold.
+  const columns = (n) => {
+    const info = model.get("head") || {};
+    const em = Math.max(8.5, (info.repeat || 1) * 1.7 + 3.8 + (info.baseline ? 6.5 : 0));
+    return "minmax(9em, 1fr) " + (em.toFixed(1) + "em ").repeat(n).trim();
+  };
 
   function drawHead() {
     const info = model.get("head") || {};
