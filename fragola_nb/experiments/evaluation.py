@@ -231,6 +231,18 @@ class Evaluation(Sequence[EvalRow]):
     def __repr__(self) -> str:
         return f"Evaluation({self.overview()})"
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        # The live matrix when the notebook layer is loaded; else None, and IPython uses
+        # __repr__ and _repr_html_.
+        from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
+
+        for watcher in list(EVALUATION_WATCHERS):
+            shown = getattr(watcher, "mimebundle", None)
+            bundle = shown(self) if shown is not None else None
+            if bundle is not None:
+                return bundle
+        return None
+
     def _repr_html_(self) -> str:
         from fragola_nb.experiments.evalhtml import evaluation_html
 

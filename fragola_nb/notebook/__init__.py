@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fragola_nb.notebook import compare_cell, interrupts
+from fragola_nb.notebook import compare_cell, eval_cell, interrupts
 from fragola_nb.notebook.magics import Extension, FragolaMagics
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -31,6 +31,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(FragolaMagics(ipython, ext))
     ipython.input_transformers_cleanup.append(ext.transform)
     compare_cell.watch(ext)  # agent.compare shows its grid (the core has a hook, no import)
+    eval_cell.watch(ext)  # agent.evaluate shows its matrix (the same kind of hook)
     interrupts.install(ipython)  # an interrupted `await agent...` cell ends in one line
 
 
@@ -47,6 +48,7 @@ def unload_ipython_extension(ipython: Any) -> None:
             magics[kind].pop(name, None)
     ipython.magics_manager.registry.pop(FragolaMagics.__name__, None)
     compare_cell.unwatch(ext)
+    eval_cell.unwatch(ext)
     interrupts.uninstall(ipython)
     ext.detach_all()
     delattr(ipython, _ATTR)

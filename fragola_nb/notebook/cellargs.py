@@ -27,7 +27,8 @@ __all__ = ["USAGE", "CellOptions", "interpolate", "lookup", "parse_name", "parse
 
 USAGE = (
     "%%fragola [AGENT] [--by N] [--fork NAME] [--json SCHEMA [--json-mode MODE]] [--model M] "
-    "[--temperature T] [--out VAR] [--no-stream] [--compare VARIANTS]"
+    "[--temperature T] [--out VAR] [--no-stream] [--compare VARIANTS] | "
+    "%%fragola [AGENT] --evaluate CASES [--variants V] [--graders G] [--repeat N] [--out VAR]"
 )
 
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
@@ -52,6 +53,14 @@ class CellOptions:
     stream: bool = True
     compare: str | None = None
     """A name in the notebook holding a dict of variants (``agent.compare``)."""
+    evaluate: str | None = None
+    """A name in the notebook holding the cases (``agent.evaluate``)."""
+    variants: str | None = None
+    """With ``--evaluate``: a name holding a dict of variants."""
+    graders: str | None = None
+    """With ``--evaluate``: a name holding a grader or a list of them."""
+    repeat: int | None = None
+    """With ``--evaluate``: runs of each case on each variant."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,6 +75,16 @@ def _whole(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"--by takes a whole number >= 0, not {text!r}")
+    return value
+
+
+def _repeat(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--repeat takes a whole number >= 1, not {text!r}")
     return value
 
 
@@ -91,6 +110,10 @@ def _parser() -> _Parser:
     parser.add_argument("--out")
     parser.add_argument("--no-stream", dest="stream", action="store_false")
     parser.add_argument("--compare")
+    parser.add_argument("--evaluate")
+    parser.add_argument("--variants")
+    parser.add_argument("--graders")
+    parser.add_argument("--repeat", type=_repeat)
     return parser
 
 
@@ -120,6 +143,13 @@ def parse_options(line: str) -> CellOptions:
         raise UsageError("--by does not apply with --json (agent.json runs one turn)")
     if options.compare is not None:
         _check_compare(options)
+    if options.evaluate is not None:
+        _check_evaluate(options)
+    else:
+        for flag, value in (("--variants", options.variants), ("--graders", options.graders),
+                            ("--repeat", options.repeat)):
+            if value is not None:
+                raise UsageError(f"{flag} goes with --evaluate CASES")
     return options
 
 
@@ -129,6 +159,20 @@ def _check_compare(options: CellOptions) -> None:
                         ("--model", options.model), ("--temperature", options.temperature)):
         if value is not None:
             raise UsageError(f"{flag} does not apply with --compare (set model, model_settings "
+                             "or instructions in each variant)")
+
+
+def _check_evaluate(options: CellOptions) -> None:
+    for flag, name in (("--evaluate", options.evaluate), ("--variants", options.variants),
+                       ("--graders", options.graders)):
+        if name is not None:
+            parse_name(name, flag)
+    for flag, value in (("--by", options.by), ("--fork", options.fork), ("--json", options.json),
+                        ("--model", options.model), ("--temperature", options.temperature),
+                        ("--compare", options.compare),
+                        ("--no-stream", None if options.stream else True)):
+        if value is not None:
+            raise UsageError(f"{flag} does not apply with --evaluate (set model, model_settings "
                              "or instructions in each variant)")
 
 

@@ -33,6 +33,7 @@ from fragola_nb.notebook.turn import Turn, TurnInterrupted
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
+    from fragola_nb.notebook.eval_cell import EvalCell
     from fragola_nb.notebook.magics import Extension
 
 __all__ = ["CompareCell", "CompareWatcher", "cell_for", "unwatch", "watch"]
@@ -48,9 +49,7 @@ class CompareWatcher:
     def started(self, comparison: Comparison) -> None:
         if not self.ext.widgets:
             return
-        from fragola_nb.notebook.compare_view import CompareView
-
-        view = CompareView(comparison, namespace=self.ext.shell.user_ns)
+        view = self._view(comparison)
         self._live = {k: v for k, v in self._live.items() if v[0]() is not None}
         self._live[id(comparison)] = (weakref.ref(comparison), view, self._cell())
         handle = self.ext.show_view(view)
@@ -68,14 +67,21 @@ class CompareWatcher:
         live = self._live.get(id(comparison))
         if live is not None and live[0]() is comparison and live[2] == self._cell():
             # Every form, so IPython adds no second table below the live grid.
-            line = f"Comparison of {len(comparison)} variant(s): the grid above"
+            line = self._note(comparison)
             return {"text/plain": line, "text/html": f"<small>{escape(line)}</small>"}
-        from fragola_nb.notebook.compare_view import CompareView
-
-        view = CompareView(comparison, namespace=self.ext.shell.user_ns)
+        view = self._view(comparison)
         self.ext.views.append(view)  # detached on unload, as the magics' views are
         bundle: dict[str, Any] = view._repr_mimebundle_()
         return bundle
+
+    def _view(self, comparison: Any) -> Any:
+        # The view of one experiment: EvalWatcher (eval_cell) shows an evaluation's matrix.
+        from fragola_nb.notebook.compare_view import CompareView
+
+        return CompareView(comparison, namespace=self.ext.shell.user_ns)
+
+    def _note(self, comparison: Any) -> str:
+        return f"Comparison of {len(comparison)} variant(s): the grid above"
 
     def _cell(self) -> int:
         return int(getattr(self.ext.shell, "execution_count", 0) or 0)
@@ -91,9 +97,14 @@ def unwatch(ext: Extension) -> None:
     WATCHERS[:] = [w for w in WATCHERS if getattr(w, "ext", None) is not ext]
 
 
-def cell_for(ext: Extension, line: str, body: str) -> Turn | CompareCell:
-    """The ``%%fragola`` cell ``line`` asks for: a comparison with ``--compare``, else a turn."""
+def cell_for(ext: Extension, line: str, body: str) -> Turn | CompareCell | EvalCell:
+    """The ``%%fragola`` cell ``line`` asks for: an evaluation with ``--evaluate``, a
+    comparison with ``--compare``, else a turn."""
     options = parse_options(interpolate(line, ext.shell.user_ns))
+    if options.evaluate is not None:
+        from fragola_nb.notebook.eval_cell import EvalCell
+
+        return EvalCell(ext, options, body)
     if options.compare is not None:
         return CompareCell(ext, options, body)
     return Turn(ext, line, body)

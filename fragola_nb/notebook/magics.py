@@ -199,6 +199,13 @@ class FragolaMagics(Magics):
         with --json). --no-stream: do not stream the reply. --compare VARIANTS: run the text
         once per variant (a dict name -> overrides in the notebook) with agent.compare, shown
         side by side; --out VAR binds the Comparison.
+
+        %%fragola [AGENT] --evaluate CASES [--variants V] [--graders G] [--repeat N]
+                  [--out VAR]
+
+        agent.evaluate on the cases named CASES (the cell's text stays blank), with the
+        variants dict V and the grader(s) G from the notebook, shown as a live matrix;
+        --out VAR binds the Evaluation.
         """
         self.ext.run_cell_sync(line, cell)
 

@@ -25,7 +25,8 @@ from fragola_nb.notebook.textviews import show
 __all__ = ["COPY_CLASS", "LiveDisplay", "copy_bundle"]
 
 COPY_CLASS = "fragola-static-copy"
-LIVE = (".fragola-panel", ".fragola-compare", ".fragola-tree")  # the live views' roots
+# the live views' roots
+LIVE = (".fragola-panel", ".fragola-compare", ".fragola-tree", ".fragola-eval")
 _STYLE = (
     f"<style>.jp-OutputArea:has({', '.join(LIVE)}) .jp-OutputArea-child:has(.{COPY_CLASS})"
     "{display:none}</style>")

@@ -1,0 +1,252 @@
+"""``EvalView``: an ``Evaluation`` as a live matrix, cases down, variants across.
+
+The matrix is one anywidget (``EvalMatrix``, ``evaluation.js``/``evaluation.css``). It gets
+compact data: ``cases`` (each case's input, shortened, sent once), ``cells`` (one small list
+per case × variant: a letter per repeat, the mean score, the change against a baseline) and
+``head`` (per variant: pass rate, cost). The JavaScript draws only the rows in sight (a
+1,000-case evaluation is 1,000 rows), with ``textContent`` only, and filters them (failed
+only, changed only).
+
+The view follows the evaluation (``Evaluation.subscribe``): a run that finishes marks the
+view dirty, and the cells are sent at most every ``INTERVAL`` seconds (a 1,000 × 2 evaluation
+sends a dozen updates a second, not 4,000 messages), and at once when it ends. A click on a
+cell sets ``selected`` (case, variant, repeat); the view then shows that row's answer,
+error and grades (``detail``) and, below the matrix, the panel of the fork it ran on. It
+decides nothing. ``eval_cell.EvalWatcher`` shows it for ``await agent.evaluate(...)``.
+
+>>> view = EvalView(evaluation)        # doctest: +SKIP
+>>> view.matrix.cells[0]               # doctest: +SKIP
+['pf', 0.5, '']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import ipywidgets as widgets  # type: ignore[import-untyped]
+import traitlets
+
+from fragola_nb.base.redact import redact_text
+from fragola_nb.base.render import text_of, visible
+from fragola_nb.core.usage import format_cost
+from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.notebook.panel import AgentPanel
+
+__all__ = ["INTERVAL", "EvalMatrix", "EvalView", "cell_marks", "matrix_cells"]
+
+_log = logging.getLogger("fragola_nb")
+_HERE = Path(__file__).parent
+
+INTERVAL = 0.1
+"""Seconds between two updates of the matrix while rows finish (at most 10 a second)."""
+
+_LETTER = {"queued": "q", "running": "r", "stopped": "s", "not run": "n"}
+SHORT = 160  # characters of a case's input in its row (the whole input is in the detail)
+
+
+def cell_marks(rows: list[EvalRow]) -> str:
+    """One letter per repeat: ``p`` passed, ``f`` failed (graded or errored), ``q`` queued,
+    ``r`` running, ``s`` stopped, ``n`` not run."""
+    return "".join(("p" if row.passed else "f") if row.finished else _LETTER.get(row.status, "n")
+                   for row in rows)
+
+
+def matrix_cells(evaluation: Evaluation) -> list[list[Any]]:
+    """The cells in case order, then variant: ``[marks, mean score or None, change]``
+    (``change``: ``""`` without a baseline or when unchanged)."""
+    variants = {name: i for i, name in enumerate(evaluation.variants)}
+    width = len(variants)
+    grouped: dict[int, list[EvalRow]] = {}
+    for row in evaluation:  # one pass: cell() would scan every row for every cell
+        if row.variant in variants:
+            grouped.setdefault(row.case * width + variants[row.variant], []).append(row)
+    diff = evaluation.baseline
+    cells: list[list[Any]] = []
+    for index in range((max(grouped) // width + 1) * width if grouped else 0):
+        rows = sorted(grouped.get(index, []), key=lambda r: r.repeat)
+        scores = [row.score for row in rows if row.score is not None]
+        change = diff.of(index // width, evaluation.variants[index % width]) if diff else None
+        cells.append([cell_marks(rows),
+                      round(sum(scores) / len(scores), 3) if scores else None,
+                      change.change if change is not None and change.change != "unchanged"
+                      else ""])
+    return cells
+
+
+class EvalMatrix(anywidget.AnyWidget):
+    """The drawn matrix: ``head``, ``cases``, ``cells`` (see ``matrix_cells``), the
+    ``selected`` cell ``[case, variant index, repeat]`` and its ``detail``."""
+
+    _esm = _HERE / "evaluation.js"
+    _css = _HERE / "evaluation.css"
+    head = traitlets.Dict().tag(sync=True)
+    cases = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    cells = traitlets.List(traitlets.List()).tag(sync=True)
+    selected = traitlets.List(traitlets.Int()).tag(sync=True)
+    detail = traitlets.Dict().tag(sync=True)
+    detached = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.on_msg(self._on_view_message)
+
+    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        # A matrix reopened from a saved notebook gets no answer: it says it is read-only.
+        if isinstance(content, dict) and content.get("do") == "hello":
+            self.send({"live": True})
+
+
+class EvalView(widgets.VBox):  # type: ignore[misc]
+    """The matrix of ``evaluation`` and, below it, the panel of the cell clicked."""
+
+    def __init__(self, evaluation: Evaluation, *, namespace: Any = None) -> None:
+        super().__init__()
+        self.evaluation = evaluation
+        self.namespace = namespace
+        self.add_class("fragola-eval-view")
+        self.matrix = EvalMatrix()
+        self.matrix.add_class("fragola-eval")
+        self.branch = widgets.VBox()
+        self.panel: AgentPanel | None = None
+        self.children = (self.matrix, self.branch)
+        self._lock = threading.RLock()
+        self._detached = False
+        self._sent_at = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        known = evaluation.known
+        firsts: dict[int, EvalRow] = {}
+        for row in evaluation:
+            firsts.setdefault(row.case, row)
+        self.matrix.cases = [visible(redact_text(_short(text_of(firsts[c].input)), known))
+                             if c in firsts else "" for c in range(max(firsts, default=-1) + 1)]
+        evaluation.subscribe(self._on_row)
+        self.matrix.observe(self._on_selected, names="selected")
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Send the cells and the head as they are now."""
+        with self._lock:
+            self._cancel_timer()
+            if self._detached:
+                return
+            self._sent_at = time.monotonic()
+            evaluation = self.evaluation
+            variants = []
+            for line in evaluation.summary():
+                cost = line["cost"]
+                variants.append({"name": visible(line["variant"]), "rate": line["pass_rate"],
+                                 "ran": line["ran"], "rows": line["rows"],
+                                 "cost": None if cost is None else format_cost(cost)})
+            diff = evaluation.baseline
+            with self.matrix.hold_sync():  # one message for the three
+                self.matrix.cells = matrix_cells(evaluation)
+                self.matrix.head = {
+                    "title": visible(evaluation.overview()), "done": evaluation.done,
+                    "repeat": evaluation.repeat, "variants": variants,
+                    "baseline": None if diff is None else diff.totals}
+
+    def detach(self, why: str = "this matrix no longer follows the evaluation") -> None:
+        with self._lock:
+            if self._detached:
+                return
+            self._detached = True
+            self._cancel_timer()
+            self.matrix.detached = visible(why)
+            if self.panel is not None:
+                self.panel.detach()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # Widget.__del__ calls close, at exit too
+            self.detach()
+            self.matrix.close()
+            self.branch.close()
+            if self.panel is not None:
+                self.panel.close()
+        super().close()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        # Beside the live matrix, the escaped static table (nbconvert, GitHub) and the text.
+        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
+        data["text/plain"] = repr(self.evaluation)
+        data["text/html"] = self.evaluation._repr_html_()
+        return data
+
+    # -- updates, coalesced (views never raise into the run they show) ------------------------
+
+    def _on_row(self, index: int | None) -> None:
+        try:
+            if index is None:  # the end, or a diff: at once
+                self.refresh()
+            else:
+                self._soon()
+        except Exception:
+            _log.exception("fragola_nb: the evaluation matrix failed to update")
+
+    def _soon(self) -> None:
+        with self._lock:
+            if self._detached or self._timer is not None:
+                return
+            wait = self._sent_at + INTERVAL - time.monotonic()
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop here: no timer to flush later, so send now
+                wait = 0
+            if wait <= 0:
+                self.refresh()
+            else:
+                self._timer = loop.call_later(wait, self.refresh)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- a click on a cell ------------------------------------------------------------------------
+
+    def _on_selected(self, change: dict[str, Any]) -> None:
+        with self._lock:
+            if self._detached:
+                return
+            if self.panel is not None:
+                self.panel.close()
+                self.panel = None
+            row = self._row_at(change["new"])
+            self.matrix.detail = self._detail(row) if row is not None else {}
+            if row is not None and row.fork is not None:
+                self.panel = AgentPanel(row.fork, namespace=self.namespace)
+            self.branch.children = (self.panel,) if self.panel is not None else ()
+
+    def _row_at(self, where: list[int]) -> EvalRow | None:
+        if len(where) != 3 or not 0 <= where[1] < len(self.evaluation.variants):
+            return None
+        rows = self.evaluation.cell(where[0], self.evaluation.variants[where[1]])
+        return next((row for row in rows if row.repeat == where[2]), None)
+
+    def _detail(self, row: EvalRow) -> dict[str, Any]:
+        known = self.evaluation.known
+
+        def shown(text: Any) -> str:
+            return visible(redact_text(str(text), known))
+
+        note = ("" if row.fork is not None else
+                "no fork to open: this row was read back from a file" if row.resumed else
+                "no fork yet: the row has not run")
+        return {"input": shown(text_of(row.input)), "variant": shown(row.variant),
+                "repeat": row.repeat, "status": row.status, "passed": row.passed,
+                "answer": shown(row.answer or ""), "error": shown(row.error or ""),
+                "grades": [{"name": shown(g.name), "passed": g.passed, "score": g.score,
+                            "reason": shown(g.reason or "")} for g in row.grades],
+                "note": note}
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
