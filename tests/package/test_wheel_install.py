@@ -126,6 +126,8 @@ calc = fragola.agent(name="calc", instructions="Use your tools.", tools=[add])
     "%fragola_tree calc",
     "comparison = await calc.compare('Explain DNS.', {'pirate': {'instructions': 'Arr.'}, "
     "'bare': {}})\ncomparison",
+    "evaluation = await calc.evaluate(['Add 1 and 2', 'Add 3 and 4'], "
+    "{'plain': {}, 'terse': {'instructions': 'One word.'}}, graders=[lambda row: True])",
     "batch = await calc.batch(['Add 1 and 2', 'Add 3 and 4'])\nbatch",
     "from fragola_nb import export_html\npage = export_html(calc)\n"
     "print('EXPORTED', 'Please add 2 and 3' in page, len(page) > 10_000)",
@@ -138,8 +140,8 @@ def test_every_view_is_made_from_the_installed_wheel_outside_the_checkout() -> N
         assets = {name.rsplit("/", 1)[1]: wheel.read(name).decode()
                   for name in wheel.namelist() if re.search(r"\.(js|css)$", name)}
     # The views' assets (and the exported page's viewer) came with the wheel.
-    assert {"panel.js", "panel.css", "compare.js", "compare.css", "htmlexport.js",
-            "htmlexport.css"} <= set(assets)
+    assert {"panel.js", "panel.css", "compare.js", "compare.css", "evaluation.js",
+            "evaluation.css", "htmlexport.js", "htmlexport.css"} <= set(assets)
     with WheelKernel(env) as kernel:
         results = [kernel.execute(source.strip(), timeout=120) for source in VIEWS]
         where, prefix = results[0].stdout.split()
@@ -158,7 +160,12 @@ def test_every_view_is_made_from_the_installed_wheel_outside_the_checkout() -> N
     grids = made(assets["compare.js"])
     assert len(grids) == 1 and grids[0]["_css"] == assets["compare.css"]
     assert [c["name"] for c in grids[0]["columns"]] == ["pirate", "bare"]
-    trees = [s for s in anywidgets if s["_esm"] not in (assets["panel.js"], assets["compare.js"])]
+    # The evaluation's live matrix: the wheel's evaluation.js and .css, 2 cases × 2 variants.
+    matrices = made(assets["evaluation.js"])
+    assert len(matrices) == 1 and matrices[0]["_css"] == assets["evaluation.css"]
+    assert matrices[0]["cases"] == ["Add 1 and 2", "Add 3 and 4"]
+    trees = [s for s in anywidgets if s["_esm"] not in (
+        assets["panel.js"], assets["compare.js"], assets["evaluation.js"])]
     assert len(trees) == 1 and str(trees[0]["_esm"]).strip() and str(trees[0]["_css"]).strip()
     # The batch's table is HTML of its own (no script): its two rows, done.
     table = results[-2].data[-1]["text/html"]
