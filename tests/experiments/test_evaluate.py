@@ -329,3 +329,58 @@ async def test_a_budget_stops_the_evaluation_and_the_rest_is_not_run(model: Scri
         await agent.evaluate(["q"], {"odd": {"model": "model-without-a-price"}},
                              budget=Budget(usd=0.01), progress=False)
     assert len(model.requests) == ran
+
+
+def hanging(request: dict[str, Any]) -> Item:
+    """``hang`` waits for a release that never comes; anything else is answered at once."""
+    from fragola_nb.models.scripted import hang
+
+    text = last_user(request)
+    return hang(then=reply(f"late {text}")) if "hang" in text else reply(f"calm: {text}")
+
+
+async def test_stop_sync_stops_the_running_runs_and_keeps_the_finished(
+        model: ScriptedModel) -> None:
+    import asyncio
+
+    agent = eval_agent(model)
+    model.brain = hanging
+    task = asyncio.ensure_future(agent.evaluate(["quick", "hang 1", "hang 2", "never"],
+                                                graders=[contains("calm")], concurrency=2,
+                                                progress=False))
+    assert await asyncio.to_thread(model.wait_for_requests, 3)
+    agent.stop_sync()
+    evaluation = await task
+    assert [row.status for row in evaluation] == ["done", "stopped", "stopped", "not run"]
+    assert evaluation[0].passed is True and evaluation[1].passed is None
+    for row in evaluation[1:3]:
+        assert row.fork is not None and row.fork.status == "idle" and row.grades == ()
+        assert row.error is not None and row.error.startswith("stopped")
+        assert_valid_history(row.fork.state.messages)
+    assert evaluation.stopped and len(model.requests) == 3
+    assert agent.experiments == () and agent.status == "idle"
+
+
+async def test_an_interrupt_raises_and_the_finished_rows_are_in_the_resume_file(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    import asyncio
+
+    agent = eval_agent(model)
+    model.brain = hanging
+    path = tmp_path / "rows.jsonl"
+    cases = ["quick", "hang 1", "hang 2", "never"]
+    task = asyncio.ensure_future(agent.evaluate(cases, graders=[contains("calm")],
+                                                concurrency=2, resume=path, progress=False))
+    assert await asyncio.to_thread(model.wait_for_requests, 3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    rows = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [(row["case"], row["status"]) for row in rows] == [(0, "done")]
+    assert agent.experiments == () and agent.status == "idle"
+    model.brain = brain
+    sent = len(model.requests)
+    again = await agent.evaluate(cases, graders=[contains("calm")], concurrency=2,
+                                 resume=path, progress=False)
+    assert len(model.requests) == sent + 3 and again[0].resumed
+    assert [row.status for row in again] == ["done"] * 4
