@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -58,6 +59,8 @@ __all__ = ["EVALUATION_WATCHERS", "run_evaluate"]
 
 NOT_RUN = "not run: the evaluation was stopped before this row started"
 STOPPED = "stopped: the evaluation was stopped at once (stop_sync(), Stop) while this row ran"
+
+_log = logging.getLogger("fragola_nb")
 
 EVALUATION_WATCHERS: list[Any] = []
 """Registered by the notebook layer: ``watcher.started(evaluation)`` when the rows are made;
@@ -103,8 +106,10 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
             agent.experiment_began(run.stop, f"evaluation of {len(run.jobs):,} runs")
         try:
             for watcher in list(EVALUATION_WATCHERS):
-                with contextlib.suppress(Exception):  # a view must not stop the evaluation
+                try:
                     watcher.started(run.evaluation)
+                except Exception:  # a view must not stop the evaluation it shows
+                    _log.exception("fragola_nb: an evaluation view failed to start")
             await run.run(concurrency)
         finally:
             experiment_ended(agent, run.stop)
