@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
@@ -257,11 +256,3 @@ def _path(path: Any, what: str) -> Path:
         raise BadUsage(f"Evaluation.{what} takes a file path, got an empty string")
     return Path(os.path.abspath(os.path.expanduser(path)))
 
-
-def percentile(values: list[float], share: float) -> float | None:
-    """The ``share`` quantile of ``values`` (inclusive method), None when empty."""
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[round(share * 100) - 1]
