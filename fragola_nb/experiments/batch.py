@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.checks import check_content
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.core.driver import StopNow
 from fragola_nb.core.limits import Budget, Meter, check_budget, spending
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batchfile import ResumeFile
@@ -60,6 +59,7 @@ from fragola_nb.experiments.comparison import (
     error_line,
     experiment_ended,
     row_tokens,
+    stop_at_once,
     undone_on_error,
 )
 from fragola_nb.experiments.evalrows import check_repeat
@@ -277,14 +277,7 @@ class _Batch:
             self.on_stop(at_once)
         if not at_once:
             return
-        here: StopNow | None = None
-        for fork in list(self.running.values()):
-            try:
-                fork.stop_sync()
-            except StopNow as exc:  # called from a listener of that very fork's run
-                here = exc
-        if here is not None:
-            raise here
+        stop_at_once(self.running.values())
 
     async def grade(self, graders: Sequence[Any], concurrency: int) -> None:
         """Grade every finished row (those read back from a resume file too: the file keeps

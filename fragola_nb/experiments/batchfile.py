@@ -45,10 +45,44 @@ from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
 from fragola_nb.experiments.batchrows import BatchRow
 from fragola_nb.experiments.comparison import row_tokens
 
-__all__ = ["ResumeFile"]
+__all__ = ["ResumeFile", "open_resume", "resume_path"]
 
 _ROW_START = b'{"index": '
 """How every line ``write`` makes begins: a cut line that does not is not one of ours."""
+
+
+def resume_path(path: Any) -> Path:
+    """``resume=``'s path, checked (a str or a ``Path``, not empty), ``~`` expanded."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise BadUsage(f"resume= takes a file path (a str or a pathlib.Path), got "
+                       f"{type(path).__name__}")
+    if not os.fspath(path).strip():
+        raise BadUsage("resume= takes a file path, got an empty string")
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
+def open_resume(path: Path, what: str) -> int:
+    """A resume file opened for reading and appending (made readable by its owner only, a
+    symbolic link refused) and locked for this run of ``what`` ("a batch"): two runs writing
+    the same rows would send every input twice and interleave their lines."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        why = "it is a symbolic link" if os.path.islink(path) else exc.strerror
+        raise BadUsage(f"cannot use {path} as {what} resume file: {why}") from None
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory lock; the file still takes whole lines
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise BadUsage(f"{path} is the resume file of {what} still running: wait for it, or "
+                       "pass another resume path") from None
+    except OSError:  # a file system without locks (some network mounts): go on
+        pass
+    return fd
 
 
 def _same(value: Any) -> Any:
@@ -65,43 +99,17 @@ class ResumeFile:
                  prices: Mapping[str, ModelPrice]) -> None:
         self.prices = prices
         """To price the calls of the rows read back, as ``agent.usage`` would."""
-        if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
-            raise BadUsage(f"resume= takes a file path (a str or a pathlib.Path), got "
-                           f"{type(path).__name__}")
-        if not os.fspath(path).strip():
-            raise BadUsage("resume= takes a file path, got an empty string")
-        self.path = Path(os.path.abspath(os.path.expanduser(path)))
+        self.path = resume_path(path)
         try:
             keys = [_same(item) for item in inputs]
         except (TypeError, ValueError) as exc:
             raise BadUsage(f"resume= needs inputs that are JSON text or parts: {exc}") from None
+        self._fd = open_resume(self.path, "a batch")
         try:
-            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-            self._fd = os.open(self.path, flags, 0o600)
-        except OSError as exc:
-            why = "it is a symbolic link" if os.path.islink(self.path) else exc.strerror
-            raise BadUsage(f"cannot use {self.path} as a batch resume file: {why}") from None
-        try:
-            self._lock()
             self.rows = self._read(keys)
         except BaseException:
             os.close(self._fd)
             raise
-
-    def _lock(self) -> None:
-        """One batch at a time per file (in this process or another): two writing the same
-        rows would send every input twice and interleave their lines."""
-        try:
-            import fcntl
-        except ImportError:  # Windows: no advisory lock; the file still takes whole lines
-            return
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BadUsage(f"{self.path} is the resume file of a batch still running: wait "
-                           "for it, or pass another resume path") from None
-        except OSError:  # a file system without locks (some network mounts): go on
-            return
 
     def _read(self, keys: list[Any]) -> dict[int, BatchRow]:
         """The done rows of the file, by index. The file is changed only once all of it is

@@ -10,19 +10,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of, visible
+from fragola_nb.core.driver import StopNow
 from fragola_nb.core.usage import Usage
+from fragola_nb.experiments.grading import passed_and_score
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
 __all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "error_line",
-           "experiment_ended", "import_pandas", "row_tokens", "tool_call_texts",
+           "experiment_ended", "import_pandas", "row_tokens", "stop_at_once", "tool_call_texts",
            "undone_on_error"]
 
 _log = logging.getLogger("fragola_nb")
@@ -107,6 +109,19 @@ def undone_on_error(agent: Agent, stopper: Callable[[bool], None] | None = None
         raise
 
 
+def stop_at_once(forks: Iterable[Agent]) -> None:
+    """``stop_sync()`` on each of ``forks`` (an experiment's running ones). Called from a
+    listener of one of them, that fork's ``StopNow`` goes on once the others are stopped."""
+    here: StopNow | None = None
+    for fork in list(forks):
+        try:
+            fork.stop_sync()
+        except StopNow as exc:  # called from a listener of that very fork's run
+            here = exc
+    if here is not None:
+        raise here
+
+
 def experiment_ended(agent: Agent, stopper: Callable[[bool], None]) -> None:
     """``agent.experiment_ended``, a listener's error logged: the experiment's rows are kept
     (they would be lost with the call's return value)."""
@@ -161,9 +176,8 @@ class VariantRun:
                                "tokens": row_tokens(fork.usage), "seconds": self.seconds,
                                "error": self.error}
         if self.grades:
-            passed = all(grade.passed for grade in self.grades)
-            scores = [g.score if g.score is not None else float(g.passed) for g in self.grades]
-            row.update(repeat=self.repeat, passed=passed, score=sum(scores) / len(scores),
+            passed, score = passed_and_score(self.grades)
+            row.update(repeat=self.repeat, passed=passed, score=score,
                        grades={g.name: {"passed": g.passed, "score": g.score,
                                         "reason": g.reason} for g in self.grades})
         elif self.repeat:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redacted
 from fragola_nb.base.textfile import utf8
 from fragola_nb.core.usage import ModelPrice
+from fragola_nb.experiments.batchfile import open_resume, resume_path
 from fragola_nb.experiments.evalrows import EvalRow
 
 __all__ = ["EvalResumeFile"]
@@ -40,40 +40,15 @@ class EvalResumeFile:
 
     def __init__(self, path: Any, run: Mapping[str, Any], prices: Mapping[str, ModelPrice],
                  known: frozenset[str]) -> None:
-        if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
-            raise BadUsage(f"resume= takes a file path (a str or a pathlib.Path), got "
-                           f"{type(path).__name__}")
-        if not os.fspath(path).strip():
-            raise BadUsage("resume= takes a file path, got an empty string")
-        self.path = Path(os.path.abspath(os.path.expanduser(path)))
+        self.path = resume_path(path)
         self.known = known
         self.run = json.loads(json.dumps({"format": FORMAT, **run}, ensure_ascii=False))
+        self._fd = open_resume(self.path, "an evaluation")
         try:
-            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-            self._fd = os.open(self.path, flags, 0o600)
-        except OSError as exc:
-            why = "it is a symbolic link" if os.path.islink(self.path) else exc.strerror
-            raise BadUsage(f"cannot use {self.path} as an evaluation resume file: {why}"
-                           ) from None
-        try:
-            self._lock()
             self.rows = self._read(prices)
         except BaseException:
             os.close(self._fd)
             raise
-
-    def _lock(self) -> None:
-        try:
-            import fcntl
-        except ImportError:  # Windows: no advisory lock
-            return
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BadUsage(f"{self.path} is the resume file of an evaluation still running: "
-                           "wait for it, or pass another resume path") from None
-        except OSError:
-            return
 
     def _read(self, prices: Mapping[str, ModelPrice]) -> dict[tuple[int, str, int], EvalRow]:
         with os.fdopen(os.dup(self._fd), "rb") as file:

@@ -33,7 +33,6 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.core.driver import StopNow
 from fragola_nb.core.limits import Meter, check_budget, spending
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batch import _wrap_text, verdict
@@ -42,6 +41,7 @@ from fragola_nb.experiments.comparison import (
     answer_text,
     error_line,
     experiment_ended,
+    stop_at_once,
     undone_on_error,
 )
 from fragola_nb.experiments.evalcases import Case, check_cases
@@ -242,14 +242,7 @@ class _Run:
         self.stopping = True
         if not at_once:
             return
-        here: StopNow | None = None
-        for fork in list(self.running.values()):
-            try:
-                fork.stop_sync()
-            except StopNow as exc:
-                here = exc
-        if here is not None:
-            raise here
+        stop_at_once(self.running.values())
 
     def finish(self) -> None:
         evaluation = self.evaluation
