@@ -138,7 +138,20 @@ def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, A
     }
 
 
-class CompareGrid(anywidget.AnyWidget):
+class LiveWidget(anywidget.AnyWidget):
+    """A view that answers its page's ``hello``: a view reopened from a saved notebook gets
+    no answer, and says it is read-only instead of offering what it cannot open."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.on_msg(self._on_view_message)
+
+    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("do") == "hello":
+            self.send({"live": True})
+
+
+class CompareGrid(LiveWidget):
     """The drawn grid: ``columns`` (see ``column``), ``title`` (agent, message, done) and the
     ``selected`` variant (set by the view on a header click; "" for none)."""
 
@@ -149,15 +162,6 @@ class CompareGrid(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     detached = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.on_msg(self._on_view_message)
-
-    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        # A view asks whether a kernel hears it: a grid reopened from a saved notebook gets no
-        # answer, and says it is read-only instead of offering branches it cannot open.
-        if isinstance(content, dict) and content.get("do") == "hello":
-            self.send({"live": True})
 
 
 class CompareView(widgets.VBox):  # type: ignore[misc]

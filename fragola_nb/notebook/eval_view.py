@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anywidget
 import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
@@ -38,6 +37,7 @@ from fragola_nb.base.render import text_of, visible
 from fragola_nb.core.usage import format_cost
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.notebook.compare_view import LiveWidget
 from fragola_nb.notebook.panel import AgentPanel
 
 __all__ = ["INTERVAL", "EvalMatrix", "EvalView", "cell_marks", "matrix_cells"]
@@ -81,7 +81,7 @@ def matrix_cells(evaluation: Evaluation) -> list[list[Any]]:
     return cells
 
 
-class EvalMatrix(anywidget.AnyWidget):
+class EvalMatrix(LiveWidget):
     """The drawn matrix: ``head``, ``cases``, ``cells`` (see ``matrix_cells``), the
     ``selected`` cell ``[case, variant index, repeat]`` and its ``detail``."""
 
@@ -94,14 +94,6 @@ class EvalMatrix(anywidget.AnyWidget):
     detail = traitlets.Dict().tag(sync=True)
     detached = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.on_msg(self._on_view_message)
-
-    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        # A matrix reopened from a saved notebook gets no answer: it says it is read-only.
-        if isinstance(content, dict) and content.get("do") == "hello":
-            self.send({"live": True})
 
 
 class EvalView(widgets.VBox):  # type: ignore[misc]
