@@ -280,7 +280,7 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         if getattr(event, "reason", None) == "ai_message" and stream is not None:
             # The last text now, in a small message: the stored reply's redraw (every
             # column, paced, a large message) comes after it.
-            self._guarded("stream", stream.flush)
+            self._guarded("stream", stream.finish)
             stream.clear()  # the stored message replaces the streamed text
         # paced while the comparison runs; a fork going on after it (an approval) is drawn now
         self._guarded("update", self._redraw.flush if self.comparison.done else self._redraw.due)

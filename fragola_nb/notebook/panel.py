@@ -276,7 +276,7 @@ class AgentPanel(anywidget.AnyWidget):
         if event.reason == "ai_message":
             # The last text first, in a small message: the stored reply's rows (a large
             # message, and its Markdown to draw) come after it.
-            self._stream.flush()
+            self._stream.finish()
             self._stream.clear()  # the stored message replaces the streamed text
         self._refresh()
 

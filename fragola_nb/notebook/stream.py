@@ -94,6 +94,16 @@ class Stream:
             if self._received:
                 self._show()
 
+    def finish(self) -> None:
+        """The reply is complete and about to be stored: its last text goes now, a small
+        message ahead of the stored rows (a large one, with Markdown to draw), unless the
+        last update went less than half an interval ago; then the stored rows, right behind,
+        show it, and the pace holds (a final update counts against it like any other)."""
+        with self._lock:
+            pacer = self._group if self._group is not None else self
+            if self._received and time.monotonic() - pacer._sent_at >= self.interval / 2:
+                self.flush()
+
     def clear(self) -> None:
         """The message is stored, or a new run starts: no streamed text."""
         with self._lock:

@@ -811,6 +811,20 @@ def test_the_stream_shows_an_overdue_text_without_waiting_for_its_timer() -> Non
         {"text": "one", "stopped": False}, {"add": " two three", "stopped": False}]
 
 
+def test_a_finished_reply_sends_its_last_text_only_when_the_pace_allows() -> None:
+    sent: list[dict[str, Any]] = []
+    stream = Stream(sent.append)
+    stream.feed("one")
+    stream.feed("one two")  # too soon (no loop: kept)
+    stream.finish()  # right after an update: the stored rows show it, the pace holds
+    assert sent == [{"text": "one", "stopped": False}]
+    time.sleep(stream.interval * 0.6)
+    stream.finish()  # half an interval on: the last text goes ahead of the stored rows
+    assert sent[-1] == {"add": " two", "stopped": False}
+    stream.finish()  # nothing new: nothing sent
+    assert len(sent) == 2
+
+
 def test_a_stream_that_does_not_go_on_is_sent_whole_and_a_stop_keeps_it() -> None:
     sent: list[dict[str, Any]] = []
     stream = Stream(sent.append)
