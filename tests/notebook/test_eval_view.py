@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import make_agent
+from helpers import make_agent, until
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -301,3 +301,35 @@ def test_the_magic_in_a_kernel_shows_the_matrix_and_binds_the_evaluation(kernel:
     before = set(matrix_ids(kernel))
     shown = kernel.execute("ev")  # displayed later: a matrix again
     assert len(set(widget_views(shown))) == 1 and set(matrix_ids(kernel)) - before
+
+
+def test_an_interrupt_fails_the_evaluate_cell_in_one_line_and_the_next_one_runs(
+        kernel: Any) -> None:
+    kernel.execute("from fragola_nb.models.scripted import hang\n"
+                   "def slow_brain(request):\n"
+                   "    said = request['messages'][-1]['content']\n"
+                   "    return hang(60) if 'HANG' in said else reply('Paris says ' + said)\n"
+                   "sleepy = Fragola.scripted(brain=slow_brain).agent('sleepy')\n"
+                   "slow_cases = ['quick', 'HANG']")
+    before = set(matrix_ids(kernel))
+    msg_id = kernel.start("%%fragola sleepy --evaluate slow_cases --graders checks --out never\n")
+
+    def quick_done() -> bool:  # what the browser sees while the cell still runs
+        new = [m for m in matrix_ids(kernel) if m not in before]
+        return bool(new) and kernel.widgets[new[0]]["cells"][0][0] == "p"
+
+    until(quick_done)
+    kernel.km.interrupt_kernel()
+    result = kernel.collect(msg_id, timeout=30, allow_error=True)
+    assert kernel.reply(msg_id)["status"] == "error"  # Run All stops here
+    assert result.error is not None and result.error["traceback"] == [
+        "TurnInterrupted: evaluate on 'sleepy' stopped by the interrupt",
+        "(%tb shows the full traceback)"]
+    assert kernel.eval("'never' in globals()") is False
+    assert kernel.eval("sleepy.status") == "idle"
+    [matrix] = [m for m in matrix_ids(kernel) if m not in before]
+    assert kernel.widgets[matrix]["cells"][0][0] == "p"  # the finished row stays shown
+    # the next cell runs: the interrupt left nothing behind
+    kernel.execute("quick_only = slow_cases[:1]")
+    kernel.execute("%%fragola sleepy --evaluate quick_only --graders checks --out again\n")
+    assert kernel.eval("[(r['status'], r['passed']) for r in again.table()]") == [["done", True]]
