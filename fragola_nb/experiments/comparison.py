@@ -36,8 +36,9 @@ COLUMNS = ("variant", "status", "answer", "tool_calls", "tokens", "seconds", "er
 class Watcher(Protocol):
     """What the notebook layer registers in ``WATCHERS`` to show comparisons."""
 
-    def started(self, comparison: Comparison) -> None:
-        """A comparison's forks are made and its variants about to run."""
+    def started(self, comparison: Comparison) -> bool:
+        """A comparison's forks are made and its variants about to run; whether it is now
+        shown live."""
 
     def mimebundle(self, comparison: Comparison) -> dict[str, Any] | None:
         """How to display ``comparison`` (None: its plain text and static HTML)."""

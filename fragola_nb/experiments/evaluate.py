@@ -63,8 +63,9 @@ STOPPED = "stopped: the evaluation was stopped at once (stop_sync(), Stop) while
 _log = logging.getLogger("fragola_nb")
 
 EVALUATION_WATCHERS: list[Any] = []
-"""Registered by the notebook layer: ``watcher.started(evaluation)`` when the rows are made;
-the core imports nothing of it."""
+"""Registered by the notebook layer: ``watcher.started(evaluation)`` when the rows are made,
+true when it shows the evaluation live (no progress bar then); the core imports nothing of
+it."""
 
 
 async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | None,
@@ -100,16 +101,18 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
         base = agent.detached_fork(f"{agent.name}-eval")
         bases = {name: apply_variant(base.detached_fork(f"{agent.name}-{name}"), override)
                  for name, override in overrides}
-        run = _Run(agent, checked, bases, chosen, names, repeat, file, meter, progress, known)
-        stack.callback(run.bar.close)
+        run = _Run(agent, checked, bases, chosen, names, repeat, file, meter, known)
         with undone_on_error(agent):
             agent.experiment_began(run.stop, f"evaluation of {len(run.jobs):,} runs")
         try:
+            shown = False  # by a live view (a kernel's matrix): then no bar below it
             for watcher in list(EVALUATION_WATCHERS):
                 try:
-                    watcher.started(run.evaluation)
+                    shown = bool(watcher.started(run.evaluation)) or shown
                 except Exception:  # a view must not stop the evaluation it shows
                     _log.exception("fragola_nb: an evaluation view failed to start")
+            run.open_bar(progress and not shown)
+            stack.callback(run.bar.close)
             await run.run(concurrency)
         finally:
             experiment_ended(agent, run.stop)
@@ -122,10 +125,7 @@ class _Run:
 
     def __init__(self, agent: Agent, cases: list[Case], bases: dict[str, Agent],
                  graders: Sequence[Any], names: list[str], repeat: int,
-                 file: EvalResumeFile | None, meter: Meter, progress: bool,
-                 known: frozenset[str]) -> None:
-        from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
-
+                 file: EvalResumeFile | None, meter: Meter, known: frozenset[str]) -> None:
         self.agent, self.cases, self.bases, self.file, self.meter = agent, cases, bases, file, meter
         self.graders, self.names = graders, names
         self.jobs = [(case, variant, r) for case in cases for variant in bases
@@ -143,14 +143,19 @@ class _Run:
         self.running: dict[int, Agent] = {}
         self.stopping = False
         self.started = time.perf_counter()
-        self.bar = tqdm(total=len(rows), initial=len(rows) - sum(1 for r in rows
-                                                                 if not r.finished),
-                        disable=not progress, unit=" run", dynamic_ncols=True)
-        self.bar.set_description_str(f"evaluate {agent.name}", refresh=False)
-        _wrap_text(self.bar)
         self.passed = sum(1 for row in rows if row.passed)
         self.failed = sum(1 for row in rows if row.finished and not row.passed)
         self.tokens = sum(row.tokens or 0 for row in rows)
+
+    def open_bar(self, progress: bool) -> None:
+        """The progress bar (``progress=False``: one that shows nothing)."""
+        from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+
+        rows = self.evaluation
+        self.bar = tqdm(total=len(rows), initial=sum(1 for r in rows if r.finished),
+                        disable=not progress, unit=" run", dynamic_ncols=True)
+        self.bar.set_description_str(f"evaluate {self.agent.name}", refresh=False)
+        _wrap_text(self.bar)
         self._show()
 
     def _show(self) -> None:

@@ -46,9 +46,10 @@ class CompareWatcher:
         self.ext = ext
         self._live: dict[int, tuple[weakref.ref[Comparison], Any, int]] = {}
 
-    def started(self, comparison: Comparison) -> None:
+    def started(self, comparison: Comparison) -> bool:
+        """Show ``comparison`` live; whether it was shown (a kernel with widgets)."""
         if not self.ext.widgets:
-            return
+            return False
         view = self._view(comparison)
         self._live = {k: v for k, v in self._live.items() if v[0]() is not None}
         self._live[id(comparison)] = (weakref.ref(comparison), view, self._cell())
@@ -60,6 +61,7 @@ class CompareWatcher:
                 handle.update(view)
 
         comparison.subscribe(ended)
+        return True
 
     def mimebundle(self, comparison: Comparison) -> dict[str, Any] | None:
         if not self.ext.widgets:

@@ -265,9 +265,10 @@ def widget_views(result: Any) -> list[str]:
 def test_await_evaluate_in_a_kernel_shows_the_matrix_once_and_a_click_opens_a_panel(
         kernel: Any) -> None:
     before = set(matrix_ids(kernel))
-    result = kernel.execute("await agent.evaluate(cases, variants, checks, progress=False)")
+    result = kernel.execute("await agent.evaluate(cases, variants, checks)")
     [matrix] = [m for m in matrix_ids(kernel) if m not in before]
-    assert len(set(widget_views(result))) == 1  # shown, then updated in place
+    # shown, then updated in place; the matrix is the progress (no tqdm bar beside it)
+    assert len(set(widget_views(result))) == 1 and not result.stderr
     line = "Evaluation of 4 run(s): the matrix above"
     assert result.data[-1] == {"text/plain": line, "text/html": f"<small>{line}</small>"}
     # the static copy, updated at the end: what nbconvert and a kernel-less notebook show
