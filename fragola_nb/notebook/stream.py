@@ -155,9 +155,13 @@ class Stream:
             self._timer = None
 
     def _show(self) -> None:
-        self._sent_at = time.monotonic()
         text, sent = self.text, self.sent
         self._received = False
+        if text == sent and not self.stopped:
+            # nothing new (a reply's first chunk may hold no text): no message, and the
+            # pace is not spent on it (its first text would wait a whole interval)
+            return
+        self._sent_at = time.monotonic()
         if sent and text.startswith(sent):
             message = {"add": text[len(sent):]}
         else:
@@ -237,6 +241,7 @@ class StreamGroup(Pacer):
         self._send = send
         self._news: dict[str, dict[str, Any]] = {}
         self._flushing = False
+        self._sent = False  # the last flush sent a message
         self._streams = {name: Stream(functools.partial(self._collect, name), text_of,
                                       paced_by=self) for name in names}
 
@@ -285,7 +290,16 @@ class StreamGroup(Pacer):
         if not self._flushing:
             self._send_news()
 
+    def flush(self) -> None:
+        with self.lock:
+            last = self._sent_at
+            self._sent = False
+            super().flush()
+            if not self._sent:  # nothing went: the pace is not spent
+                self._sent_at = last
+
     def _send_news(self) -> None:
         news, self._news = self._news, {}
         if news:
+            self._sent = True
             self._send(news)
