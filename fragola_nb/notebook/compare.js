@@ -210,16 +210,19 @@ function render({ model, el }) {
   // {text}}}), only what is new: kept here, drawn into that column's answer alone; a new view
   // gets every streaming text whole, in answer to its hello.
   const streamed = new Map();
+  // So is a column's that ended with the text it streamed while others go on ("kept": its
+  // answer is that text, left out of `columns` until the comparison is done).
   const syncStreamed = () => {
     for (const c of model.get("columns") || []) {
       // a streaming column's text is the stream messages' (the kernel sends it "" here)
-      if (!c.streaming) streamed.delete(c.name);
+      if (!c.streaming && !c.kept) streamed.delete(c.name);
       else if (c.answer && !streamed.has(c.name)) streamed.set(c.name, c.answer);
     }
   };
   const withStream = (c) => {
     const text = streamed.get(c.name);
-    return text && (c.status === "running" || c.streaming) ? { ...c, answer: text, streaming: true } : c;
+    if (text && (c.status === "running" || c.streaming)) return { ...c, answer: text, streaming: true };
+    return text && c.kept ? { ...c, answer: text } : c;
   };
   const onStream = (cols) => {
     let redraw = false;
@@ -235,7 +238,7 @@ function render({ model, el }) {
         // its first text: the column gets its answer box (the last text of a column drawn
         // finished already changes nothing: its stored answer is on show)
         const c = (model.get("columns") || []).find((col) => col.name === name);
-        if (c && (c.status === "running" || c.streaming)) redraw = true;
+        if (c && (c.status === "running" || c.streaming || c.kept)) redraw = true;
         continue;
       }
       // read every column's scroll before any write: one layout, not one per column
@@ -297,6 +300,11 @@ function render({ model, el }) {
   };
   // A column's answer box as the column has it now: kept, appended to, or queued to build.
   const fit = (entry, c, i) => {
+    if (c.kept && !c.answer && entry.box) {  // its text cleared: the box keeps it as the answer
+      entry.box.classList.remove("fragola-compare-streaming");
+      queue.delete(c.name);
+      return;
+    }
     if (!c.answer && !c.diff) {
       if (entry.box) { entry.box.remove(); entry.box = null; }
       queue.delete(c.name);

@@ -14,8 +14,11 @@ While a column streams, its new text goes to the grid as a custom message (``{"t
 "cols": {name: {"add": piece}}}``, every column's news in one message at most 12.5 times a
 second: ``StreamGroup``), never as the whole ``columns`` again: eight long replies would
 otherwise resend every column's text on each update, over Jupyter's iopub data rate limit.
-``columns`` holds no text for a streaming column, and its redraws are paced too (``Pacer``);
-a new view asks (its hello) and gets every streaming column's text as it is now.
+``columns`` holds no text for a streaming column, nor, until the comparison is done, for a
+column that ended with the text it streamed (``kept``: the page keeps that text as its
+answer); its redraws are paced too (``Pacer``). A new view asks (its hello) and gets every
+streaming or kept column's text as it is now. A column's last streamed text goes ahead of any
+redraw, and the comparison's end sends every answer and word diff in ``columns``.
 
 The view follows the comparison (``Comparison.subscribe``) and each fork's events; it decides
 nothing. ``compare_cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
@@ -83,7 +86,7 @@ def column(run: VariantRun, streamed: str, reference: str | None, *,
     return {
         "name": visible(run.name), "status": status,
         "answer": visible(shown),
-        "streaming": bool(streamed) and not final, "diff": diff, "apart": apart,
+        "streaming": bool(streamed) and not final, "kept": False, "diff": diff, "apart": apart,
         "calls": [visible(call) for call in row["tool_calls"]],
         "tokens": row["tokens"], "cached": run.fork.usage.cached_note,
         "seconds": row["seconds"] if final else None,
@@ -171,11 +174,19 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
                 columns = [column(run, sent[run.name], None if i == 0 else reference,
                                   diffs=self._diffs, start=comparison.done)
                            for i, run in enumerate(runs)]
-            for col in columns:
+            for run, col in zip(runs, columns, strict=True):
                 # A streaming column's text is the stream messages' (a new view gets it on
                 # its hello): every redraw would send every streaming column's text again.
                 if col["streaming"]:
                     col["answer"] = ""
+                # So is the answer of a column that ended while others go on, when it is the
+                # text it streamed (``kept``: the page keeps that text as the answer): eight
+                # columns ending sent every finished answer again in each redraw, megabytes
+                # ahead of the last columns' final text. The comparison's end sends them all.
+                ended = self._streams[run.name].ended_with
+                if not comparison.done and ended and col["answer"] == ended and \
+                        col["status"] in ENDED:
+                    col["answer"], col["kept"] = "", True
             self.grid.columns = columns
             self.grid.title = {"agent": visible(comparison.agent.name),
                                "message": visible(text_of(comparison.message)),
@@ -259,6 +270,10 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
                 with self._streams.held() as sent:
                     cols = {visible(name): {"text": text} for name, text in sent.items()
                             if text and not self._streams[name].ending}
+                    runs = self.comparison.runs.values()
+                    for run, col in zip(runs, self.grid.columns, strict=False):
+                        if col.get("kept"):  # an answer the columns leave out
+                            cols[col["name"]] = {"text": self._streams[run.name].ended_with}
                     if cols:
                         self.grid.send({"t": "stream", "cols": cols})
             self._guarded("stream", send)

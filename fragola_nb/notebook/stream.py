@@ -54,6 +54,7 @@ class Stream:
         self.stopped = False
         # a grouped reply ending (``end``): "text", its last text is to go; "clear", its clear
         self.ending: str | None = None
+        self.ended_with = ""  # the whole text of the reply that ended last (``end``)
         self._sent_at = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
@@ -79,6 +80,7 @@ class Stream:
             if self.ending:  # a new reply before the last one's end went: that end now
                 self.flush()
                 self.clear()
+            self.ended_with = ""
             self._latest, self._received = partial, True
             if self._group is not None:
                 self._group.due()
@@ -126,6 +128,7 @@ class Stream:
                 self.clear()
             elif self.ending is None and (self._received or self.sent or self.stopped):
                 self.ending = "text" if self._received else "clear"
+                self.ended_with = self.text
                 self._group.due()
 
     def clear(self) -> None:
