@@ -228,7 +228,7 @@ class StreamGroup(Pacer):
     """The streams of several replies shown in one view, sent together: ``send`` gets
     ``{name: message}`` (each message as ``Stream`` makes it) at most once per
     ``Stream.interval`` seconds, however many replies stream at once. A clear or a stop goes
-    at once, on its own.
+    at once, on its own; a reply's end (``Stream.end``) goes with the group's messages.
 
     >>> sent = []
     >>> group = StreamGroup(sent.append, ["a", "b"])
