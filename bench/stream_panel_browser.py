@@ -187,12 +187,16 @@ def table(result: dict[str, Any]) -> str:
             "but none of the rest (an earlier run, not this one), the same grid was 2–15 s "
             "behind (p50 1,959 ms), main-thread tasks up to 625 ms; the code before the "
             "grouping (every column's whole text in each of up to 100 redraws a second) was "
-            "not measured. What is left over 150 ms / 200 "
-            "ms is the end of the grid: the finished columns' redraw (8 answers and their word "
-            "diffs, about 0.8 MB) and the static copy's HTML (0.5 MB) are drawn whole, a few "
-            "hundred ms each (the grid's longest task above), and the last column's final "
-            "text waits behind them; a single answer of 60 KB without any line break would "
-            "still cost Chrome its whole layout on every update."]
+            "not measured. The grid's end (an earlier run drew the finished columns' redraw, "
+            "8 answers and their word diffs, about 0.8 MB, whole: tasks up to 471 ms, the last "
+            "column's final text 729 ms behind): a column's last text and its clear go with "
+            "the paced stream messages, ahead of any redraw; a column that ended with the text "
+            "it streamed is kept by the page as its answer, left out of the redraws until the "
+            "comparison is done; long answers' word diffs are computed then, on a worker "
+            "thread; and the page keeps each column's answer box from one redraw to the next "
+            "(appending a finished answer's last text), building boxes (word diffs, a view "
+            "drawn again) about one 60 KB column a task. A single answer of 60 KB without any "
+            "line break would still cost Chrome its whole layout on every update."]
     return "\n".join(out)
 
 
