@@ -22,8 +22,11 @@ own comm messages a second (the average, and the most in any 1 s), the longest m
 task, and whether the final text on screen equals the reply.
 
     .venv/bin/python bench/stream_panel_browser.py [--json FILE] [--no-write] [--from-json F]
+        [--only CASE]
 
-It replaces the "Streaming into the panel (issue 26)" section of ``bench/results.md``.
+``--only grid`` (or another case) runs that case alone and prints its figures, writing
+nothing to ``bench/results.md`` (the section holds every case, measured in one run). It
+replaces the "Streaming into the panel (issue 26)" section of ``bench/results.md``.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ LABEL = {"print": "baseline: `print` loop, 5,000 tok/s", "fast": "`%%fragola` pa
          "grid": "compare grid, 8 columns × 5,000 tok/s"}
 
 
-def run() -> dict[str, Any]:
+def run(only: str | None = None) -> dict[str, Any]:
     from panel_browser import _notebook
     from playwright.sync_api import sync_playwright
 
@@ -79,7 +82,8 @@ def run() -> dict[str, Any]:
     lab = h.start_lab()
     try:
         name = "stream_rate.ipynb"
-        _notebook(lab.root / name, [SETUP, *WARM, *(c for _, c, _, _ in CASES), "dump()"])
+        cases = [c for c in CASES if only is None or c[0] == only]
+        _notebook(lab.root / name, [SETUP, *WARM, *(c for _, c, _, _ in cases), "dump()"])
         with sync_playwright() as p:
             browser = h.launch_browser(p)
             try:
@@ -93,7 +97,7 @@ def run() -> dict[str, Any]:
                     probe.measure_cell(page, 1 + i, "panel", {})
                 out = {}
                 first = 1 + len(WARM)
-                for i, (case, _, mode, tokens) in enumerate(CASES):
+                for i, (case, _, mode, tokens) in enumerate(cases):
                     want = {k: probe.story(n) for k, n in tokens.items()}
                     seen, final = probe.measure_cell(page, first + i, mode, want)
                     if seen["noLongtask"]:
@@ -101,7 +105,7 @@ def run() -> dict[str, Any]:
                     out[case] = {"seen": seen, "final_equal": all(
                         (final.get(k) or "").strip() == want[k].strip() for k in want),
                         "warned": bool(final.get("warned"))}
-                probe.run_until(page, first + len(CASES), "dumped")
+                probe.run_until(page, first + len(cases), "dumped")
                 version = browser.version
             finally:
                 browser.close()
@@ -183,12 +187,16 @@ def table(result: dict[str, Any]) -> str:
             "but none of the rest (an earlier run, not this one), the same grid was 2–15 s "
             "behind (p50 1,959 ms), main-thread tasks up to 625 ms; the code before the "
             "grouping (every column's whole text in each of up to 100 redraws a second) was "
-            "not measured. What is left over 150 ms / 200 "
-            "ms is the end of the grid: the finished columns' redraw (8 answers and their word "
-            "diffs, about 0.8 MB) and the static copy's HTML (0.5 MB) are drawn whole, a few "
-            "hundred ms each (the grid's longest task above), and the last column's final "
-            "text waits behind them; a single answer of 60 KB without any line break would "
-            "still cost Chrome its whole layout on every update."]
+            "not measured. The grid's end (an earlier run drew the finished columns' redraw, "
+            "8 answers and their word diffs, about 0.8 MB, whole: tasks up to 471 ms, the last "
+            "column's final text 729 ms behind): a column's last text and its clear go with "
+            "the paced stream messages, ahead of any redraw; a column that ended with the text "
+            "it streamed is kept by the page as its answer, left out of the redraws until the "
+            "comparison is done; long answers' word diffs are computed then, on a worker "
+            "thread; and the page keeps each column's answer box from one redraw to the next "
+            "(appending a finished answer's last text), building boxes (word diffs, a view "
+            "drawn again) about one 60 KB column a task. A single answer of 60 KB without any "
+            "line break would still cost Chrome its whole layout on every update."]
     return "\n".join(out)
 
 
@@ -197,7 +205,16 @@ def main() -> None:
     parser.add_argument("--json")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--from-json", help="only print (and write) the table of a saved run")
+    parser.add_argument("--only", choices=[case for case, _, _, _ in CASES],
+                        help="run this case alone: print its figures, write nothing")
     args = parser.parse_args()
+    if args.only:
+        print(f"streaming into the panel: {args.only} alone...", file=sys.stderr)
+        result = run(args.only)
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1))
+        print(json.dumps(rows_of(result), indent=1))
+        return
     if args.from_json:
         result = json.loads(Path(args.from_json).read_text())
     else:

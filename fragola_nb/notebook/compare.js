@@ -57,9 +57,20 @@ function shownLength(box) {
 // How an answer is drawn: "diff" marks the words that differ from the first column (only for
 // answers the kernel found close enough to it, see compare_view.SIMILAR), "plain" shows every
 // answer as it is. The kernel sends both forms, so the toggle costs no diff work here.
+function wanted(col, first, mode) {
+  if (mode === "diff" && Array.isArray(col.diff) && !first) return ["diff", JSON.stringify(col.diff)];
+  return ["plain", String(col.answer || "")];
+}
+
+// What each answer box shows (wanted's pair): a redraw leaves a box alone when it shows what
+// its column has, and appends when the column's text goes on from it (a finished column's
+// answer is the text it streamed), for a box of 60 KB costs its whole layout again.
+const shows = new WeakMap();
+
 function answer(col, first, mode) {
   const box = h("div", "fragola-compare-answer" + (col.streaming ? " fragola-compare-streaming" : ""));
-  if (mode === "diff" && Array.isArray(col.diff) && !first) {
+  const [kind, key] = wanted(col, first, mode);
+  if (kind === "diff") {
     // a block per line too: a long answer's layout is that of its lines
     let line = newLine(box);
     for (const [kind, text] of col.diff) {
@@ -73,13 +84,16 @@ function answer(col, first, mode) {
       });
     }
   } else {
-    appendText(box, col.answer || "");
+    appendText(box, key);
   }
+  box.dataset.name = col.name;
+  shows.set(box, [kind, key]);
   return box;
 }
 
-function cell(col, index, selected, model, live, mode, firstName) {
-  const box = h("section", "fragola-compare-col" + (col.name === selected ? " fragola-compare-selected" : ""));
+// A column's parts around its answer: the header, facts, calls and the "apart" line above it,
+// the note and the error below.
+function parts(col, index, selected, model, live, mode, firstName) {
   const head = h("button", "fragola-compare-head");
   head.type = "button";
   head.title = !live ? "no kernel: this grid is read-only"
@@ -94,27 +108,30 @@ function cell(col, index, selected, model, live, mode, firstName) {
     model.set("selected", col.name === model.get("selected") ? "" : col.name);
     model.save_changes();
   });
-  box.append(head);
+  const above = [head], below = [];
   const line = facts(col);
-  if (line) box.append(h("div", "fragola-compare-facts", line));
+  if (line) above.push(h("div", "fragola-compare-facts", line));
   if (col.calls && col.calls.length) {
     const calls = h("ul", "fragola-compare-calls");
     // a no-break space: the arrow stays on the call's first line when the call wraps
     for (const c of col.calls) calls.append(h("li", "", "→\u00a0" + c));
-    box.append(calls);
+    above.push(calls);
   }
   if (col.apart && mode === "diff" && index > 0) {
-    box.append(h("div", "fragola-compare-apart", "little in common with " + firstName + ": shown as it is"));
+    above.push(h("div", "fragola-compare-apart", "little in common with " + firstName + ": shown as it is"));
   }
-  if (col.answer || col.diff) {
-    const text = answer(col, index === 0, mode);
-    text.dataset.name = col.name;
-    box.append(text);
-  }
-  if (col.note) box.append(h("div", "fragola-compare-note", col.note));
-  if (col.error) box.append(h("div", "fragola-compare-error", col.error));
-  return box;
+  if (col.note) below.push(h("div", "fragola-compare-note", col.note));
+  if (col.error) below.push(h("div", "fragola-compare-error", col.error));
+  return [above, below];
 }
+
+const atEnd = (a) => a.scrollTop + a.clientHeight >= a.scrollHeight - 4;
+// Characters of answers built in one task: eight answers of 60 KB (with their word
+// differences) built at once held the page 300–600 ms; a column a task, tens of ms each. A
+// redraw builds what fits in SMALL at once (no column shows empty for a frame), and leaves
+// the rest to tasks after the next frames: the frame that shows a column's last streamed text
+// is painted first.
+const BUDGET = 60000, SMALL = 20000;
 
 function render({ model, el }) {
   el.classList.add("fragola-compare");
@@ -193,61 +210,158 @@ function render({ model, el }) {
   // {text}}}), only what is new: kept here, drawn into that column's answer alone; a new view
   // gets every streaming text whole, in answer to its hello.
   const streamed = new Map();
+  // So is a column's that ended with the text it streamed while others go on ("kept": its
+  // answer is that text, left out of `columns` until the comparison is done).
   const syncStreamed = () => {
     for (const c of model.get("columns") || []) {
       // a streaming column's text is the stream messages' (the kernel sends it "" here)
-      if (!c.streaming) streamed.delete(c.name);
+      if (!c.streaming && !c.kept) streamed.delete(c.name);
       else if (c.answer && !streamed.has(c.name)) streamed.set(c.name, c.answer);
     }
   };
   const withStream = (c) => {
     const text = streamed.get(c.name);
-    return text && (c.status === "running" || c.streaming) ? { ...c, answer: text, streaming: true } : c;
+    if (text && (c.status === "running" || c.streaming)) return { ...c, answer: text, streaming: true };
+    return text && c.kept ? { ...c, answer: text } : c;
   };
   const onStream = (cols) => {
     let redraw = false;
-    const boxes = new Map([...grid.querySelectorAll(".fragola-compare-streaming")].map((a) => [a.dataset.name, a]));
     const writes = [];
     for (const [name, m] of Object.entries(cols || {})) {
       const before = streamed.get(name) || "";
       const text = "add" in m ? before + m.add : String(m.text || "");
       if (!text) { streamed.delete(name); continue; }  // stored: the next `columns` draws it
       streamed.set(name, text);
-      const a = boxes.get(name);
-      if (!a) { redraw = true; continue; }  // its first text: the column gets its answer box
+      const entry = drawn.get(name);
+      const a = entry && entry.box;
+      if (!a || !a.classList.contains("fragola-compare-streaming")) {
+        // its first text: the column gets its answer box (the last text of a column drawn
+        // finished already changes nothing: its stored answer is on show)
+        const c = (model.get("columns") || []).find((col) => col.name === name);
+        if (c && (c.status === "running" || c.streaming || c.kept)) redraw = true;
+        continue;
+      }
       // read every column's scroll before any write: one layout, not one per column
-      writes.push([a, m, before, text, a.scrollTop + a.clientHeight >= a.scrollHeight - 4]);
+      writes.push([a, m, before, text, atEnd(a)]);
     }
     for (const [a, m, before, text] of writes) {
       // an add is appended, not the whole text set again: an update costs its new text
       // however long the answer grows
       if ("add" in m && shownLength(a) === before.length) appendText(a, m.add);
       else { a.replaceChildren(); appendText(a, text); }
+      shows.set(a, ["plain", text]);
     }
-    for (const [a, , , , atEnd] of writes) if (atEnd) a.scrollTop = a.scrollHeight;
+    for (const [a, , , , end] of writes) if (end) a.scrollTop = a.scrollHeight;
     if (redraw) draw();
+  };
+  // Each column's section, kept from one draw to the next: name -> { section, box (its
+  // answer), below (the first part under the box), sig (what its small parts were drawn
+  // from) }. A redraw rebuilds the small parts that changed, and an answer box only when its
+  // text does: the boxes to build go a few a frame (`queue`), the old box on show meanwhile.
+  const drawn = new Map();
+  const queue = new Set();
+  let later = false;  // a slice is asked for, after the next frame
+  let gone = false;  // the view is removed: no more slices
+  const current = () => (model.get("columns") || []).map(withStream);
+  // A built box in place of its column's old one: a streaming answer read at its end follows
+  // what comes, any other keeps where the reader was.
+  const place = (entry, box, streaming) => {
+    const old = entry.box;
+    const was = old && old.isConnected ? { top: old.scrollTop, end: atEnd(old) } : null;
+    if (old) old.replaceWith(box);
+    else entry.section.insertBefore(box, entry.below);
+    entry.box = box;
+    box.scrollTop = streaming && (!was || was.end) ? box.scrollHeight : was ? was.top : 0;
+  };
+  // Build the queued boxes, in column order, up to `budget` characters (`atLeastOne`: the
+  // first whatever its size); the rest after the next frame.
+  const slice = (budget, atLeastOne) => {
+    const cols = current();
+    let spent = 0;
+    for (const [i, c] of cols.entries()) {
+      if (!queue.has(c.name)) continue;
+      const size = (c.answer || "").length + 1;
+      if (spent + size > budget && !(atLeastOne && !spent)) break;
+      queue.delete(c.name);
+      const entry = drawn.get(c.name);
+      if (!entry) continue;
+      const box = answer(c, i === 0, mode);
+      place(entry, box, !!c.streaming);
+      spent += size;
+    }
+    for (const name of queue) if (!drawn.has(name)) queue.delete(name);
+    if (queue.size && !later) {
+      later = true;
+      requestAnimationFrame(() => setTimeout(() => {
+        later = false;
+        if (!gone) slice(BUDGET, true);
+      }));
+    }
+  };
+  // A column's answer box as the column has it now: kept, appended to, or queued to build.
+  const fit = (entry, c, i) => {
+    if (c.kept && !c.answer && entry.box) {  // its text cleared: the box keeps it as the answer
+      entry.box.classList.remove("fragola-compare-streaming");
+      queue.delete(c.name);
+      return;
+    }
+    if (!c.answer && !c.diff) {
+      if (entry.box) { entry.box.remove(); entry.box = null; }
+      queue.delete(c.name);
+      return;
+    }
+    const [kind, key] = wanted(c, i === 0, mode);
+    const a = entry.box;
+    const has = a ? shows.get(a) : null;
+    if (a) a.classList.toggle("fragola-compare-streaming", !!c.streaming);
+    if (has && has[0] === "plain" && has[1] !== c.answer && String(c.answer || "").startsWith(has[1])
+        && shownLength(a) === has[1].length) {
+      // the column's text goes on from the box's (the end of a streamed reply): shown now,
+      // even while its word differences wait to be built
+      const end = atEnd(a);
+      appendText(a, String(c.answer).slice(has[1].length));
+      shows.set(a, ["plain", String(c.answer)]);
+      if (c.streaming && end) a.scrollTop = a.scrollHeight;
+    }
+    const now = a ? shows.get(a) : null;
+    if (now && now[0] === kind && now[1] === key) queue.delete(c.name);
+    else queue.add(c.name);
   };
   const draw = () => {
     const title = model.get("title") || {};
-    const cols = (model.get("columns") || []).map(withStream);
+    const cols = current();
     top.textContent = (title.agent || "") + " · " + cols.length + " variant(s)" +
       (title.done ? "" : " · running") + ": " + (title.message || "");
-    const left = grid.scrollLeft;
-    // Each answer scrolls in its column: a redraw keeps where the reader was, and a
-    // streaming answer read at its end follows what comes.
-    const where = new Map();
-    for (const a of grid.querySelectorAll(".fragola-compare-answer")) {
-      where.set(a.dataset.name, { top: a.scrollTop, end: a.scrollTop + a.clientHeight >= a.scrollHeight - 4 });
-    }
     const selected = model.get("selected");
     const firstName = cols.length ? cols[0].name : "";
-    grid.replaceChildren(...cols.map((c, i) => cell(c, i, selected, model, link.live, mode, firstName)));
-    grid.scrollLeft = left;
-    for (const a of grid.querySelectorAll(".fragola-compare-answer")) {
-      const was = where.get(a.dataset.name);
-      const streaming = a.classList.contains("fragola-compare-streaming");
-      a.scrollTop = streaming && (!was || was.end) ? a.scrollHeight : was ? was.top : 0;
+    const sections = cols.map((c, i) => {
+      let entry = drawn.get(c.name);
+      if (!entry) {
+        entry = { section: h("section"), box: null, below: null, sig: "" };
+        drawn.set(c.name, entry);
+      }
+      const { answer: _text, diff: _diff, ...rest } = c;
+      const sig = JSON.stringify([rest, i, selected, link.live, mode, firstName]);
+      if (sig !== entry.sig) {
+        entry.sig = sig;
+        entry.section.className = "fragola-compare-col" + (c.name === selected ? " fragola-compare-selected" : "");
+        const [above, below] = parts(c, i, selected, model, link.live, mode, firstName);
+        for (const child of [...entry.section.children]) if (child !== entry.box) child.remove();
+        if (entry.box) { entry.box.before(...above); entry.box.after(...below); }
+        else entry.section.append(...above, ...below);
+        entry.below = below[0] || null;
+      }
+      fit(entry, c, i);
+      return entry.section;
+    });
+    const names = new Set(cols.map((c) => c.name));
+    for (const name of [...drawn.keys()]) if (!names.has(name)) drawn.delete(name);
+    if (sections.length !== grid.children.length || sections.some((s, i) => grid.children[i] !== s)) {
+      const left = grid.scrollLeft;
+      grid.replaceChildren(...sections);
+      grid.scrollLeft = left;
     }
+    slice(SMALL, false);
     const compared = cols.some((c, i) => i > 0 && (Array.isArray(c.diff) || c.apart));
     modes.hidden = !compared;
     diffButton.setAttribute("aria-pressed", mode === "diff" ? "true" : "false");
@@ -273,6 +387,7 @@ function render({ model, el }) {
   const waited = setTimeout(() => { link.waited = true; draw(); }, 2000);
   return () => {
     clearTimeout(waited);
+    gone = true;
     if (resized) resized.disconnect();
     model.off("msg:custom", onMessage);
     for (const e of events) model.off(e, draw);

@@ -3,7 +3,8 @@
 The grid is one anywidget (``CompareGrid``, ``compare.js``/``compare.css``) drawing the synced
 ``columns`` with ``textContent`` only. Each column has the variant's status, its answer (as it
 streams, then, for every column but the first, as word-level differences from the first
-column's answer, computed here with ``difflib``, when the two share at least half their words
+column's answer, computed with ``difflib`` (``worddiff``; long answers on a worker thread, the
+answer shown as it is meanwhile), when the two share at least half their words
 (``SIMILAR``); else as it is, with a note; a toggle in the grid's header shows every answer
 plain), its tool calls, tokens and seconds, and its
 error. A click on a column's header sets ``selected``; the Python side then shows that fork's
@@ -13,8 +14,11 @@ While a column streams, its new text goes to the grid as a custom message (``{"t
 "cols": {name: {"add": piece}}}``, every column's news in one message at most 12.5 times a
 second: ``StreamGroup``), never as the whole ``columns`` again: eight long replies would
 otherwise resend every column's text on each update, over Jupyter's iopub data rate limit.
-``columns`` holds no text for a streaming column, and its redraws are paced too (``Pacer``);
-a new view asks (its hello) and gets every streaming column's text as it is now.
+``columns`` holds no text for a streaming column, nor, until the comparison is done, for a
+column that ended with the text it streamed (``kept``: the page keeps that text as its
+answer); its redraws are paced too (``Pacer``). A new view asks (its hello) and gets every
+streaming or kept column's text as it is now. A column's last streamed text goes ahead of any
+redraw, and the comparison's end sends every answer and word diff in ``columns``.
 
 The view follows the comparison (``Comparison.subscribe``) and each fork's events; it decides
 nothing. ``compare_cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
@@ -24,10 +28,7 @@ and for a ``Comparison`` displayed later.
 from __future__ import annotations
 
 import contextlib
-import difflib
-import functools
 import logging
-import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ from fragola_nb.experiments.compare import Comparison, VariantRun
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.stream import Pacer, StreamGroup
+from fragola_nb.notebook.worddiff import SIMILAR, LateDiffs, compared, diff_segments, word_overlap
 
 if TYPE_CHECKING:
     from fragola_nb.core.events import Subscription
@@ -50,66 +52,18 @@ __all__ = ["SIMILAR", "CompareGrid", "CompareView", "column", "diff_segments", "
 
 _log = logging.getLogger("fragola_nb")
 _HERE = Path(__file__).parent
-_WORDS = re.compile(r"^\s+|\S+\s*")  # a word with the spaces after it
 ENDED = ("finished", "waiting", "step_limit", "stopped", "not_started", "budget", "failed",
          "cancelled")
 CUT = ("stopped", "cancelled")
 """Ends that may cut a reply short: its streamed text is kept on show."""
 
 
-SIMILAR = 0.5
-"""Word differences are drawn only between answers sharing at least this share of their words
-(``difflib``'s ratio): below it, the struck-out first answer and the new one interleave into
-text nobody can read (two free answers of a real model share little), so the column shows
-its answer as it is, with a note."""
-
-
-def diff_segments(reference: str, text: str) -> list[list[str]]:
-    """``text`` against ``reference``, word by word: ``[kind, text]`` pieces in reading order,
-    kind ``same``, ``new`` (not in the reference) or ``gone`` (in the reference only)."""
-    return [list(piece) for piece in _compared(reference, text)[1]]
-
-
-def word_overlap(reference: str, text: str) -> float:
-    """How much of their words two answers share, 0 to 1 (1: the same words in order)."""
-    return _compared(reference, text)[0]
-
-
-@functools.lru_cache(maxsize=256)
-def _compared(reference: str, text: str) -> tuple[float, tuple[tuple[str, str], ...]]:
-    # Cached: the grid is redrawn on every streamed chunk of any column, and each redraw
-    # would diff every finished column against the first again.
-    old, new = _WORDS.findall(reference), _WORDS.findall(text)
-    segments: list[list[str]] = []
-    # Words are matched without their spaces (a line break where the other had a space is
-    # no difference), and shown with them.
-    old_words, new_words = [w.strip() for w in old], [w.strip() for w in new]
-
-    def add(kind: str, words: list[str]) -> None:
-        piece = "".join(words)
-        if not piece:
-            return
-        if segments and segments[-1][0] == kind:
-            segments[-1][1] += piece
-        else:
-            segments.append([kind, piece])
-
-    matcher = difflib.SequenceMatcher(None, old_words, new_words, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            add("same", new[j1:j2])
-            continue
-        if op in ("delete", "replace"):
-            add("gone", old[i1:i2])
-        if op in ("insert", "replace"):
-            add("new", new[j1:j2])
-    ratio = matcher.ratio() if old_words or new_words else 1.0
-    return ratio, tuple((kind, visible(piece)) for kind, piece in segments)
-
-
-def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, Any]:
+def column(run: VariantRun, streamed: str, reference: str | None, *,
+           diffs: LateDiffs | None = None, start: bool = True) -> dict[str, Any]:
     """What one column shows. ``streamed``: the reply streaming now; ``reference``: the first
-    column's final answer (None for the first column, or while it is not final)."""
+    column's final answer (None for the first column, or while it is not final); ``diffs``:
+    where the answer is compared with it (without it, at once; with it, the column shows its
+    answer as it is until the comparison is known, and ``start=False`` starts no long one)."""
     row = run.row()
     status = row["status"]
     answer = row["answer"] or ""
@@ -117,9 +71,11 @@ def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, A
     diff = None
     apart = False  # too unlike the first column's answer to be read as differences from it
     if final and reference is not None and answer:
-        if word_overlap(reference, answer) >= SIMILAR:
-            diff = diff_segments(reference, answer)
-        else:
+        known = compared(reference, answer) if diffs is None else \
+            diffs.get(reference, answer, start=start)
+        if known is not None and known[0] >= SIMILAR:
+            diff = [list(piece) for piece in known[1]]
+        elif known is not None:
             apart = True
     note = ""
     if status == "waiting":
@@ -130,7 +86,7 @@ def column(run: VariantRun, streamed: str, reference: str | None) -> dict[str, A
     return {
         "name": visible(run.name), "status": status,
         "answer": visible(shown),
-        "streaming": bool(streamed) and not final, "diff": diff, "apart": apart,
+        "streaming": bool(streamed) and not final, "kept": False, "diff": diff, "apart": apart,
         "calls": [visible(call) for call in row["tool_calls"]],
         "tokens": row["tokens"], "cached": run.fork.usage.cached_note,
         "seconds": row["seconds"] if final else None,
@@ -186,6 +142,9 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         # each send every column's text several times (the message stored, the status, the
         # run's end), megabytes the page draws one after the other.
         self._redraw = Pacer(lambda: self._guarded("update", self.refresh), self._lock)
+        # long answers are compared on a worker thread: a column drawn before its diff is
+        # known shows its answer as it is, and the grid is drawn again once it is
+        self._diffs = LateDiffs(lambda: self._guarded("update", self._redraw.due))
         self.grid.on_msg(self._on_hello)
         self._subscriptions: list[Subscription] = []
         for run in comparison.runs.values():
@@ -206,14 +165,28 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
             runs = list(comparison.runs.values())
             first = runs[0]
             reference = (first.row()["answer"] or "") if first.status_now in ENDED else None
+            # the columns that end: their last streamed text goes ahead of this redraw (the
+            # page shows it at once, then keeps it as the answer the redraw brings)
+            self._streams.send_ends()
             with self._streams.held() as sent:
-                columns = [column(run, sent[run.name], None if i == 0 else reference)
+                # long answers are compared once every column has ended: while columns
+                # stream, the worker would slow the kernel's sending of their texts
+                columns = [column(run, sent[run.name], None if i == 0 else reference,
+                                  diffs=self._diffs, start=comparison.done)
                            for i, run in enumerate(runs)]
-            for col in columns:
+            for run, col in zip(runs, columns, strict=True):
                 # A streaming column's text is the stream messages' (a new view gets it on
                 # its hello): every redraw would send every streaming column's text again.
                 if col["streaming"]:
                     col["answer"] = ""
+                # So is the answer of a column that ended while others go on, when it is the
+                # text it streamed (``kept``: the page keeps that text as the answer): eight
+                # columns ending sent every finished answer again in each redraw, megabytes
+                # ahead of the last columns' final text. The comparison's end sends them all.
+                ended = self._streams[run.name].ended_with
+                if not comparison.done and ended and col["answer"] == ended and \
+                        col["status"] in ENDED:
+                    col["answer"], col["kept"] = "", True
             self.grid.columns = columns
             self.grid.title = {"agent": visible(comparison.agent.name),
                                "message": visible(text_of(comparison.message)),
@@ -278,10 +251,10 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
     def _on_change(self, event: Any) -> None:
         stream = self._streams.get(self._variant_of(event.context.agent) or "")
         if getattr(event, "reason", None) == "ai_message" and stream is not None:
-            # The last text now, in a small message: the stored reply's redraw (every
-            # column, paced, a large message) comes after it.
-            self._guarded("stream", stream.finish)
-            stream.clear()  # the stored message replaces the streamed text
+            # The last text goes with the next paced stream message, then its clear: the
+            # stored reply's redraw may come before either (the page keeps the text it has
+            # when the stored answer goes on from it).
+            self._guarded("stream", stream.end)
         # paced while the comparison runs; a fork going on after it (an approval) is drawn now
         self._guarded("update", self._redraw.flush if self.comparison.done else self._redraw.due)
 
@@ -290,18 +263,24 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         self._guarded("stream", lambda: self.grid.send({"t": "stream", "cols": cols}))
 
     def _on_hello(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        # A new view has ``columns`` as last set: the streaming texts as they are now.
+        # A new view has ``columns`` as last set: the streaming texts as they are now (not
+        # those of the replies ending: their columns hold them).
         if isinstance(content, dict) and content.get("do") == "hello":
             def send() -> None:
                 with self._streams.held() as sent:
-                    cols = {visible(name): {"text": text} for name, text in sent.items() if text}
+                    cols = {visible(name): {"text": text} for name, text in sent.items()
+                            if text and not self._streams[name].ending}
+                    runs = self.comparison.runs.values()
+                    for run, col in zip(runs, self.grid.columns, strict=False):
+                        if col.get("kept"):  # an answer the columns leave out
+                            cols[col["name"]] = {"text": self._streams[run.name].ended_with}
                     if cols:
                         self.grid.send({"t": "stream", "cols": cols})
             self._guarded("stream", send)
 
     def _on_run(self, run: VariantRun | None) -> None:
         if run is not None and run.status in ENDED and run.status not in CUT:
-            self._streams[run.name].clear()
+            self._guarded("stream", self._streams[run.name].end)
         # the comparison's end is drawn now: whoever awaited it reads the grid next
         self._guarded("update", self._redraw.due if run is not None else self._redraw.flush)
 

@@ -10,7 +10,9 @@ long reply as at its start; a text that does not go on from what was sent is sen
 
 Several replies in one view (the compare grid's columns) stream through a ``StreamGroup``: the
 news of every column goes out in one message, at most once per interval, so a grid of eight
-columns sends what one panel sends, and never a column's whole text again.
+columns sends what one panel sends, and never a column's whole text again. A reply of the group
+ends (``Stream.end``) in those messages too: its last text in the next, its clear in the one
+after, never a message of its own (eight columns ending together sent sixteen).
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class Stream:
         self._received = False  # something came since the last send
         self.sent = ""  # the text the browser has
         self.stopped = False
+        # a grouped reply ending (``end``): "text", its last text is to go; "clear", its clear
+        self.ending: str | None = None
+        self.ended_with = ""  # the whole text of the reply that ended last (``end``)
         self._sent_at = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
@@ -72,6 +77,10 @@ class Stream:
         with self._lock:
             if self.stopped:  # a new reply: the stopped one goes
                 self.clear()
+            if self.ending:  # a new reply before the last one's end went: that end now
+                self.flush()
+                self.clear()
+            self.ended_with = ""
             self._latest, self._received = partial, True
             if self._group is not None:
                 self._group.due()
@@ -88,11 +97,16 @@ class Stream:
                 self._timer = loop.call_later(wait, self.flush)
 
     def flush(self) -> None:
-        """Show the text received so far now."""
+        """Show the text received so far now (an ending reply: its last text, else its
+        clear)."""
         with self._lock:
             self._timer = None
             if self._received:
                 self._show()
+                if self.ending:
+                    self.ending = "clear"
+            elif self.ending == "clear":
+                self.clear()
 
     def finish(self) -> None:
         """The reply is complete and about to be stored: its last text goes now, a small
@@ -104,6 +118,19 @@ class Stream:
             if self._received and time.monotonic() - pacer._sent_at >= self.interval / 2:
                 self.flush()
 
+    def end(self) -> None:
+        """The reply is complete and stored, in a group: its last text goes with the group's
+        next message, and its clear with the one after (the view draws the stored reply in
+        its place meanwhile). Alone, as ``finish`` then ``clear``."""
+        with self._lock:
+            if self._group is None:
+                self.finish()
+                self.clear()
+            elif self.ending is None and (self._received or self.sent or self.stopped):
+                self.ending = "text" if self._received else "clear"
+                self.ended_with = self.text
+                self._group.due()
+
     def clear(self) -> None:
         """The message is stored, or a new run starts: no streamed text."""
         with self._lock:
@@ -111,6 +138,7 @@ class Stream:
             had = bool(self.sent) or self.stopped
             self._latest, self._received, self.sent = None, False, ""
             self.stopped = False
+            self.ending = None
             if had:
                 self._send({"text": "", "stopped": False})
 
@@ -130,9 +158,13 @@ class Stream:
             self._timer = None
 
     def _show(self) -> None:
-        self._sent_at = time.monotonic()
         text, sent = self.text, self.sent
         self._received = False
+        if text == sent and not self.stopped:
+            # nothing new (a reply's first chunk may hold no text): no message, and the
+            # pace is not spent on it (its first text would wait a whole interval)
+            return
+        self._sent_at = time.monotonic()
         if sent and text.startswith(sent):
             message = {"add": text[len(sent):]}
         else:
@@ -196,7 +228,7 @@ class StreamGroup(Pacer):
     """The streams of several replies shown in one view, sent together: ``send`` gets
     ``{name: message}`` (each message as ``Stream`` makes it) at most once per
     ``Stream.interval`` seconds, however many replies stream at once. A clear or a stop goes
-    at once, on its own.
+    at once, on its own; a reply's end (``Stream.end``) goes with the group's messages.
 
     >>> sent = []
     >>> group = StreamGroup(sent.append, ["a", "b"])
@@ -212,6 +244,7 @@ class StreamGroup(Pacer):
         self._send = send
         self._news: dict[str, dict[str, Any]] = {}
         self._flushing = False
+        self._sent = False  # the last flush sent a message
         self._streams = {name: Stream(functools.partial(self._collect, name), text_of,
                                       paced_by=self) for name in names}
 
@@ -232,6 +265,15 @@ class StreamGroup(Pacer):
         finally:
             self._flushing = False
         self._send_news()
+        if any(stream.ending for stream in self._streams.values()):
+            self.due()  # a clear to go with the next message
+
+    def send_ends(self) -> None:
+        """The last texts of the replies ending, now: a large message is about to go, and
+        they go ahead of it."""
+        with self.lock:
+            if any(stream.ending == "text" for stream in self._streams.values()):
+                self.flush()
 
     @contextlib.contextmanager
     def held(self) -> Iterator[dict[str, str]]:
@@ -251,7 +293,16 @@ class StreamGroup(Pacer):
         if not self._flushing:
             self._send_news()
 
+    def flush(self) -> None:
+        with self.lock:
+            last = self._sent_at
+            self._sent = False
+            super().flush()
+            if not self._sent:  # nothing went: the pace is not spent
+                self._sent_at = last
+
     def _send_news(self) -> None:
         news, self._news = self._news, {}
         if news:
+            self._sent = True
             self._send(news)
