@@ -42,7 +42,7 @@ from fragola_nb.core.events import transient
 from fragola_nb.experiments.compare import Comparison, VariantRun
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.stream import Pacer, StreamGroup
+from fragola_nb.notebook.stream import GROUP_INTERVAL, Pacer, StreamGroup
 from fragola_nb.notebook.worddiff import SIMILAR, LateDiffs, compared, diff_segments, word_overlap
 
 if TYPE_CHECKING:
@@ -141,7 +141,8 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         # Redraws as often as streamed text at most: eight columns ending together would
         # each send every column's text several times (the message stored, the status, the
         # run's end), megabytes the page draws one after the other.
-        self._redraw = Pacer(lambda: self._guarded("update", self.refresh), self._lock)
+        self._redraw = Pacer(lambda: self._guarded("update", self.refresh), self._lock,
+                             interval=GROUP_INTERVAL)
         # long answers are compared on a worker thread: a column drawn before its diff is
         # known shows its answer as it is, and the grid is drawn again once it is
         self._diffs = LateDiffs(lambda: self._guarded("update", self._redraw.due))

@@ -25,7 +25,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["Pacer", "Stream", "StreamGroup"]
+__all__ = ["GROUP_INTERVAL", "Pacer", "Stream", "StreamGroup"]
+
+GROUP_INTERVAL = 0.08
+"""Seconds between two messages of a ``StreamGroup`` at least (12.5 a second): a compare grid
+draws eight columns' news in each, about 35 ms, and a shorter pace leaves the page no time
+between them (the grid fell further behind at 50 and 60 ms; issue 26)."""
 
 
 class Stream:
@@ -38,7 +43,9 @@ class Stream:
     [{'text': 'Once upon', 'stopped': False}]
     """
 
-    interval = 0.08  # at most 12.5 updates a second
+    interval = 0.05
+    """Seconds between two updates at least: at most 20 a second, so the text on screen is
+    about 70 ms behind the kernel (a turn panel streaming 5,000 tokens a second: issue 26)."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None],
                  text_of: Callable[[Any], str] = str, *,
@@ -63,6 +70,10 @@ class Stream:
         """The text shown now, or about to be."""
         with self._lock:
             return self._text_of(self._latest) if self._received else self.sent
+
+    def since_sent(self) -> float:
+        """Seconds since the last update went."""
+        return time.monotonic() - self._sent_at
 
     @contextlib.contextmanager
     def held(self) -> Iterator[tuple[str, bool]]:
@@ -109,14 +120,14 @@ class Stream:
                 self.clear()
 
     def finish(self) -> None:
-        """The reply is complete and about to be stored: its last text goes now, a small
-        message ahead of the stored rows (a large one, with Markdown to draw), unless the
-        last update went less than half an interval ago; then the stored rows, right behind,
-        show it, and the pace holds (a final update counts against it like any other)."""
+        """The reply is complete and about to be stored: its last text goes now, whatever the
+        pace, a small message ahead of the stored rows (a large one the page takes longer to
+        draw: a 120 KB reply showed 60-90 ms later than its last text). A reply's end is
+        the one update outside the pace: at most one a reply."""
         with self._lock:
-            pacer = self._group if self._group is not None else self
-            if self._received and time.monotonic() - pacer._sent_at >= self.interval / 2:
-                self.flush()
+            if self._received:
+                self._cancel_timer()
+                self._show()
 
     def end(self) -> None:
         """The reply is complete and stored, in a group: its last text goes with the group's
@@ -174,7 +185,8 @@ class Stream:
 
 
 class Pacer:
-    """Runs ``action`` at most once per ``Stream.interval`` seconds: ``due()`` runs it now, or
+    """Runs ``action`` at most once per ``interval`` seconds (``Stream.interval`` unless
+    given): ``due()`` runs it now, or
     when the interval is up (a timer on the event loop it was called from); with no loop
     running, now.
 
@@ -186,7 +198,9 @@ class Pacer:
     """
 
     def __init__(self, action: Callable[[], None] | None = None,
-                 lock: threading.RLock | None = None) -> None:
+                 lock: threading.RLock | None = None, *,
+                 interval: float | None = None) -> None:
+        self._interval = interval
         self._action = action
         self.lock = lock or threading.RLock()  # the view's own, when it runs under one
         self._sent_at = 0.0
@@ -195,7 +209,7 @@ class Pacer:
     def due(self) -> None:
         """Something changed: run now, or at the end of the interval (the trailing run)."""
         with self.lock:
-            wait = self._sent_at + Stream.interval - time.monotonic()
+            wait = self._sent_at + self.interval - time.monotonic()
             if wait <= 0:
                 self._cancel_timer()
                 self.flush()
@@ -206,6 +220,15 @@ class Pacer:
                     self.flush()
                     return
                 self._timer = loop.call_later(wait, self.flush)
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two runs at least."""
+        return Stream.interval if self._interval is None else self._interval
+
+    def since_sent(self) -> float:
+        """Seconds since the action last ran."""
+        return time.monotonic() - self._sent_at
 
     def flush(self) -> None:
         """Run now."""
@@ -226,9 +249,10 @@ class Pacer:
 
 class StreamGroup(Pacer):
     """The streams of several replies shown in one view, sent together: ``send`` gets
-    ``{name: message}`` (each message as ``Stream`` makes it) at most once per
-    ``Stream.interval`` seconds, however many replies stream at once. A clear or a stop goes
-    at once, on its own; a reply's end (``Stream.end``) goes with the group's messages.
+    ``{name: message}`` (each message as ``Stream`` makes it) at most once per ``interval``
+    seconds (``GROUP_INTERVAL``: longer than a single reply's, as the view draws every column's
+    news each time), however many replies stream at once. A clear or a stop goes at once, on
+    its own; a reply's end (``Stream.end``) goes with the group's messages.
 
     >>> sent = []
     >>> group = StreamGroup(sent.append, ["a", "b"])
@@ -239,8 +263,9 @@ class StreamGroup(Pacer):
 
     def __init__(self, send: Callable[[dict[str, dict[str, Any]]], None], names: Iterable[str],
                  text_of: Callable[[Any], str] = str,
-                 lock: threading.RLock | None = None) -> None:
-        super().__init__(lock=lock)
+                 lock: threading.RLock | None = None, *,
+                 interval: float = GROUP_INTERVAL) -> None:
+        super().__init__(lock=lock, interval=interval)
         self._send = send
         self._news: dict[str, dict[str, Any]] = {}
         self._flushing = False

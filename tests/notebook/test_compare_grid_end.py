@@ -20,7 +20,7 @@ from fragola_nb import Comparison
 from fragola_nb.experiments.compare import WATCHERS
 from fragola_nb.models.scripted import ScriptedModel
 from fragola_nb.notebook.compare_view import CompareView
-from fragola_nb.notebook.stream import Stream, StreamGroup
+from fragola_nb.notebook.stream import GROUP_INTERVAL, Stream, StreamGroup
 from fragola_nb.notebook.worddiff import QUICK, LateDiffs, compared
 
 
@@ -33,7 +33,7 @@ def test_a_grouped_reply_ends_in_the_groups_paced_messages() -> None:
         group["a"].end()  # stored: no message of its own
         assert [news for _, news in sent] == [{"a": {"text": "one", "stopped": False}}]
         await until(lambda: len(sent) == 3, timeout=2)
-        await asyncio.sleep(Stream.interval * 2)  # nothing more comes
+        await asyncio.sleep(GROUP_INTERVAL * 2)  # nothing more comes
         assert group["a"].ended_with == "one two" and group["a"].sent == ""
         return sent
 
@@ -44,7 +44,7 @@ def test_a_grouped_reply_ends_in_the_groups_paced_messages() -> None:
         {"a": {"text": "", "stopped": False}},
     ]
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(sent)]
-    assert min(gaps) >= Stream.interval * 0.9, gaps  # each at the group's pace
+    assert min(gaps) >= GROUP_INTERVAL * 0.9, gaps  # each at the group's pace
 
 
 def test_a_replys_end_goes_ahead_of_a_redraw_when_asked() -> None:

@@ -415,9 +415,9 @@ async def test_a_variant_stopped_mid_reply_keeps_what_had_streamed_marked_unsave
 async def test_eight_streaming_columns_go_out_together_as_new_text_only(
         model: ScriptedModel, grids: Grids, wire: Wire) -> None:
     # 8 long replies streaming at once: one message carries every column's news, at most once
-    # per Stream.interval, and only what is new (never a column's whole text again)
+    # per GROUP_INTERVAL, and only what is new (never a column's whole text again)
     from fragola_nb.models.scripted import reply
-    from fragola_nb.notebook.stream import Stream
+    from fragola_nb.notebook.stream import GROUP_INTERVAL
 
     text = "word " * 400
     model.chunk_size, model.chunk_delay = 5, 0.002
@@ -429,7 +429,7 @@ async def test_eight_streaming_columns_go_out_together_as_new_text_only(
     [view] = grids.views
     sent = [s for s in wire.log if s.comm_id == view.grid.comm.comm_id and s.kind == "comm_msg"
             and s.data.get("method") == "custom" and s.data["content"].get("t") == "stream"]
-    assert len(sent) <= elapsed / Stream.interval + 2 * 8 + 2, (len(sent), elapsed)
+    assert len(sent) <= elapsed / GROUP_INTERVAL + 2 * 8 + 2, (len(sent), elapsed)
     shown = {f"v{i}": "" for i in range(8)}
     adds = dict.fromkeys(shown, 0)
     for s in sent:

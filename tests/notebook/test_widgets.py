@@ -766,10 +766,10 @@ async def test_streaming_is_batched_and_sends_only_new_text(
              if isinstance(s.data, dict) and s.data.get("content", {}).get("t") == "stream"]
     pieces = [m for _, m in shows if m.get("add") or m.get("text")]
     assert len(pieces) >= 3, "the reply should show while it streams"
-    assert len(pieces) <= 20 * elapsed + 2
+    assert len(pieces) <= elapsed / Stream.interval + 2
     times = [t for t, m in shows if m.get("add") or m.get("text")]
-    for t in times:  # never more than ~12 in any one second
-        assert sum(1 for u in times if t <= u < t + 1) <= 13
+    for t in times:  # one per interval in any second (20 at 50 ms), and the reply's end
+        assert sum(1 for u in times if t <= u < t + 1) <= round(1 / Stream.interval) + 2
     assert "text" in pieces[0] and all("add" in m for m in pieces[1:])  # only what is new
     shown = "".join(m.get("text", "") + m.get("add", "") for m in pieces)
     assert len(shown) > len(text) / 2 and text.startswith(shown)  # the row shows the rest
@@ -811,18 +811,19 @@ def test_the_stream_shows_an_overdue_text_without_waiting_for_its_timer() -> Non
         {"text": "one", "stopped": False}, {"add": " two three", "stopped": False}]
 
 
-def test_a_finished_reply_sends_its_last_text_only_when_the_pace_allows() -> None:
-    sent: list[dict[str, Any]] = []
-    stream = Stream(sent.append)
-    stream.feed("one")
-    stream.feed("one two")  # too soon (no loop: kept)
-    stream.finish()  # right after an update: the stored rows show it, the pace holds
-    assert sent == [{"text": "one", "stopped": False}]
-    time.sleep(stream.interval * 0.6)
-    stream.finish()  # half an interval on: the last text goes ahead of the stored rows
-    assert sent[-1] == {"add": " two", "stopped": False}
-    stream.finish()  # nothing new: nothing sent
-    assert len(sent) == 2
+def test_a_finished_reply_sends_its_last_text_at_once_and_only_once() -> None:
+    async def scenario() -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+        stream = Stream(sent.append)
+        stream.feed("one")
+        stream.feed("one two")  # too soon: a trailing flush is due
+        stream.finish()  # the end does not wait for the pace: it goes ahead of the rows
+        assert sent == [{"text": "one", "stopped": False}, {"add": " two", "stopped": False}]
+        stream.finish()  # nothing new: nothing sent
+        await asyncio.sleep(stream.interval * 2)  # and the trailing flush was called off
+        return sent
+
+    assert len(asyncio.run(scenario())) == 2
 
 
 def test_a_stream_that_does_not_go_on_is_sent_whole_and_a_stop_keeps_it() -> None:
