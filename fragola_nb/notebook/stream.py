@@ -71,10 +71,6 @@ class Stream:
         with self._lock:
             return self._text_of(self._latest) if self._received else self.sent
 
-    def since_sent(self) -> float:
-        """Seconds since the last update went."""
-        return time.monotonic() - self._sent_at
-
     @contextlib.contextmanager
     def held(self) -> Iterator[tuple[str, bool]]:
         """The text the views have (``sent``: not what is received and not yet sent) and
@@ -186,9 +182,8 @@ class Stream:
 
 class Pacer:
     """Runs ``action`` at most once per ``interval`` seconds (``Stream.interval`` unless
-    given): ``due()`` runs it now, or
-    when the interval is up (a timer on the event loop it was called from); with no loop
-    running, now.
+    given): ``due()`` runs it now, or when the interval is up (a timer on the event loop it
+    was called from); with no loop running, now.
 
     >>> ran = []
     >>> pacer = Pacer(lambda: ran.append(1))
@@ -225,10 +220,6 @@ class Pacer:
     def interval(self) -> float:
         """Seconds between two runs at least."""
         return Stream.interval if self._interval is None else self._interval
-
-    def since_sent(self) -> float:
-        """Seconds since the action last ran."""
-        return time.monotonic() - self._sent_at
 
     def flush(self) -> None:
         """Run now."""
