@@ -43,9 +43,10 @@ class Stream:
     [{'text': 'Once upon', 'stopped': False}]
     """
 
-    interval = 0.05
-    """Seconds between two updates at least: at most 20 a second, so the text on screen is
-    about 70 ms behind the kernel (a turn panel streaming 5,000 tokens a second: issue 26)."""
+    interval = 0.06
+    """Seconds between two updates at least: at most 17 a second, so the text on screen is
+    about 80 ms behind the kernel (a turn panel streaming 5,000 tokens a second, issue 26;
+    50 ms took the panel to 27 comm messages in its busiest second, near the ~30 allowed)."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None],
                  text_of: Callable[[Any], str] = str, *,
