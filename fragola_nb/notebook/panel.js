@@ -176,6 +176,8 @@ class Window {
     this.decorate = null; // (node, row) => adds a row's controls (set by the view)
     this.sticky = true;
     this.frame = 0;
+    this.held = false; // hold(): draws wait for release()
+    this.due = false; // a draw asked for while held
     scroller.addEventListener("scroll", () => {
       this.sticky = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < STICK;
       this.schedule();
@@ -184,7 +186,18 @@ class Window {
   }
 
   schedule() {
+    if (this.held) { this.due = true; return; }
     if (!this.frame) this.frame = requestAnimationFrame(() => { this.frame = 0; this.draw(); });
+  }
+
+  // While a streamed reply ends, its stored row is not drawn: the stream's last text is painted
+  // first (a small change), then the row replaces it in one frame (a large one: a 120 KB reply
+  // takes its own 50 ms), never both on screen at once.
+  hold() { this.held = true; }
+
+  release() {
+    this.held = false;
+    if (this.due) { this.due = false; this.draw(); }
   }
 
   reset() {
@@ -449,9 +462,22 @@ function renderView(store, model, el) {
     notice.append(h("span", "fragola-notice-text", n.text), dismiss);
   }
 
+  // A stream that ends (cleared: its stored row is on the way) stays on screen for the frame
+  // that paints its last text; the frame after, it goes and the rows held meanwhile are drawn.
+  let ending = false;
   function drawStream() {
     const shown = Boolean(store.stream) || store.stopped;
-    if (!shown) { streamBox.remove(); return; }
+    if (!shown) {
+      if (!streamBox.isConnected || ending) return;
+      ending = true;
+      win.hold();
+      requestAnimationFrame(() => requestAnimationFrame(() => {
+        if (ending) { ending = false; streamBox.remove(); }
+        win.release();
+      }));
+      return;
+    }
+    ending = false;
     streamText.textContent = store.stream;
     streamLabel.textContent = store.stopped ? "assistant · (stopped — not saved)" : "assistant · streaming…";
     streamBox.classList.toggle("fragola-stream-stopped", store.stopped);
