@@ -46,10 +46,12 @@ Exceptions, so that ordinary model settings keep working and round-trip through 
 - a URL with a password (``scheme://user:password@``) or with a query parameter whose name
   is a credential (``?key=...``, ``&sig=...``).
 
-**Known values.** ``redact_text``, ``redacted`` and ``scrub`` also take ``known``: the
+**Known values.** ``redact_text``, ``redacted``, ``scrub`` and ``redact_exception`` hide the
 credentials in use (the client's key, the values of credential headers, query parameters and
-body fields a request was sent with: ``credentials_in`` collects them), hidden wherever they
-appear, whatever their shape (a server quoting a key back in an error, a 422's ``"input"``).
+body fields a request was sent with: ``credentials_in`` collects them), wherever they appear,
+whatever their shape (a server quoting a key back in an error, a 422's ``"input"``): every
+credential of :mod:`fragola_nb.base.inuse` (what the model clients of this process use and
+send), and those given as ``known``.
 A value hides by value only when it cannot be ordinary text: at least 8 characters, not
 one plain word of letters (Ollama's documented key ``"ollama"``, a key ``"password"``), and,
 under 16 characters, only as a whole word (never inside a longer run of letters and digits).
@@ -71,8 +73,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote
 
+from fragola_nb.base.inuse import in_use
+
 __all__ = ["REDACTED", "credentials_in", "hidden", "is_secret_name", "is_secret_value",
-           "redact_exception", "redact_text", "redacted", "scrub"]
+           "redact_exception", "redact_text", "redacted", "redacted_texts", "scrub"]
 
 REDACTED = "[redacted]"
 
@@ -108,10 +112,13 @@ _KEY_SHAPES = [
     re.compile(r"(?<![A-Za-z0-9_-])()AIza[0-9A-Za-z_-]{30,}"),
     re.compile(r"(?<![A-Za-z0-9])()(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
     re.compile(r"(?<![A-Za-z0-9_-])()eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
-    re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s?#@:]*:)[^/\s?#@]+(?=@)"),
+    # A scheme starts where no scheme letter stands before it: else each letter of a long run
+    # of them would start a scheme read to the run's end (quadratic on "hahaha...").
+    re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^/\s?#@:]*:)[^/\s?#@]+(?=@)"),
 ]
 _BASIC = re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
-_QUERY_PAIR = re.compile(r"([?&;]([^=&#\s]+)=)([^&#\s]*)")
+# A name stops at the next separator, so that each is read once (linear on "?a?a?a...").
+_QUERY_PAIR = re.compile(r"([?&;]([^=&#\s?;]+)=)([^&#\s]*)")
 
 
 def _words(name: str) -> list[str]:
@@ -178,9 +185,18 @@ def _known_pattern(values: frozenset[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(alternatives))
 
 
+@functools.lru_cache(maxsize=8)
+def _hideable(values: frozenset[str]) -> frozenset[str]:
+    """The ``values`` that hide by value (see the module's rule), without their scheme."""
+    return frozenset(bare for value in values if _specific(bare := _bare(value)))
+
+
 def _known(known: Iterable[object]) -> re.Pattern[str] | None:
-    values = frozenset(bare for value in known if isinstance(value, str)
-                       if _specific(bare := _bare(value)))
+    """The pattern of ``known`` and of every credential in use (:mod:`.inuse`)."""
+    values = _hideable(in_use())
+    given = frozenset(value for value in known if isinstance(value, str))
+    if given:
+        values = values | _hideable(given)
     return _known_pattern(values) if values else None
 
 
@@ -304,6 +320,30 @@ def redacted(value: Any, known: Iterable[object] = ()) -> Any:
     pattern = _known(known)
     return _walk(value, "", lambda _, item, named: hidden(item) if named
                  else _redact(item, pattern), known=pattern)
+
+
+def redacted_texts(value: Any, known: Iterable[object] = ()) -> Any:
+    """``value`` with every string in it (at any depth, dict keys too) passed through
+    ``redact_text``; names are not looked at, so the shape of a document that must load
+    again (a session file, a resume file's row) is kept whole.
+
+    >>> redacted_texts({"tokens": 3, "said": ["my key is sk-abc12345678"]})
+    {'tokens': 3, 'said': ['my key is [redacted]']}
+    """
+    pattern = _known(known)
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return _redact(item, pattern)
+        if isinstance(item, dict):
+            return {walk(key) if isinstance(key, str) else key: walk(inner)
+                    for key, inner in item.items()}
+        if isinstance(item, (list, tuple)):
+            items = [walk(inner) for inner in item]
+            return items if isinstance(item, list) else tuple(items)
+        return item
+
+    return walk(value)
 
 
 _TEXT_ATTRIBUTES = ("message", "body", "doc", "text", "reason", "strerror", "filename",

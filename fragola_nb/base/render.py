@@ -5,7 +5,9 @@ rendered as Markdown by markdown-it with raw HTML switched off and images disabl
 would make the browser fetch a URL the model chose), so ``<script>`` and
 ``<img onerror=...>`` always show as text. Characters that would change what a reader sees
 without being seen (bidi overrides that make "file\u202egnp.exe" read "fileexe.png",
-zero-width spaces, control characters) are written out as ``\u202e``.
+zero-width spaces, control characters) are written out as ``\u202e``. A credential is never
+shown: ``visible``, which every form here and every view uses, redacts the known shapes and
+the credentials in use (``fragola_nb.base.redact``, ``fragola_nb.base.inuse``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from fragola_nb.base.checks import rejection_of
+from fragola_nb.base.redact import redact_text
 
 __all__ = [
     "CSS",
@@ -56,8 +59,10 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2
 
 
 def visible(text: str) -> str:
-    """``text`` with ``\\n`` line endings and every invisible control written as ``\\uXXXX``."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    """``text`` as it may be shown: every credential in it redacted (by
+    ``fragola_nb.base.redact``'s rule, the credentials in use included: a key a server quoted
+    back), ``\\n`` line endings and every invisible control written as ``\\uXXXX``."""
+    text = redact_text(text).replace("\r\n", "\n").replace("\r", "\n")
     return _INVISIBLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 

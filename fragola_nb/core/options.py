@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.checks import normalize_instructions
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.inuse import remember
+from fragola_nb.base.redact import credentials_in
 from fragola_nb.core.stores import Store, index_stores
 from fragola_nb.core.tools import check_tools
 from fragola_nb.models.client import settings_problem
@@ -42,6 +44,7 @@ def check_model_settings(value: Any) -> dict[str, Any]:
     problem = settings_problem(settings)
     if problem:
         raise BadUsage(problem)
+    remember(credentials_in(settings))  # hidden from every writer and view from now on
     return settings
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redacted_texts
 from fragola_nb.base.textfile import utf8
 from fragola_nb.core.timing import tool_read_back
 from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
@@ -188,10 +189,11 @@ class ResumeFile:
         """Append ``row`` as one line, on disk before this returns."""
         usage = None if row.usage is None else [dataclasses.asdict(c) for c in row.usage.calls]
         tools = [] if row.usage is None else [dataclasses.asdict(t) for t in row.usage.tools]
-        line = json.dumps({"index": row.index, "input": row.input, "status": row.status,
-                           "answer": row.answer, "error": row.error, "usage": usage,
-                           "seconds": row.seconds, **({"tools": tools} if tools else {})},
-                          ensure_ascii=False) + "\n"
+        record = {"index": row.index, "input": row.input, "status": row.status,
+                  "answer": row.answer, "error": row.error, "usage": usage,
+                  "seconds": row.seconds, **({"tools": tools} if tools else {})}
+        # No credential in the file: the credentials in use and the known shapes, by text.
+        line = json.dumps(redacted_texts(record), ensure_ascii=False) + "\n"
         data, self._newline = self._newline + utf8(line), b""
         while data:  # one write on a local file; the loop covers a short write
             data = data[os.write(self._fd, data):]

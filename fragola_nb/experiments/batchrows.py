@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from fragola_nb.base.redact import redact_text, redacted_texts
 from fragola_nb.base.render import escape, text_of
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.comparison import import_pandas
@@ -142,7 +143,7 @@ class BatchResult(Sequence[BatchRow]):
             columns.insert(1, "repeat")
         if any(row.grades for row in self._rows):
             columns[-1:-1] = ["passed", "score"]
-        data = [[getattr(row, name) for name in columns] for row in self._rows]
+        data = redacted_texts([[getattr(row, name) for name in columns] for row in self._rows])
         # Whole numbers, <NA> where unknown (not floats with NaN).
         return pandas.DataFrame(data, columns=columns).astype({"tokens": "Int64"})
 
@@ -200,5 +201,5 @@ _TEXT_CELL = "overflow-wrap:anywhere;min-width:6em;text-align:left"
 
 
 def _short(text: str) -> str:
-    text = " ".join(text.split())
+    text = " ".join(redact_text(text).split())  # before it is cut: no half key is left
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"

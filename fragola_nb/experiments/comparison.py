@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fragola_nb.base.redact import redact_text
+from fragola_nb.base.redact import redact_text, redacted_texts
 from fragola_nb.base.render import escape, text_of, visible
 from fragola_nb.core.driver import StopNow
 from fragola_nb.core.usage import Usage
@@ -219,8 +219,9 @@ class Comparison(Mapping[str, "Agent"]):
         None), tool_calls (``name(arguments)`` strings), tokens, seconds, error (one line, or
         None). Read from the forks now, so a waiting fork resumed later shows its answer.
         With ``graders``, also passed, score and grades (name -> passed, score, reason); with
-        ``repeat``, one row per run of a variant (``name``, ``name#2``...) and its repeat."""
-        return [run.row() for run in self.runs.values()]
+        ``repeat``, one row per run of a variant (``name``, ``name#2``...) and its repeat.
+        No credential (``fragola_nb.base.redact``): its repr and HTML are made from it."""
+        return list(redacted_texts([run.row() for run in self.runs.values()]))
 
     def to_pandas(self) -> Any:
         """``table()`` as a ``pandas.DataFrame`` (needs ``pip install fragola_nb[pandas]``)."""

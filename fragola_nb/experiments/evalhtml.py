@@ -53,10 +53,10 @@ def evaluation_html(evaluation: Evaluation) -> str:
                     if change is not None and change.change != "unchanged" else "")
             reasons = "; ".join(f"{g.name}: {g.reason}" for row in rows for g in row.grades
                                 if not g.passed and g.reason)
-            title = f' title="{escape(redact_text(reasons[:300], known))}"' if reasons else ""
+            title = f' title="{escape(redact_text(reasons, known)[:300])}"' if reasons else ""
             cells.append(f'<td style="white-space:nowrap"{title}>{escape(marks(rows))}'
                          f"{escape(score)}{note}</td>")
-        shown = redact_text(_short(text_of(first.input)), known)
+        shown = _short(redact_text(text_of(first.input), known))
         body.append(f'<tr><td style="overflow-wrap:anywhere;min-width:8em;text-align:left">'
                     f"{escape(shown)}</td>{''.join(cells)}</tr>")
     more = len(cases) - SHOWN_CASES

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.base.redact import redacted
+from fragola_nb.base.redact import redacted, redacted_texts
 from fragola_nb.base.textfile import utf8
 from fragola_nb.core.usage import ModelPrice, Usage, format_cost
 from fragola_nb.experiments.comparison import import_pandas
@@ -113,15 +113,16 @@ class Evaluation(Sequence[EvalRow]):
     # -- as data ----------------------------------------------------------------------------
     def table(self) -> list[dict[str, Any]]:
         """One dict per row: case, input, variant, repeat, status, passed, score, grades
-        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds."""
-        return [{"case": row.case, "input": row.input, "variant": row.variant,
+        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds;
+        no credential (``fragola_nb.base.redact``: a key a server quoted back in an answer)."""
+        return redacted_texts([{"case": row.case, "input": row.input, "variant": row.variant,
                  "repeat": row.repeat, "status": row.status, "passed": row.passed,
                  "score": row.score,
                  "grades": {g.name: {"passed": g.passed, "score": g.score, "reason": g.reason}
                             for g in row.grades},
                  "answer": row.answer, "error": row.error, "tokens": row.tokens,
                  "cost": row.cost, "cached": row.cached, "seconds": row.seconds}
-                for row in self._rows]
+                for row in self._rows], self.known)
 
     def to_pandas(self) -> Any:
         """``table()`` as a DataFrame, each grader's verdict a column of its own (named

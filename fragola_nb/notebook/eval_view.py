@@ -117,7 +117,7 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
         firsts: dict[int, EvalRow] = {}
         for row in evaluation:
             firsts.setdefault(row.case, row)
-        self.matrix.cases = [visible(redact_text(_short(text_of(firsts[c].input)), known))
+        self.matrix.cases = [visible(_short(redact_text(text_of(firsts[c].input), known)))
                              if c in firsts else "" for c in range(max(firsts, default=-1) + 1)]
         evaluation.subscribe(self._on_row)
         self.matrix.observe(self._on_selected, names="selected")

@@ -33,6 +33,7 @@ from fragola_nb.base.render import (
 )
 from fragola_nb.base.render import tool_names_of as _tool_names
 from fragola_nb.base.textfile import writable
+from fragola_nb.base.redact import redact_text
 from fragola_nb.sessions.atomic import atomic_write, entry_path
 from fragola_nb.sessions.markdown import MarkdownText, fence, inline, messages_markdown
 
@@ -150,7 +151,7 @@ def _written(path: str | os.PathLike[str] | None, text: str) -> str:
     """``text`` as it can be written (half an emoji a model sent, a lone surrogate, as its
     ``\\udXXX`` escape: ``fragola_nb.base.textfile``), written to ``path`` when given. The text
     returned is the file's, and can be written by the caller's own ``open`` too."""
-    text = writable(text)
+    text = writable(redact_text(text))  # a key a server quoted, the credentials in use
     if path is not None:
         atomic_write(entry_path(path), text, mode=0o644)
     return text

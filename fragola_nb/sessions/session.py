@@ -40,6 +40,7 @@ from fragola_nb.core.events import Listener
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.stores import Store
 from fragola_nb.core.tools import Tool, check_tools
+from fragola_nb.base.redact import redacted_texts
 from fragola_nb.sessions.atomic import atomic_write, entry_path
 from fragola_nb.sessions.dump import document_of, listener_name, locate, not_json
 from fragola_nb.sessions.restore import build_agents, check_document
@@ -126,6 +127,9 @@ def session_to_json(agents: Agents, *, fragola: Fragola | None = None,
     if len(fragolas) != 1:
         raise BadUsage("save_session needs agents of one Fragola instance (or fragola=)")
     document = document_of(given, next(iter(fragolas.values())), listeners=listeners)
+    # No credential in the file: a key a server quoted into a message, the credentials in use
+    # (fragola_nb.base.inuse) and the known shapes, by text (settings are scrubbed by name).
+    document = redacted_texts(document)
     try:
         text = json.dumps(document, ensure_ascii=True, allow_nan=False, indent=1,
                           default=not_json)

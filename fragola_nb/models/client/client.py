@@ -23,6 +23,7 @@ from fragola_nb.base.errors import (
     ModelResponseError,
     ModelTimeout,
 )
+from fragola_nb.base.inuse import remember
 from fragola_nb.base.redact import (
     credentials_in,
     hidden,
@@ -156,6 +157,7 @@ class ModelClient:
         self.wrap_http: Callable[[httpx2.AsyncClient], httpx2.AsyncClient] | None = None
         """Given the HTTP client made for a new ``openai`` client, the one to use instead
         (``fragola_nb.models.recording`` wraps its transport to see every exchange)."""
+        self.credentials()  # known before any server can quote them back
 
     def settings(self) -> ClientSettings:
         """What this client was made with (``ClientSettings``)."""
@@ -258,6 +260,7 @@ class ModelClient:
         body, options = body_and_options(asking_usage(request))
         client = self.client()
         sent = (options, body)  # headers, query and extra_json in the options
+        self.credentials(options, {k: v for k, v in body.items() if k != "messages"})
         retried = [0]
         try:
             return await self._paced(client, body, options, on_chunk, exchange, on_throttle,
@@ -382,6 +385,7 @@ class ModelClient:
         known.discard(NO_KEY)
         if self._given is not None and isinstance(self._given.api_key, str):
             known.add(self._given.api_key)
+        remember(known)  # the one place every writer and view asks (fragola_nb.base.inuse)
         return known
 
 

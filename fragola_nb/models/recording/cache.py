@@ -5,9 +5,8 @@ recording.
 
 The key of a request: the API's base URL (its scheme, host, port and path, no credentials;
 a server on this machine is keyed without its port, as local servers take a free one),
-the JSON body sent (model, messages, tools, settings such as ``temperature``), scrubbed of
-credentials as the file is, ``stream_options`` aside (it only asks for the usage chunk), and
-the repeat index (``REPEAT_INDEX``): ``agent.evaluate(..., repeat=3)`` sets 0, 1, 2, so three
+the JSON body sent (model, messages, tools, settings such as ``temperature``) as it was
+sent, ``stream_options`` aside (it only asks for the usage chunk), and the repeat index (``REPEAT_INDEX``): ``agent.evaluate(..., repeat=3)`` sets 0, 1, 2, so three
 samples are paid for once each and then replayed. ``stream`` is part of the body: a streamed
 and a plain answer are different wire answers, each cached on its own.
 
@@ -22,6 +21,16 @@ Two requests with the same key at once: the second waits for the first's answer 
 then a hit (if the first fails, the second is sent for real). Other processes append to the
 same file safely (:class:`.recordfile.Appender`); what they add is seen by a new
 ``Fragola.cached``.
+
+The body in the key is the real one, not the scrubbed one the file holds: two requests that
+differ only by a credential (a key-shaped string in a message, an ``extra_body`` token) are
+two keys, never one answer for both. The file holds no credential for it: each line it
+writes has ``"keyed"``, an HMAC-SHA256 of the real body under a random key of the cache's
+(``"<key in hex>.<digest in hex>"``; the first line's key is used by every later writer). A
+line without one (written by ``Fragola.record``, or by an older fragola_nb) is keyed by its
+request when nothing in it was scrubbed; one that holds ``[redacted]`` cannot say which
+request it answered, so it answers none (the request is sent again and kept with its key),
+and ``Fragola.replay`` still reads it.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import hashlib
+import hmac
 import json
 import os
 import threading
@@ -39,7 +50,7 @@ from typing import Any
 import httpx2
 import openai
 
-from fragola_nb.base.redact import redacted
+from fragola_nb.base.redact import REDACTED, redacted
 from fragola_nb.models.client.asking import CURRENT_AGENT
 from fragola_nb.models.client.reported import CACHE_HEADER
 from fragola_nb.models.recording.recordfile import Appender, Exchange, read_recording
@@ -54,13 +65,27 @@ REPEAT_INDEX: contextvars.ContextVar[int] = contextvars.ContextVar(
 so ``repeat=3`` makes three real calls and then replays all three. ``evaluate``, ``batch``
 and ``compare`` set it per run."""
 
-Key = tuple[str | None, str, int]  # base URL (None: any), request, repeat index
+Key = tuple[str | None, str, int]  # base URL (None: any), keyed hash of the request, repeat
 
 
-def request_key(request: Mapping[str, Any]) -> str:
-    """A request body as the part of the key it is: scrubbed, ``stream_options`` aside."""
-    comparable = {k: v for k, v in redacted(dict(request)).items() if k not in DEFAULT_IGNORED}
+def request_text(request: Mapping[str, Any]) -> str:
+    """A request body as the part of the key it is, ``stream_options`` aside."""
+    comparable = {k: v for k, v in dict(request).items() if k not in DEFAULT_IGNORED}
     return json.dumps(comparable, sort_keys=True, separators=(",", ":"))
+
+
+def keyed(secret: bytes, text: str) -> str:
+    """The HMAC-SHA256 of a request's text under the cache's ``secret``, in hex."""
+    return hmac.new(secret, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def _stored_key(exchange: Exchange) -> tuple[bytes, str] | None:
+    """The secret and the digest a line was written with (``"keyed"``), when it has both."""
+    secret, _, digest = (exchange.keyed or "").partition(".")
+    try:
+        return (bytes.fromhex(secret), digest) if secret and len(digest) == 64 else None
+    except ValueError:
+        return None
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -97,11 +122,21 @@ class Cache:
         self._lock = threading.Lock()  # transports of several event loops share the cache
         self._answers: dict[Key, Exchange] = {}
         self._flying: dict[Key, concurrent.futures.Future[None]] = {}
+        stored = [_stored_key(exchange) for exchange in exchanges]
+        self.secret = next((pair[0] for pair in stored if pair is not None), os.urandom(16))
+        self._secrets = list(dict.fromkeys([self.secret] + [p[0] for p in stored if p]))
         seen: dict[tuple[str | None, str], int] = {}
-        for exchange in exchanges:
+        for exchange, pair in zip(exchanges, stored, strict=True):
             if not _whole(exchange):
                 continue
-            found = (exchange.base_url, request_key(exchange.request))
+            if pair is not None:
+                digest = pair[1]
+            else:  # no key written: its request says which one it answers, unless scrubbed
+                text = request_text(exchange.request)
+                if REDACTED in text:
+                    continue
+                digest = keyed(self.secret, text)
+            found = (exchange.base_url, digest)
             repeat = exchange.repeat if exchange.repeat is not None else seen.get(found, 0)
             seen[found] = max(seen.get(found, 0), repeat + 1)
             self._answers.setdefault((*found, repeat), exchange)  # the first answer kept
@@ -109,13 +144,23 @@ class Cache:
     def __len__(self) -> int:
         return len(self._answers)
 
-    def claim(self, key: Key) -> Exchange | concurrent.futures.Future[None] | None:
-        """The answer to ``key``; else the future of the same request in flight, to wait
-        for; else None, and the caller sends it and must ``settle`` it."""
+    def key_of(self, base_url: str, request: Mapping[str, Any], repeat: int) -> Key:
+        """The key of a request as it is sent (with the credentials it holds)."""
+        return base_url, keyed(self.secret, request_text(request)), repeat
+
+    def claim(self, key: Key, request: Mapping[str, Any] | None = None
+              ) -> Exchange | concurrent.futures.Future[None] | None:
+        """The answer to ``key`` (or to ``request`` under a key another writer of the file
+        used); else the future of the same request in flight, to wait for; else None, and
+        the caller sends it and must ``settle`` it."""
+        others = [] if request is None else [
+            (key[0], keyed(secret, request_text(request)), key[2])
+            for secret in self._secrets[1:]]
         with self._lock:
-            found = self._answers.get(key) or self._answers.get((None, *key[1:]))
-            if found is not None:
-                return found
+            for each in (key, *others):
+                found = self._answers.get(each) or self._answers.get((None, *each[1:]))
+                if found is not None:
+                    return found
             flying = self._flying.get(key)
             if flying is not None:
                 return flying
@@ -142,7 +187,8 @@ class Cache:
                             record.get("cut") is True, key[0], key[2])
         if not _whole(exchange):  # an error, or a stream cut: asked again next time
             return
-        self._appender.append({**record, "base_url": key[0], "repeat": key[2]})
+        self._appender.append({**record, "base_url": key[0], "repeat": key[2],
+                               "keyed": f"{self.secret.hex()}.{key[1]}"})
         with self._lock:
             self._answers.setdefault(key, exchange)
 
@@ -169,10 +215,9 @@ class CachingTransport(httpx2.AsyncBaseTransport):
         if sent is None:
             return await self._http.send(request, stream=True)
         secrets = credentials_of(request.headers, request.url, sent)
-        key = (base_url_of(request.url), request_key(redacted(sent, secrets)),
-               REPEAT_INDEX.get())
+        key = self._cache.key_of(base_url_of(request.url), sent, REPEAT_INDEX.get())
         while True:
-            found = self._cache.claim(key)
+            found = self._cache.claim(key, sent)
             if isinstance(found, Exchange):
                 return _served(found)
             if found is None:
