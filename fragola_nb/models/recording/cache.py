@@ -25,7 +25,7 @@ same file safely (:class:`.recordfile.Appender`); what they add is seen by a new
 The body in the key is the real one, not the scrubbed one the file holds: two requests that
 differ only by a credential (a key-shaped string in a message, an ``extra_body`` token) are
 two keys, never one answer for both. The file holds no credential for it: each line it
-writes has ``"keyed"``, an HMAC-SHA256 of the real body under a random key of the cache's
+writes has ``"request_hash"``, an HMAC-SHA256 of the real body under a random key of the cache's
 (``"<key in hex>.<digest in hex>"``; the first line's key is used by every later writer). A
 line without one (written by ``Fragola.record``, or by an older fragola_nb) is keyed by its
 request when nothing in it was scrubbed; one that holds ``[redacted]`` cannot say which
@@ -80,8 +80,8 @@ def keyed(secret: bytes, text: str) -> str:
 
 
 def _stored_key(exchange: Exchange) -> tuple[bytes, str] | None:
-    """The secret and the digest a line was written with (``"keyed"``), when it has both."""
-    secret, _, digest = (exchange.keyed or "").partition(".")
+    """The secret and the digest a line was written with (``"request_hash"``), when it has both."""
+    secret, _, digest = (exchange.request_hash or "").partition(".")
     try:
         return (bytes.fromhex(secret), digest) if secret and len(digest) == 64 else None
     except ValueError:
@@ -188,7 +188,7 @@ class Cache:
         if not _whole(exchange):  # an error, or a stream cut: asked again next time
             return
         self._appender.append({**record, "base_url": key[0], "repeat": key[2],
-                               "keyed": f"{self.secret.hex()}.{key[1]}"})
+                               "request_hash": f"{self.secret.hex()}.{key[1]}"})
         with self._lock:
             self._answers.setdefault(key, exchange)
 

@@ -206,7 +206,7 @@ class Exchange:
     cut: bool = False
     base_url: str | None = None  # written by Fragola.cached: the API it was sent to
     repeat: int | None = None  # written by Fragola.cached: the sample's repeat index
-    keyed: str | None = None  # written by Fragola.cached: the keyed hash of the real request
+    request_hash: str | None = None  # written by Fragola.cached: the keyed hash of the real request
 
 
 MAX_DEPTH = 200
@@ -340,10 +340,10 @@ def _exchange(path: Path, number: int, entry: Any) -> Exchange:
         raise _fail(path, number, "has a 'base_url' that is not a string")
     if repeat is not None and (type(repeat) is not int or repeat < 0):
         raise _fail(path, number, "has a 'repeat' that is not a whole number >= 0")
-    keyed = entry.get("keyed")  # another's, or none: the cache reads the request instead
+    hashed = entry.get("request_hash")  # another's, or none: the cache reads the request instead
     return Exchange(number, agent, request, status, entry.get("body"), text,
                     None if chunks is None else tuple(chunks), entry.get("cut") is True,
-                    base_url, repeat, keyed if isinstance(keyed, str) else None)
+                    base_url, repeat, hashed if isinstance(hashed, str) else None)
 
 
 def read_recording(path: str | os.PathLike[str], *, torn: bool = False) -> list[Exchange]:
