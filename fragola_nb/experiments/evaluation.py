@@ -115,14 +115,15 @@ class Evaluation(Sequence[EvalRow]):
         """One dict per row: case, input, variant, repeat, status, passed, score, grades
         (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds;
         no credential (``fragola_nb.base.redact``: a key a server quoted back in an answer)."""
-        return redacted_texts([{"case": row.case, "input": row.input, "variant": row.variant,
+        rows = [{"case": row.case, "input": row.input, "variant": row.variant,
                  "repeat": row.repeat, "status": row.status, "passed": row.passed,
                  "score": row.score,
                  "grades": {g.name: {"passed": g.passed, "score": g.score, "reason": g.reason}
                             for g in row.grades},
                  "answer": row.answer, "error": row.error, "tokens": row.tokens,
                  "cost": row.cost, "cached": row.cached, "seconds": row.seconds}
-                for row in self._rows], self.known)
+                for row in self._rows]
+        return list(redacted_texts(rows, self.known))
 
     def to_pandas(self) -> Any:
         """``table()`` as a DataFrame, each grader's verdict a column of its own (named

@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import (
     CSS,
     escape,
@@ -33,7 +34,6 @@ from fragola_nb.base.render import (
 )
 from fragola_nb.base.render import tool_names_of as _tool_names
 from fragola_nb.base.textfile import writable
-from fragola_nb.base.redact import redact_text
 from fragola_nb.sessions.atomic import atomic_write, entry_path
 from fragola_nb.sessions.markdown import MarkdownText, fence, inline, messages_markdown
 

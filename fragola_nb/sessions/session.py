@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage, SessionError
+from fragola_nb.base.redact import redacted_texts
 from fragola_nb.core.agent import Agent
 from fragola_nb.core.events import Listener
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.stores import Store
 from fragola_nb.core.tools import Tool, check_tools
-from fragola_nb.base.redact import redacted_texts
 from fragola_nb.sessions.atomic import atomic_write, entry_path
 from fragola_nb.sessions.dump import document_of, listener_name, locate, not_json
 from fragola_nb.sessions.restore import build_agents, check_document

@@ -5,9 +5,10 @@ recording.
 
 The key of a request: the API's base URL (its scheme, host, port and path, no credentials;
 a server on this machine is keyed without its port, as local servers take a free one),
-the JSON body sent (model, messages, tools, settings such as ``temperature``) as it was
-sent, ``stream_options`` aside (it only asks for the usage chunk), and the repeat index (``REPEAT_INDEX``): ``agent.evaluate(..., repeat=3)`` sets 0, 1, 2, so three
-samples are paid for once each and then replayed. ``stream`` is part of the body: a streamed
+the JSON body (model, messages, tools, settings such as ``temperature``) as it was sent,
+``stream_options`` aside (it only asks for the usage chunk), and the repeat index
+(``REPEAT_INDEX``): ``agent.evaluate(..., repeat=3)`` sets 0, 1, 2, so three samples are
+paid for once each and then replayed. ``stream`` is part of the body: a streamed
 and a plain answer are different wire answers, each cached on its own.
 
 A line of the file holds the key's base URL and repeat index beside the request; a line
@@ -25,12 +26,13 @@ same file safely (:class:`.recordfile.Appender`); what they add is seen by a new
 The body in the key is the real one, not the scrubbed one the file holds: two requests that
 differ only by a credential (a key-shaped string in a message, an ``extra_body`` token) are
 two keys, never one answer for both. The file holds no credential for it: each line it
-writes has ``"request_hash"``, an HMAC-SHA256 of the real body under a random key of the cache's
-(``"<key in hex>.<digest in hex>"``; the first line's key is used by every later writer). A
-line without one (written by ``Fragola.record``, or by an older fragola_nb) is keyed by its
-request when nothing in it was scrubbed; one that holds ``[redacted]`` cannot say which
-request it answered, so it answers none (the request is sent again and kept with its key),
-and ``Fragola.replay`` still reads it.
+writes has ``"request_hash"``, an HMAC-SHA256 of the real body under a random secret of the
+cache's (``"<secret in hex>.<digest in hex>"``; the first line's secret is used by every
+later writer, so a new cache reads the keys back). A line without one (written by
+``Fragola.record``, or by an older fragola_nb) is keyed by its request when nothing in it
+was scrubbed; one that holds ``[redacted]`` cannot say which request it answered, so it
+answers none (the request is sent again and kept with its key), and ``Fragola.replay``
+still reads it.
 """
 
 from __future__ import annotations
