@@ -22,6 +22,7 @@ from typing import Any
 import pydantic
 
 from fragola_nb.base.errors import BadUsage, FragolaError
+from fragola_nb.base.redact import redact_text
 from fragola_nb.core.schemas import json_validator, load_json_schema
 from fragola_nb.experiments.graders import Grade, GradedRow
 
@@ -166,7 +167,7 @@ def json_schema(schema: Any) -> Check:
             return False, f"answer is not JSON ({type(exc).__name__}: {str(exc)[:80]})"
         problem = validate(document)
         if problem is not None:
-            return False, f"answer does not fit {label}: {problem[:200]}"
+            return False, f"answer does not fit {label}: {redact_text(problem)[:200]}"
         return True, f"answer fits {label}"
 
     return Check(f"json_schema({label})", rule)

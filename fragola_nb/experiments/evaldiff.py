@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
 
 if TYPE_CHECKING:
@@ -127,5 +128,5 @@ def _pct(value: float | None) -> str:
 
 
 def _short(text: str, limit: int = 120) -> str:
-    text = " ".join(text.split())
+    text = " ".join(redact_text(text).split())  # before it is cut: no half key is left
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -89,7 +89,8 @@ class Judge:
             return Grade("judge", False, reason=one_line(exc, known), usage=agent.usage)
         if not result.success or not isinstance(result.data, Verdict):
             return Grade("judge", False, reason=f"the judge's reply does not fit "
-                         f"{{score, reason}}: {str(result.error)[:200]}", usage=agent.usage)
+                         f"{{score, reason}}: {redact_text(str(result.error))[:200]}",
+                         usage=agent.usage)
         # The model's reason is shown in tables and saved: a key it quoted back stays hidden.
         reason = redact_text(" ".join(result.data.reason.split()), fragola.credentials(settings))
         score = result.data.score

@@ -62,9 +62,9 @@ def _arguments(messages: Iterable[dict[str, Any]]) -> dict[str, str]:
             continue
         for call in message.get("tool_calls") or ():
             try:
-                raw = str(call["function"]["arguments"])
-                found[str(call["id"])] = visible(raw if len(raw) <= ARGS_SHOWN
-                                                 else raw[:ARGS_SHOWN - 1] + "…")
+                raw = visible(str(call["function"]["arguments"]))  # redacted before it is cut
+                found[str(call["id"])] = (raw if len(raw) <= ARGS_SHOWN
+                                          else raw[:ARGS_SHOWN - 1] + "…")
             except (KeyError, TypeError):
                 continue
     return found

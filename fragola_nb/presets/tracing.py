@@ -320,7 +320,7 @@ class _Tracing:
                 try:
                     result = serialize_result(run.result)
                 except Exception:  # the run loop stores its own error text for this result
-                    result = repr(run.result)[:2000]
+                    result = redact_text(repr(run.result), known)[:2000]
                 _set(span, "gen_ai.tool.call.result", result, known)
 
     @contextlib.contextmanager

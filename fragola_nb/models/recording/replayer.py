@@ -18,7 +18,7 @@ from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from fragola_nb.base.redact import redacted
+from fragola_nb.base.redact import redact_text, redacted
 from fragola_nb.models.recording.recordfile import Exchange
 from fragola_nb.models.recording.transport import AGENT_HEADER
 from fragola_nb.models.scripted.items import Item, Recorded, fail
@@ -158,7 +158,7 @@ def _role(message: Any) -> str:
 
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = " ".join(redact_text(text).split())  # before it is cut: no half key is left
     return repr(text if len(text) <= EXCERPT else text[: EXCERPT - 1] + "…")
 
 
