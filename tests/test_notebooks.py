@@ -8,6 +8,7 @@ quickstart is also run the way a newcomer runs it, clicking Approve and a node o
 from __future__ import annotations
 
 import configparser
+import re
 import shutil
 import subprocess
 import sys
@@ -159,6 +160,12 @@ def test_notebook_runs_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert {file: file.read_bytes() for file in (HERE / "recordings").glob("*.jsonl")} == shipped
     if path.stem == "teaching_example":
         replayed_from_the_shipped_cache(notebook)
+    # Run headless, a cell that waits for a person's click says it does not, and why.
+    for cell in notebook.cells:
+        if "await wait_for_decisions(" in cell.source:
+            said = [o.data["text/plain"] for o in cell.outputs if "data" in o]
+            assert any(line.startswith("fragola_nb: not waiting for a click on ")
+                       and "no front end has drawn its panel" in line for line in said), said
 
 
 def replayed_from_the_shipped_cache(notebook: nbformat.NotebookNode) -> None:
@@ -198,7 +205,7 @@ def test_quickstart_with_clicks() -> None:
         kernel.act("approve", id=kernel.eval("calculator.pending[0].id"))
         kernel.wait_for("calculator.status == 'idle'")
         fallback = kernel.execute(cells[approval + 1])
-        assert "approving" not in fallback.stdout  # the click decided it
+        assert "approved in code" not in fallback.stdout  # the click decided it
         assert "sent: [('Alice', 5)]" in fallback.stdout
         for source in cells[approval + 2:tree + 1]:
             kernel.execute(source)
@@ -212,3 +219,25 @@ def test_quickstart_with_clicks() -> None:
         until(shows_the_fork)
         for source in cells[tree + 1:]:
             kernel.execute(source)
+
+
+CLICK = re.compile(r"👉[^\n]*\*\*(Click )?(Approve|Reject|Answer by hand)|👉 (Type|Change|Click)"
+                   r"[^.]*\*\*(Approve|Reject|Answer)")
+
+
+@pytest.mark.parametrize("name", sorted(GUIDE | {"system"}))
+def test_a_click_the_text_asks_for_is_waited_for_under_run_all(name: str) -> None:
+    """"👉 Click Approve now", then a cell that approved in code at once: under Run All nobody
+    ever could click. Each text asking for a click on a card is followed, after its paused
+    turn, by a cell that waits for it (``wait_for_decisions``), and decides in code only
+    where nobody could click or nobody did."""
+    cells = nbformat.read(HERE / f"{name}.ipynb", as_version=4).cells
+    asks = [i for i, cell in enumerate(cells)
+            if cell.cell_type == "markdown" and CLICK.search(cell.source)]
+    for index in asks:
+        after = next(cell for cell in cells[index + 1:] if cell.cell_type == "code"
+                     and not cell.source.startswith("%%fragola"))
+        assert "await wait_for_decisions(" in after.source, (name, cells[index].source)
+    waits = sum("await wait_for_decisions(" in cell.source for cell in cells)
+    assert waits == len(asks)
+    assert waits >= {"quickstart": 1, "tools_and_approvals": 5, "system": 1}.get(name, 0)

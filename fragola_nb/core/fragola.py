@@ -175,7 +175,9 @@ class Fragola:
         check_rate_limit(rate_limit)
         if not script:
             scripted_options.setdefault("brain", demo_brain)
-        scripted = ScriptedModel(list(script), **scripted_options).start()
+        scripted = ScriptedModel(list(script), **scripted_options)
+        scripted._made_by = "Fragola.scripted(...)"  # what its run-out line tells the user to call
+        scripted.start()
         fragola = cls(model=model, api_key="scripted-offline", base_url=scripted.base_url,
                       stores=stores, max_retries=0, prices=prices, budget=budget,
                       rate_limit=rate_limit)

@@ -6,6 +6,8 @@ transformer that lets a ``%%fragola`` cell run on the kernel's event loop (see `
 Loading twice is harmless;
 ``%unload_ext fragola_nb`` removes all of it and detaches the live panels. While loaded, a cell
 interrupted while it awaits an agent ends in one line (``interrupts``).
+``wait_for_decisions(agent)`` is a cell's wait for a person's click on a paused turn
+(``decisions``).
 
 This package imports IPython and ipywidgets; the core (``fragola_nb`` itself) never imports it.
 """
@@ -15,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from fragola_nb.notebook import compare_cell, eval_cell, interrupts
+from fragola_nb.notebook.decisions import wait_for_decisions
 from fragola_nb.notebook.magics import Extension, FragolaMagics
 
-__all__ = ["load_ipython_extension", "unload_ipython_extension"]
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "wait_for_decisions"]
 
 _ATTR = "_fragola_nb"  # the shell attribute the transformed cells call
 

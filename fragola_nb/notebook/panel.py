@@ -144,6 +144,10 @@ class AgentPanel(anywidget.AnyWidget):
         self._decided: dict[str, dict[str, Any]] = {}  # pending calls decided, as recorded
         self._static: str | None = None  # the static copy, kept as it was when detached
         self._quiet = True  # no view yet: what the first look finds goes with "hello"
+        self.shown_at = time.monotonic()
+        """When it was made (shown); ``seen`` is whether a front end has drawn it since (its
+        view's hello): a person can click it (``wait_for_decisions``)."""
+        self.seen = False
         self.actions = Actions(self)
         self.on_msg(self._on_browser)
         self._subscriptions: list[Subscription] = [
@@ -232,6 +236,7 @@ class AgentPanel(anywidget.AnyWidget):
             return
         action = content.get("do")
         if action == "hello":  # a new view (or a reloaded page): everything, once
+            self.seen = True
             self._send_all()
             return
         if action == "render":  # rows a view draws whose Markdown waits

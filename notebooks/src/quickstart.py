@@ -4,8 +4,9 @@
 # Right in a notebook, not in a module:
 # - await at the top level (F704);
 # - a cell's last expression is its output (B018);
-# - a line of markdown is longer than 100 characters (E501).
-# ruff: noqa: B018, E501, F704
+# - a line of markdown is longer than 100 characters (E501);
+# - cells import as they go (E402).
+# ruff: noqa: B018, E402, E501, F704
 
 # %% [markdown]
 # # fragola_nb quickstart
@@ -149,14 +150,18 @@ calculator.context.update_tools([add, transfer])
 # 👉 **Click Approve now.** The run resumes in the same panel: the tool runs, the model
 # reports the result, and the badge goes back to *idle*. No new cell is needed.
 #
-# If you used *Run All* (or the notebook runs headless, as in the tests), nobody clicked:
-# the next cell makes the same decision in code, and only if the call is still waiting.
+# Under *Run All* the next cell waits for your click (at most 2 minutes; a line under it
+# says so), then goes on. Where nobody can click (the notebook runs headless, as in the
+# tests: nothing draws the panel) or nobody did, it approves in code and prints
+# `approved in code: ...`; the card then says *approved in code*.
 
 # %%
-if calculator.state.status == "waiting":  # nobody clicked Approve: decide in code
+from fragola_nb.notebook import wait_for_decisions
+
+if not await wait_for_decisions(calculator):  # nobody clicked Approve: decide in code
     for pending in calculator.state.pending:
         if pending.decision is None:
-            print("approving", pending.name, pending.arguments)
+            print("approved in code:", pending.name, pending.arguments)
             calculator.approve(pending.id)
     await calculator.step()  # resume the run (the panel above follows it too)
 

@@ -115,14 +115,17 @@ lab.script(notes, [
 
 # %% [markdown]
 # The panel shows each MCP call and its result as it runs, then stops on
-# `delete_note`: it needs an approval. 👉 **Click Approve.** (Headless, or with
-# *Run All*, the next cell approves in code if nobody clicked.)
+# `delete_note`: it needs an approval. 👉 **Click Approve.** (The next cell waits for
+# the click, under *Run All* too, at most 2 minutes; headless, or if nobody clicks, it
+# approves in code.)
 
 # %%
-for pending in notes.state.pending:
-    if pending.decision is None:  # nobody clicked
-        notes.approve(pending.id)
-if notes.state.status == "waiting":
+from fragola_nb.notebook import wait_for_decisions
+
+if not await wait_for_decisions(notes):  # nobody clicked: approved in code
+    for pending in notes.state.pending:
+        if pending.decision is None:
+            notes.approve(pending.id)
     await notes.step()
 
 for message in notes.state.messages:

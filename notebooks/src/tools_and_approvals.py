@@ -248,16 +248,18 @@ desk.context.update_tools([get_weather, convert_currency, send_email, pay_invoic
 # The run resumes in the panel and the badge returns to *idle*. The card stays, as decided:
 # *approved by a click*.
 #
-# Each "decide in code" cell below makes the decision the text asks you to click, and only
-# if the call is still undecided, so *Run All* and headless runs go through. After *Run
-# All*, nobody clicked: the cell decided, and the card above says *approved in code*.
+# The cell after each paused turn waits for your click, under *Run All* too (at most 2
+# minutes; a line under it says so), then goes on. Where nobody can click (the notebook
+# runs headless, as in the tests: nothing draws the panel) or nobody did, it makes the
+# decision the text asks you to click, in code, and the card says so: *approved in code*.
 
 # %%
-# By hand: click Approve in the panel above first; this cell then only checks.
-for pending in desk.state.pending:
-    if pending.decision is None:  # nobody clicked (Run All): the panel says "in code"
-        desk.approve(pending.id)
-if desk.state.status == "waiting":
+from fragola_nb.notebook import wait_for_decisions
+
+if not await wait_for_decisions(desk):  # nobody clicked: the panel says "in code"
+    for pending in desk.state.pending:
+        if pending.decision is None:
+            desk.approve(pending.id)
     await desk.step()
 
 print("emails:", emails)
@@ -281,23 +283,22 @@ assert desk.state.status == "idle" and payments[-1] == ("ACME", 40.0)
 # `"amount": "a lot"` first and the error appears on the card, with nothing changed.
 #
 # 👉 Change `250` to `200` and click **Approve edited arguments**. The card then reads
-# *approved with edited arguments by a click* (after *Run All*, the next cell edits and
-# approves: *... in code*).
+# *approved with edited arguments by a click* (if nobody clicks, the next cell edits and
+# approves in code: *... in code*).
 
 # %% active="ipynb"
 # %%fragola desk
 # Pay invoice of 250 to "ACME"
 
 # %%
-# By hand: edit and approve in the panel above first; this cell then only checks.
-for pending in desk.state.pending:
-    if pending.decision is None:  # nobody clicked: the same edit, in code
-        try:
-            desk.approve(pending.id, params={"amount": "a lot", "to": "ACME"})
-        except InvalidArguments as exc:
-            print(exc, "\n(nothing changed: the call is still pending)\n")
-        desk.approve(pending.id, params={"amount": 200, "to": "ACME"})
-if desk.state.status == "waiting":
+if not await wait_for_decisions(desk):  # nobody clicked: the same edit, in code
+    for pending in desk.state.pending:
+        if pending.decision is None:
+            try:
+                desk.approve(pending.id, params={"amount": "a lot", "to": "ACME"})
+            except InvalidArguments as exc:
+                print(exc, "\n(nothing changed: the call is still pending)\n")
+            desk.approve(pending.id, params={"amount": 200, "to": "ACME"})
     await desk.step()
 
 call_message, result = desk.state.messages[-3], desk.state.messages[-2]
@@ -313,19 +314,18 @@ assert desk.state.status == "idle"
 # A rejected call does not run; the model is told it was refused, and why.
 #
 # 👉 Type a reason (for example *Mallory is not one of our suppliers*) and click
-# **Reject**. The card keeps the reason: *rejected by a click: ...* (after *Run All*,
-# *rejected in code: ...*).
+# **Reject**. The card keeps the reason: *rejected by a click: ...* (if nobody clicks, the
+# next cell rejects: *rejected in code: ...*).
 
 # %% active="ipynb"
 # %%fragola desk
 # Pay invoice of 900 to "Mallory"
 
 # %%
-# By hand: reject in the panel above first; this cell then only checks.
-for pending in desk.state.pending:
-    if pending.decision is None:  # nobody clicked (Run All): the panel says "in code"
-        desk.reject(pending.id, "Mallory is not one of our suppliers")
-if desk.state.status == "waiting":
+if not await wait_for_decisions(desk):  # nobody clicked: the panel says "in code"
+    for pending in desk.state.pending:
+        if pending.decision is None:
+            desk.reject(pending.id, "Mallory is not one of our suppliers")
     await desk.step()
 
 print("the model read:", desk.state.messages[-2]["content"])
@@ -359,16 +359,15 @@ desk.context.update_tools([get_weather, convert_currency, send_email, pay_invoic
 # %% [markdown]
 # A dynamic call has no Approve button (there is nothing to run): only **Answer by hand**
 # and **Reject**. 👉 Click **Answer by hand**, type the manager's answer and click
-# **Send result**. The card then says *answered by hand* (after *Run All*, the next cell
-# answers: *answered in code*).
+# **Send result**. The card then says *answered by hand* (if nobody answers, the next cell
+# does: *answered in code*).
 
 # %%
-# By hand: answer in the panel above first; this cell then only checks.
-for pending in desk.state.pending:
-    if pending.decision is None:  # nobody clicked (Run All): the panel says "in code"
-        print(pending.name, pending.reason, pending.params)
-        desk.inject(pending.id, "Yes, enjoy your long weekend.")
-if desk.state.status == "waiting":
+if not await wait_for_decisions(desk):  # nobody answered: the panel says "in code"
+    for pending in desk.state.pending:
+        if pending.decision is None:
+            print(pending.name, pending.reason, pending.params)
+            desk.inject(pending.id, "Yes, enjoy your long weekend.")
     await desk.step()
 
 print(desk.state.messages[-1]["content"])
@@ -419,19 +418,18 @@ clerk = week.agent(name="clerk", tools=[pay_invoice])
 # %% [markdown]
 # ACME (30) was paid already. 👉 **Approve** Globex and **Reject** Mallory, in either
 # order: after the first click nothing runs yet; after the second the run goes on. Both
-# cards stay, each saying what was decided and by whom (after *Run All*, the next cell
-# decided both: *approved in code*, *rejected in code: not a supplier*).
+# cards stay, each saying what was decided and by whom (if nobody decides them, the next
+# cell decides both: *approved in code*, *rejected in code: not a supplier*).
 
 # %%
-# By hand: decide both cards in the panel above first; this cell then only checks.
 print("pending:", [(pending.name, pending.arguments) for pending in clerk.state.pending])
-for pending in clerk.state.pending:
-    if pending.decision is None:  # nobody clicked (Run All): the panel says "in code"
-        if pending.arguments["to"] == "Mallory":
-            clerk.reject(pending.id, "not a supplier")
-        else:
-            clerk.approve(pending.id)
-if clerk.state.status == "waiting":
+if not await wait_for_decisions(clerk):  # a card nobody decided: decided in code
+    for pending in clerk.state.pending:
+        if pending.decision is None:
+            if pending.arguments["to"] == "Mallory":
+                clerk.reject(pending.id, "not a supplier")
+            else:
+                clerk.approve(pending.id)
     await clerk.step()
 
 print("payments:", payments)

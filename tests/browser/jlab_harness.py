@@ -130,6 +130,9 @@ def start_lab(timeout: float = 120.0) -> LabServer:
         IPYTHONDIR=str(base / "ipython"),
         JUPYTER_PLATFORM_DIRS="1",
         PYTHONUNBUFFERED="1",
+        # The guide's cells that wait for a person's click (wait_for_decisions) go on at once:
+        # Run All here clicks nothing; a test that clicks passes its own timeout.
+        FRAGOLA_DECISION_WAIT="0",
     )
     port = free_port()
     cmd = [

@@ -333,10 +333,39 @@ async def test_exhausted_script_fails_clearly(model):
             await ask(client)
     assert caught.value.body["message"] == (
         "the scripted model used all 1 scripted answer: re-run the cell that builds the "
-        "script, or pass brain=demo_brain to Fragola.scripted(...) to answer after it"
+        "script, or pass brain=demo_brain to ScriptedModel(...) to answer after it"
     )
     assert caught.value.code == "script_exhausted"
     assert len(model.requests) == 2  # not retried
+
+
+@pytest.mark.asyncio
+async def test_the_run_out_line_names_the_call_the_user_made() -> None:
+    """``ScriptedModel()`` with no script once said "used all 0 scripted answers ... pass
+    brain=demo_brain to Fragola.scripted(...)": a call the user never made. Each maker is
+    named as the user called it, and an empty script says it has none."""
+    from fragola_nb import Fragola
+
+    with ScriptedModel() as bare:
+        async with bare.client() as client:
+            with pytest.raises(openai.ConflictError) as caught:
+                await ask(client)
+    assert caught.value.body["message"] == (
+        "the scripted model has no scripted answer: give it a script, or pass "
+        "brain=demo_brain to ScriptedModel(...) to answer every request")
+
+    fragola = Fragola.scripted([reply("only one")])
+    assert fragola.scripted_model is not None
+    try:
+        async with fragola.scripted_model.client() as client:
+            await ask(client)
+            with pytest.raises(openai.ConflictError) as caught:
+                await ask(client)
+    finally:
+        fragola.scripted_model.stop()
+    assert caught.value.body["message"] == (
+        "the scripted model used all 1 scripted answer: re-run the cell that builds the "
+        "script, or pass brain=demo_brain to Fragola.scripted(...) to answer after it")
 
 
 @pytest.mark.asyncio

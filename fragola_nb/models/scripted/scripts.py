@@ -33,9 +33,13 @@ SCRIPT_HEADER = "x-fragola-script"
 def run_out(who: str, count: int, where: str) -> Item:
     """The answer to a request past the end of a script: one line that says what to do,
     HTTP 409 with ``x-should-retry: false`` (retrying cannot help, so the client must not)."""
-    answers = "answer" if count == 1 else "answers"
-    message = (f"{who} used all {count} scripted {answers}: re-run the cell that builds the "
-               f"script, or pass brain=demo_brain to {where} to answer after it")
+    if count == 0:  # nothing was scripted: there is no "all" to have used, no cell to re-run
+        message = (f"{who} has no scripted answer: give it a script, or pass brain=demo_brain "
+                   f"to {where} to answer every request")
+    else:
+        answers = "answer" if count == 1 else "answers"
+        message = (f"{who} used all {count} scripted {answers}: re-run the cell that builds "
+                   f"the script, or pass brain=demo_brain to {where} to answer after it")
     return fail(409, message, code="script_exhausted", headers={"x-should-retry": "false"})
 
 

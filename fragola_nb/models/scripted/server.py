@@ -86,9 +86,11 @@ class ScriptedModel:
     :mod:`fragola_nb.scripted.items`, or a callable ``(request) -> item``). When the script is
     empty, ``brain(request)`` answers if a brain was given; otherwise the request fails with
     HTTP 409 and one line: ``"the scripted model used all N scripted answers: re-run the cell
-    that builds the script, or pass brain=demo_brain ..."``. A request whose
-    ``x-fragola-script`` header names a script added with :meth:`add_script` is answered from
-    that script instead (see :mod:`fragola_nb.models.scripted.scripts`).
+    that builds the script, or pass brain=demo_brain to ScriptedModel(...) ..."`` (``"... has
+    no scripted answer ..."`` when none was given; ``Fragola.scripted(...)`` where that made
+    it). A request whose ``x-fragola-script`` header names a script added with
+    :meth:`add_script` is answered from that script instead (see
+    :mod:`fragola_nb.models.scripted.scripts`).
 
     Everything exchanged is recorded: :attr:`requests` (parsed bodies, in arrival order),
     :attr:`targets` (each request's path and query string, in the same order),
@@ -127,6 +129,9 @@ class ScriptedModel:
         self.chunks: list[dict[str, Any]] = []
         self._script: deque[ScriptEntry] = deque(script)
         self._taken = 0  # entries of the shared script answered so far (for the run-out line)
+        # What the run-out line names as the call to give brain= to: the call the user made
+        # (Fragola.scripted sets its own name).
+        self._made_by = "ScriptedModel(...)"
         self._agent_scripts: dict[str, AgentScript] = {}  # by SCRIPT_HEADER value
         # One lock for the script, the records and the hang bookkeeping: all cheap sections.
         self._cond = threading.Condition()
@@ -254,7 +259,7 @@ class ScriptedModel:
         elif entry is None and self.brain is not None:
             entry = self.brain
         elif entry is None:
-            entry = run_out("the scripted model", taken, "Fragola.scripted(...)")
+            entry = run_out("the scripted model", taken, self._made_by)
         return entry, gen
 
     def add_script(
