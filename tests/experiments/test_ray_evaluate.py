@@ -104,6 +104,5 @@ async def test_conversations_on_ray_give_the_rows_of_the_local_run() -> None:
         assert mine.fork is not None and theirs.fork is not None
         assert mine.fork.state.messages == theirs.fork.state.messages
         assert_valid_history(mine.fork.state.messages)
-    assert remote.summary() == local.summary() or [
-        line["pass_rate"] for line in remote.summary()] == [
-        line["pass_rate"] for line in local.summary()]
+    assert [(line["pass_rate"], line["graders"]) for line in remote.summary()] == [
+        (line["pass_rate"], line["graders"]) for line in local.summary()]
