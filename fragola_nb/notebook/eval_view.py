@@ -11,8 +11,9 @@ The view follows the evaluation (``Evaluation.subscribe``): a run that finishes 
 view dirty, and the cells are sent at most every ``INTERVAL`` seconds (a 1,000 × 2 evaluation
 sends a dozen updates a second, not 4,000 messages), and at once when it ends. A click on a
 cell sets ``selected`` (case, variant, repeat); the view then shows that row's answer,
-error, grades and trajectory (``detail``; ``eval_trajectory``) and, below the matrix, the panel of the fork it ran on. It
-decides nothing. ``eval_cell.EvalWatcher`` shows it for ``await agent.evaluate(...)``.
+error, grades and trajectory (``detail``; ``eval_trajectory``) and, below the matrix, the
+panel of the fork it ran on. It decides nothing. ``eval_cell.EvalWatcher`` shows it for
+``await agent.evaluate(...)``.
 
 >>> view = EvalView(evaluation)        # doctest: +SKIP
 >>> view.matrix.cells[0]               # doctest: +SKIP

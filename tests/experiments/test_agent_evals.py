@@ -219,7 +219,8 @@ async def test_bad_conversation_cases_are_one_clear_error(model: ScriptedModel) 
     agent = weather_agent(model)
     for cases, text in (([{"turns": []}], "'turns' is empty"),
                         ([{"turns": "hi"}], "'turns' is a list"),
-                        ([{"input": "a", "turns": ["b"]}], "one of 'input', 'turns' and 'user', not 'input' and 'turns'"),
+                        ([{"input": "a", "turns": ["b"]}],
+                         "one of 'input', 'turns' and 'user', not 'input' and 'turns'"),
                         ([{"user": "be a user"}], "'user' is a SimulatedUser")):
         with pytest.raises(BadUsage, match=text):
             await agent.evaluate(cases, progress=False)
