@@ -8,7 +8,9 @@ Any callable ``(row) -> Grade | bool | float | None`` (sync or async) is a grade
 given a ``GradedRow``. A number passes when it is at least 0.5; None gives no grade; a grader
 that raises gives a failed grade whose reason is the error in one line. See
 ``fragola_nb.experiments.graders`` (the rules), ``fragola_nb.experiments.checkers`` (the
-built-ins) and ``fragola_nb.experiments.judge``.
+built-ins), ``fragola_nb.experiments.trajectory`` (how the agent got there: ``tool_sequence``,
+``tool_args``, ``never_called``, ``max_tool_calls``, ``max_model_calls``, ``tool_call_f1``) and
+``fragola_nb.experiments.judge``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ from fragola_nb.experiments.graders import (
     tool_calls_of,
 )
 from fragola_nb.experiments.judge import judge
+from fragola_nb.experiments.trajectory import (
+    max_model_calls,
+    max_tool_calls,
+    never_called,
+    tool_args,
+    tool_call_f1,
+    tool_sequence,
+)
 
 __all__ = [
     "Grade",
@@ -46,9 +56,15 @@ __all__ = [
     "json_schema",
     "judge",
     "max_cost",
+    "max_model_calls",
     "max_seconds",
     "max_tokens",
+    "max_tool_calls",
+    "never_called",
     "regex",
+    "tool_args",
+    "tool_call_f1",
     "tool_called",
     "tool_calls_of",
+    "tool_sequence",
 ]

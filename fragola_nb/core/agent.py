@@ -376,6 +376,8 @@ class Agent(Listening):
         resume: str | PathLike[str] | None = None,
         budget: Budget | None = None,
         progress: bool = True,
+        decide: Callable[[PendingCall], Any] | None = None,
+        backend: str | RayBackend = "local",
     ) -> Evaluation:
         """Run every case on every variant ``repeat`` times, each on its own fork, and grade
         each answer: the verdict of a prompt experiment.
@@ -386,6 +388,11 @@ class Agent(Listening):
         those of ``fragola_nb.graders`` or any callable ``(row) -> Grade | bool | float |
         None``. ``resume``, ``stop()``/``stop_sync()`` and interrupts as for ``batch``;
         ``budget`` caps the whole call.
+
+        A case may give ``turns`` (user messages sent in order to one fork) or ``user`` (a
+        ``SimulatedUser``) instead of ``input``. ``decide(call)`` decides the calls that wait
+        for approval (a ``Decision``, True, False, or None to leave the row ``"waiting"``).
+        ``backend="ray"`` runs the rows on Ray workers, as ``batch`` does.
 
         >>> from fragola_nb.graders import contains
         >>> evaluation = await agent.evaluate(["Capital of France?"],
@@ -399,7 +406,7 @@ class Agent(Listening):
 
         return await run_evaluate(self, cases, variants, graders, repeat=repeat,
                                   concurrency=concurrency, resume=resume, budget=budget,
-                                  progress=progress)
+                                  progress=progress, decide=decide, backend=backend)
 
     def _user_message_start(
         self, message: dict[str, Any], *, events: bool = True

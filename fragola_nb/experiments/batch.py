@@ -62,6 +62,7 @@ from fragola_nb.experiments.comparison import (
     stop_at_once,
     undone_on_error,
 )
+from fragola_nb.experiments.conversation import Script, Talk, run_item
 from fragola_nb.experiments.evalrows import check_repeat
 from fragola_nb.experiments.graders import check_graders
 from fragola_nb.experiments.grading import graded_row, grades_of, passed_and_score, unique_names
@@ -153,6 +154,8 @@ def _checked_inputs(inputs: Iterable[Any]) -> list[Any]:
                        f"content parts), got a {type(inputs).__name__}")
     items = list(inputs)
     for index, item in enumerate(items):
+        if isinstance(item, Script):  # evaluate's conversations, run on Ray as a batch
+            continue
         try:
             check_content(item)
         except BadUsage as exc:
@@ -228,11 +231,12 @@ class _Batch:
                 if self.stopping:  # stop() from another thread since the check above
                     return
                 REPEAT_INDEX.set(index % self.repeat)  # this worker task's own context
-                state = await fork.user_message(self.items[index])
+                talk = await run_item(fork, self.items[index])
             except Exception as exc:
                 row = self._row(index, fork, started, "failed", error_line(exc))
             else:
-                row = self._row(index, fork, started, *verdict(fork, state))
+                row = self._row(index, fork, started, *talk_status(fork, talk))
+                row = dataclasses.replace(row, talk=talk)
             finally:
                 self.running.pop(index, None)
             self._finish(row)
@@ -332,6 +336,13 @@ def _wrap_text(bar: Any) -> None:
     bar.display = display
     if getattr(bar, "disp", None) == drawn:  # tqdm.notebook draws its last state through it
         bar.disp = display
+
+
+def talk_status(fork: Agent, talk: Talk) -> tuple[str, str | None]:
+    """The status and error of an input whose conversation ended as ``talk`` says."""
+    if talk.state is None:
+        return "failed", "the simulated user ended the conversation before its first message"
+    return verdict(fork, talk.state)
 
 
 def verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:

@@ -59,6 +59,9 @@ class BatchRow:
     """Every grade passed (None without graders, or for a row that did not finish)."""
     score: float | None = None
     """The mean of the grades' scores (a grade without one: 1 passed, 0 not)."""
+    talk: Any = field(default=None, repr=False, compare=False)
+    """How the input's conversation went (a ``conversation.Talk``): ``evaluate`` on Ray
+    reads its rows' from here."""
 
     def __getitem__(self, name: str) -> Any:
         if name not in _FIELDS:

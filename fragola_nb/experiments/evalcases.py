@@ -8,6 +8,9 @@ which fill ``{name}`` fields in the input and reach graders as ``row.vars``::
     cases = ["2 + 2?", {"input": "Capital of {country}?", "expected": "Paris",
                         "country": "France"}]
 
+A case may give ``turns`` (a list of user messages, each sent in order to the same fork) or
+``user`` (a ``SimulatedUser``) instead of ``input``: a conversation (``conversation``).
+
 A DataFrame gives one case per row, its columns as the keys (``input`` required). A ``{name}``
 the case does not define is a ``BadUsage`` naming the case; ``{{`` and ``}}`` are braces.
 """
@@ -37,10 +40,17 @@ class Case:
     template: str | list[dict[str, Any]]
     expected: Any = None
     vars: Mapping[str, Any] = field(default_factory=dict)
+    turns: tuple[Any, ...] = ()
+    """A conversation's user messages (filled), else ``(input,)``."""
+    user: Any = None
+    """A ``SimulatedUser``, or None."""
 
     @property
     def key(self) -> str:
-        return json.dumps(self.input, ensure_ascii=False, sort_keys=True)
+        if self.user is not None:
+            return json.dumps({"user": self.user.goal}, ensure_ascii=False)
+        shown = self.input if len(self.turns) <= 1 else {"turns": list(self.turns)}
+        return json.dumps(shown, ensure_ascii=False, sort_keys=True)
 
 
 def check_cases(cases: Any) -> list[Case]:
@@ -81,24 +91,53 @@ def _plain(value: Any) -> Any:
 def _case(index: int, record: Any) -> Case:
     where = f"case {index}"
     if isinstance(record, str):
-        return Case(index, check_content(record), record)
+        return Case(index, check_content(record), record, turns=(record,))
     if not isinstance(record, Mapping):
-        raise BadUsage(f"{where}: a case is a string or a dict with 'input', got a "
+        raise BadUsage(f"{where}: a case is a string or a dict with 'input' (or 'turns', "
+                       f"'user'), got a "
                        f"{type(record).__name__}")
-    if "input" not in record:
-        raise BadUsage(f"{where}: a dict case needs an 'input' key, got keys "
-                       f"{', '.join(map(repr, record)) or 'none'}")
+    given = [key for key in ("input", "turns", "user") if key in record]
+    if not given:
+        raise BadUsage(f"{where}: a dict case needs an 'input' key (or 'turns', 'user'), got "
+                       f"keys {', '.join(map(repr, record)) or 'none'}")
+    if len(given) > 1:
+        raise BadUsage(f"{where}: a dict case gives one of 'input', 'turns' and 'user', not "
+                       f"{' and '.join(map(repr, given))}")
     names = [name for name in record if not isinstance(name, str)]
     if names:
         raise BadUsage(f"{where}: keys must be strings, got {names[0]!r}")
-    variables = {k: v for k, v in record.items() if k not in ("input", "expected")}
-    template = record["input"]
+    variables = {k: v for k, v in record.items() if k not in ("input", "expected", "turns",
+                                                                "user")}
+    if given[0] == "user":
+        return _user_case(index, record, variables)
+    templates = [record["input"]] if given[0] == "input" else _turn_list(record["turns"], where)
     try:
-        check_content(template)
-        sent = _filled(template, variables)
+        sent = []
+        for template in templates:
+            check_content(template)
+            sent.append(_filled(template, variables))
     except BadUsage as exc:
         raise BadUsage(f"{where}: {exc}") from None
-    return Case(index, sent, template, record.get("expected"), variables)
+    return Case(index, sent[0], templates[0], record.get("expected"), variables, tuple(sent))
+
+
+def _turn_list(turns: Any, where: str) -> list[Any]:
+    if isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable):
+        raise BadUsage(f"{where}: 'turns' is a list of user messages, not a "
+                       f"{type(turns).__name__}")
+    listed = list(turns)
+    if not listed:
+        raise BadUsage(f"{where}: 'turns' is empty: give at least one user message")
+    return listed
+
+
+def _user_case(index: int, record: Mapping[str, Any], variables: dict[str, Any]) -> Case:
+    from fragola_nb.experiments.simuser import SimulatedUser
+
+    user = record["user"]
+    if not isinstance(user, SimulatedUser):
+        raise BadUsage(f"case {index}: 'user' is a SimulatedUser, not a {type(user).__name__}")
+    return Case(index, user.goal, user.goal, record.get("expected"), variables, (), user)
 
 
 def _filled(template: Any, variables: Mapping[str, Any]) -> Any:

@@ -37,6 +37,12 @@ class EvalRow:
     when it passed and 0 when not (None without grades). ``usage`` is the graded fork's own
     calls; ``judge_usage`` the calls of its ``judge`` graders, counted apart. ``cached``: at
     least one of its model calls was answered from a cache (``Fragola.cached``).
+
+    ``tool_calls``: the fork's own tool calls in order, ``{"name", "arguments", "result"}``;
+    ``model_calls``: the model requests it made. A conversation (a case's ``turns`` or
+    ``user``) gives ``answers`` (each turn's reply; ``answer`` is the last), ``ended`` (why
+    it ended: ``"all turns"``, ``"user done"``, ``"max turns"``, ``"waiting"`` or
+    ``"failed"``) and, with a ``SimulatedUser``, ``user_usage`` (its calls, counted apart).
     """
 
     case: int
@@ -54,6 +60,13 @@ class EvalRow:
     judge_usage: Usage | None = field(default=None, repr=False)
     fork: Agent | None = field(default=None, repr=False, compare=False)
     resumed: bool = False
+    tool_calls: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+    answers: tuple[str | None, ...] = field(default=(), repr=False)
+    ended: str | None = None
+    user_usage: Usage | None = field(default=None, repr=False)
+    turns: tuple[Any, ...] = field(default=(), repr=False)
+    """The user messages of a conversation, as sent (a ``turns`` case's, or a simulated
+    user's)."""
 
     @property
     def finished(self) -> bool:
@@ -84,6 +97,11 @@ class EvalRow:
         return None if self.usage is None else self.usage.cost
 
     @property
+    def model_calls(self) -> int | None:
+        """The model requests the run made (None before it ran)."""
+        return None if self.usage is None else self.usage.requests
+
+    @property
     def cached(self) -> bool:
         return self.usage is not None and any(getattr(call, "cached", False)
                                               for call in self.usage.calls)
@@ -111,7 +129,12 @@ class EvalRow:
                             "reason": g.reason} for g in self.grades],
                 "tokens": self.tokens, "cost": self.cost, "cached": self.cached,
                 "seconds": self.seconds, "usage": calls(self.usage),
-                "judge_usage": calls(self.judge_usage)}
+                "judge_usage": calls(self.judge_usage),
+                "tool_calls": [{"name": c.get("name"), "arguments": _jsonable(c.get("arguments")),
+                                "result": _jsonable(c.get("result"))} for c in self.tool_calls],
+                "model_calls": self.model_calls, "answers": list(self.answers),
+                "ended": self.ended, "turns": _jsonable(list(self.turns)),
+                "user_usage": calls(self.user_usage)}
 
     @classmethod
     def from_record(cls, data: Any, prices: Mapping[str, ModelPrice]) -> EvalRow:
@@ -138,9 +161,31 @@ class EvalRow:
                        status=status, answer=data.get("answer"), error=data.get("error"),
                        grades=tuple(grade_read_back(g) for g in data.get("grades") or ()),
                        seconds=seconds, usage=_usage(data.get("usage"), prices),
-                       judge_usage=_usage(data.get("judge_usage"), prices), resumed=True)
+                       judge_usage=_usage(data.get("judge_usage"), prices), resumed=True,
+                       **_conversation(data, prices))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"a field is missing or of the wrong type ({exc})") from None
+
+
+def _conversation(data: Mapping[str, Any], prices: Mapping[str, ModelPrice]
+                  ) -> dict[str, Any]:
+    """The trajectory fields of a saved row (absent from files written before them)."""
+    calls = data.get("tool_calls") or []
+    answers = data.get("answers") or []
+    if not isinstance(calls, list) or not all(
+            isinstance(c, Mapping) and isinstance(c.get("name"), str)
+            and isinstance(c.get("arguments") or {}, Mapping) for c in calls):
+        raise ValueError("tool_calls is a list of {name, arguments, result}")
+    if not isinstance(answers, list) or not all(isinstance(a, (str, type(None)))
+                                                for a in answers):
+        raise ValueError("answers is a list of strings or nulls")
+    if not isinstance(data.get("ended"), (str, type(None))):
+        raise ValueError("ended is a string or null")
+    return {"tool_calls": tuple({"name": c["name"], "arguments": dict(c.get("arguments") or {}),
+                                 "result": c.get("result")} for c in calls),
+            "answers": tuple(answers), "ended": data.get("ended"),
+            "turns": tuple(data.get("turns") or ()),
+            "user_usage": _usage(data.get("user_usage"), prices)}
 
 
 def grade_read_back(data: Any) -> Grade:

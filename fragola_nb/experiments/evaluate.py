@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.limits import Meter, check_budget, spending
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.batch import _wrap_text, verdict
+from fragola_nb.experiments.batch import _wrap_text
 from fragola_nb.experiments.compare import apply_variant, check_variants
 from fragola_nb.experiments.comparison import (
     answer_text,
@@ -44,9 +44,11 @@ from fragola_nb.experiments.comparison import (
     stop_at_once,
     undone_on_error,
 )
+from fragola_nb.experiments.conversation import Decide, Script, Talk, converse
 from fragola_nb.experiments.evalcases import Case, check_cases
 from fragola_nb.experiments.evalfile import EvalResumeFile, run_header
 from fragola_nb.experiments.evalrows import EvalRow, check_repeat
+from fragola_nb.experiments.evaltalk import talk_verdict, with_talk
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import check_graders
 from fragola_nb.experiments.grading import graded_row, grades_of, unique_names
@@ -71,9 +73,13 @@ it."""
 async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | None,
                        graders: Any, *, repeat: int, concurrency: int,
                        resume: str | PathLike[str] | None, budget: Any,
-                       progress: bool) -> Evaluation:
+                       progress: bool, decide: Decide | None = None,
+                       backend: Any = "local") -> Evaluation:
     """``agent.evaluate``: see the module's docstring."""
     checked = check_cases(cases)
+    if decide is not None and not callable(decide):
+        raise BadUsage(f"decide must be a callable (call) -> Decision | bool | None, not "
+                       f"{type(decide).__name__}")
     repeat = check_repeat(repeat)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
@@ -102,6 +108,7 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
         bases = {name: apply_variant(base.detached_fork(f"{agent.name}-{name}"), override)
                  for name, override in overrides}
         run = _Run(agent, checked, bases, chosen, names, repeat, file, meter, known)
+        run.decide = decide
         with undone_on_error(agent):
             agent.experiment_began(run.stop, f"evaluation of {len(run.jobs):,} runs")
         try:
@@ -113,7 +120,12 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
                     _log.exception("fragola_nb: an evaluation view failed to start")
             run.open_bar(progress and not shown)
             stack.callback(run.bar.close)
-            await run.run(concurrency)
+            if backend != "local":
+                from fragola_nb.experiments.evalray import run_rows_on_ray
+
+                await run_rows_on_ray(run, backend, concurrency)
+            else:
+                await run.run(concurrency)
         finally:
             experiment_ended(agent, run.stop)
             run.finish()
@@ -135,7 +147,8 @@ class _Run:
             kept = file.rows.get((case.index, variant, r)) if file is not None else None
             rows.append(kept if kept is not None and kept.input == case.input else EvalRow(
                 case=case.index, input=case.input, variant=variant, repeat=r,
-                expected=case.expected, vars=case.vars))
+                expected=case.expected, vars=case.vars,
+                turns=case.turns if len(case.turns) > 1 else ()))
         self.evaluation = Evaluation(rows, variants=list(bases), graders=names, repeat=repeat)
         self.evaluation.known = known
         self.evaluation.done = False
@@ -146,6 +159,11 @@ class _Run:
         self.passed = sum(1 for row in rows if row.passed)
         self.failed = sum(1 for row in rows if row.finished and not row.passed)
         self.tokens = sum(row.tokens or 0 for row in rows)
+        self.decide: Decide | None = None
+
+    def script(self, case: Case) -> Script:
+        """What ``case`` says to its fork."""
+        return Script(case.turns, case.user, self.decide)
 
     def open_bar(self, progress: bool) -> None:
         """The progress bar (``progress=False``: one that shows nothing)."""
@@ -187,6 +205,7 @@ class _Run:
             row = self.evaluation[index]
             started = time.perf_counter()
             fork: Agent | None = None
+            talk: Talk | None = None
             REPEAT_INDEX.set(repeat)  # this worker task's own context
             try:
                 fork = self.bases[variant].detached_fork(
@@ -194,18 +213,20 @@ class _Run:
                 fork.fork_of = self.agent.id
                 self.running[index] = fork
                 self.evaluation.set_row(index, replace(row, status="running"))
-                state = await fork.user_message(case.input)
+                talk = await converse(fork, self.script(case))
             except Exception as exc:
                 status, error = "failed", error_line(exc)  # type: str, str | None
             else:
-                status, error = verdict(fork, state)
+                status, error = talk_verdict(fork, talk)
+                state = talk.state
                 if status == "stopped":
                     error = STOPPED
-                if state.outcome == "budget":  # ended before its answer: unfinished
+                if state is not None and state.outcome == "budget":  # unfinished
                     status, error = "not run", f"not run: budget ({state.spent or 'spent'})"
             finally:
                 self.running.pop(index, None)
-            done = self._row(row, fork, started, status, error)
+            done = with_talk(self._row(row, fork, started, status, error), fork, talk,
+                             self.agent.fragola.prices)
             if done.status in ("done", "failed"):
                 done = await self._graded(done)
             self._finish(index, done)
@@ -222,7 +243,8 @@ class _Run:
             return row
         graded = graded_row(row.input, row.answer, row.fork, row.usage, row.seconds,
                             expected=row.expected, vars=row.vars, variant=row.variant,
-                            repeat=row.repeat)
+                            repeat=row.repeat, tool_calls=row.tool_calls,
+                            answers=row.answers or None, ended=row.ended)
         grades = await grades_of(graded, self.graders, self.names)
         judged = sum((g.usage for g in grades if g.usage is not None), Usage())
         return replace(row, grades=grades, judge_usage=judged if judged.calls else None)
@@ -245,6 +267,9 @@ class _Run:
         """``agent.stop()`` (``False``: nothing more starts) and ``stop_sync()`` (``True``:
         the running forks are stopped too)."""
         self.stopping = True
+        for base in self.bases.values():  # on Ray: each variant's batch
+            if base.experiments:
+                (base.stop_sync if at_once else base.stop)()
         if not at_once:
             return
         stop_at_once(self.running.values())

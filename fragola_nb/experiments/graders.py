@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.redact import redact_text
+from fragola_nb.base.render import text_of
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -66,9 +67,12 @@ class GradedRow:
     ``input``: the user message sent (after ``{name}`` substitution); ``expected``: the case's
     expected answer (None without one); ``answer``: the last assistant text (None when the run
     failed); ``fork``: the agent the case ran on; ``usage`` and ``seconds``: its calls and
-    time; ``tool_calls``: ``{"name": ..., "arguments": {...}}`` for each tool call the fork
-    made itself (``tool_calls_of``); ``vars``: the case's other keys; ``variant`` and
-    ``repeat``: which variant and which repetition. ``row["answer"]`` reads a field too.
+    time; ``tool_calls``: ``{"name": ..., "arguments": {...}, "result": ...}`` for each tool
+    call the fork made itself, in order (``tool_calls_of``); ``model_calls``: the model
+    requests the run made; ``answers``: each turn's reply (one for a single message, one per
+    turn of a conversation); ``ended``: why a conversation ended (None for one message);
+    ``vars``: the case's other keys; ``variant`` and ``repeat``: which variant and which
+    repetition. ``row["answer"]`` reads a field too.
 
     >>> def short(row: GradedRow) -> bool:
     ...     return row.answer is not None and len(row.answer.split()) <= 50
@@ -84,6 +88,9 @@ class GradedRow:
     vars: Mapping[str, Any] = field(default_factory=dict)
     variant: str = "base"
     repeat: int = 0
+    model_calls: int = 0
+    answers: tuple[str | None, ...] = ()
+    ended: str | None = None
 
     def __getitem__(self, name: str) -> Any:
         if name not in _FIELDS:
@@ -99,14 +106,19 @@ Grader = Callable[[GradedRow], Grade | bool | float | Awaitable[Any] | None]
 
 
 def tool_calls_of(fork: Agent) -> tuple[dict[str, Any], ...]:
-    """The tool calls ``fork`` made itself (in its messages since its fork point), as
-    ``{"name": str, "arguments": dict}``; arguments that are not a JSON object read as ``{}``.
+    """The tool calls ``fork`` made itself (in its messages since its fork point), in order,
+    as ``{"name": str, "arguments": dict, "result": str | None}``; arguments that are not a
+    JSON object read as ``{}``; ``result`` is the text of the tool's message (None while the
+    call has none, e.g. waiting for approval).
 
     >>> tool_calls_of(row_fork)                    # doctest: +SKIP
-    ({'name': 'lookup', 'arguments': {'city': 'Oslo'}},)
+    ({'name': 'lookup', 'arguments': {'city': 'Oslo'}, 'result': 'sunny'},)
     """
+    own = fork.messages_since(fork.fork_point)
+    results = {str(m.get("tool_call_id")): text_of(m.get("content"))
+               for m in own if m.get("role") == "tool"}
     calls = []
-    for message in fork.messages_since(fork.fork_point):
+    for message in own:
         for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
             function = call.get("function") or {} if isinstance(call, dict) else {}
             try:
@@ -114,7 +126,9 @@ def tool_calls_of(fork: Agent) -> tuple[dict[str, Any], ...]:
             except (TypeError, ValueError, RecursionError):
                 arguments = {}
             calls.append({"name": str(function.get("name", "")),
-                          "arguments": arguments if isinstance(arguments, dict) else {}})
+                          "arguments": arguments if isinstance(arguments, dict) else {},
+                          "result": results.get(str(call.get("id")))
+                          if isinstance(call, dict) else None})
     return tuple(calls)
 
 

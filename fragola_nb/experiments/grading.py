@@ -36,11 +36,20 @@ def unique_names(graders: Sequence[Any]) -> list[str]:
 def graded_row(input: Any, answer: str | None, fork: Agent | None, usage: Usage | None,
                seconds: float | None, *, expected: Any = None,
                vars: Mapping[str, Any] | None = None, variant: str = "base",
-               repeat: int = 0) -> GradedRow:
+               repeat: int = 0, tool_calls: Sequence[dict[str, Any]] | None = None,
+               answers: Sequence[str | None] | None = None,
+               ended: str | None = None) -> GradedRow:
+    """What a grader is given; ``tool_calls`` default to the fork's own (a row read back
+    from a file gives those it kept), ``answers`` to ``(answer,)``."""
+    usage = usage or Usage()
+    if tool_calls is None:
+        tool_calls = () if fork is None else tool_calls_of(fork)
     return GradedRow(input=input, expected=expected, answer=answer, fork=fork,
-                     usage=usage or Usage(), seconds=seconds,
-                     tool_calls=() if fork is None else tool_calls_of(fork),
-                     vars=vars or {}, variant=variant, repeat=repeat)
+                     usage=usage, seconds=seconds, tool_calls=tuple(tool_calls),
+                     vars=vars or {}, variant=variant, repeat=repeat,
+                     model_calls=usage.requests,
+                     answers=tuple(answers) if answers is not None else (answer,),
+                     ended=ended)
 
 
 async def grades_of(row: GradedRow, graders: Sequence[Any], names: Sequence[str]

@@ -13,6 +13,7 @@ the answer, mapped onto the scale.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from typing import TYPE_CHECKING, Any
@@ -28,8 +29,11 @@ from fragola_nb.experiments.graders import Grade, GradedRow, one_line
 if TYPE_CHECKING:
     from fragola_nb.core.fragola import Fragola
 
-__all__ = ["DEFAULT_SCALE", "Judge", "judge"]
+__all__ = ["DEFAULT_SCALE", "Judge", "judge", "trajectory_text"]
 
+SHORT = 200
+"""A judge with ``trajectory=True`` reads each argument list and result cut to this length."""
+MAX_CALLS = 50
 DEFAULT_SCALE = (1, 5)
 """A judge's scale unless given one: 1 (fails the rubric) to 5 (meets it fully)."""
 MARKER = "[fragola_nb judge]"  # the scripted model's demo brain knows a judge by it
@@ -48,9 +52,10 @@ class Judge:
     __name__ = "judge"
 
     def __init__(self, rubric: str, model: str | None, fragola: Fragola | None,
-                 scale: tuple[float, float], threshold: float | None) -> None:
+                 scale: tuple[float, float], threshold: float | None,
+                 trajectory: bool = False) -> None:
         self.rubric, self.model, self.fragola = rubric, model, fragola
-        self.scale, self.threshold = scale, threshold
+        self.scale, self.threshold, self.trajectory = scale, threshold, trajectory
 
     @property
     def pass_mark(self) -> float:
@@ -70,6 +75,8 @@ class Judge:
         parts = [f"Question:\n{text_of(row.input)}"]
         if row.expected is not None:
             parts.append(f"Expected answer:\n{row.expected}")
+        if self.trajectory:
+            parts.append(f"How the agent got there:\n{trajectory_text(row)}")
         parts.append(f"Answer to grade:\n{row.answer}")
         return "\n\n".join(parts)
 
@@ -101,7 +108,34 @@ class Judge:
         return Grade("judge", score >= self.pass_mark, score, reason, usage=agent.usage)
 
     def __repr__(self) -> str:
-        return f"judge({self.rubric!r:.60}, scale={self.scale})"
+        more = ", trajectory=True" if self.trajectory else ""
+        return f"judge({self.rubric!r:.60}, scale={self.scale}{more})"
+
+
+def _short(value: Any, limit: int = SHORT) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                            default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def trajectory_text(row: GradedRow) -> str:
+    """The conversation's turns and the fork's tool calls with their results, each shortened
+    to ``SHORT`` characters (at most ``MAX_CALLS`` calls), as the judge reads them."""
+    lines = []
+    if len(row.answers) > 1:
+        turns = row.fork.messages_since(row.fork.fork_point) if row.fork is not None else []
+        said = [text_of(m.get("content")) for m in turns if m.get("role") == "user"]
+        for number, (user, reply) in enumerate(zip(said, row.answers, strict=False), 1):
+            lines.append(f"Turn {number}: user: {_short(user)} | assistant: {_short(reply)}")
+    calls = row.tool_calls
+    for number, call in enumerate(calls[:MAX_CALLS], 1):
+        lines.append(f"{number}. {call.get('name')}({_short(call.get('arguments') or {})}) -> "
+                     f"{_short(call.get('result'))}")
+    if len(calls) > MAX_CALLS:
+        lines.append(f"... and {len(calls) - MAX_CALLS} more calls")
+    lines.append(f"({len(calls)} tool calls, {row.model_calls} model calls)")
+    return "\n".join(lines)
 
 
 def _number(value: Any, what: str) -> float:
@@ -112,7 +146,8 @@ def _number(value: Any, what: str) -> float:
 
 
 def judge(rubric: str, model: str | None = None, fragola: Fragola | None = None,
-          scale: tuple[float, float] | None = None, threshold: float | None = None) -> Judge:
+          scale: tuple[float, float] | None = None, threshold: float | None = None,
+          trajectory: bool = False) -> Judge:
     """An LLM judge: a grader that asks a model to score the answer by ``rubric``.
 
     It answers ``{"score": number, "reason": str}`` through ``agent.json``, on ``scale``
@@ -122,7 +157,9 @@ def judge(rubric: str, model: str | None = None, fragola: Fragola | None = None,
     on the graded fork's Fragola unless given ``fragola=``, on ``model=`` when given, else on
     that Fragola's model (not the graded agent's settings: every variant of an evaluation is
     judged alike); its calls are in ``Grade.usage``, apart from the graded calls.
-    ``Grade.score`` is the judge's score on the scale.
+    ``Grade.score`` is the judge's score on the scale. ``trajectory=True``: the judge also
+    reads how the agent got there, the turns of a conversation and the fork's tool calls
+    with their results, each shortened (``trajectory_text``).
 
     On the scripted model (``Fragola.scripted()``) the score is fixed: the fraction of the
     rubric's quoted phrases (``"..."`` or backticks) found in the answer, in any letter case,
@@ -154,4 +191,6 @@ def judge(rubric: str, model: str | None = None, fragola: Fragola | None = None,
         threshold = _number(threshold, "threshold")
         if not low <= threshold <= high:
             raise BadUsage(f"judge(threshold={threshold}) is outside the scale {low}-{high}")
-    return Judge(rubric, model, fragola, (low, high), threshold)
+    if not isinstance(trajectory, bool):
+        raise BadUsage(f"judge(trajectory=...) takes True or False, not {trajectory!r:.60}")
+    return Judge(rubric, model, fragola, (low, high), threshold, trajectory)

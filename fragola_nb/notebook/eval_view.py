@@ -11,8 +11,9 @@ The view follows the evaluation (``Evaluation.subscribe``): a run that finishes 
 view dirty, and the cells are sent at most every ``INTERVAL`` seconds (a 1,000 × 2 evaluation
 sends a dozen updates a second, not 4,000 messages), and at once when it ends. A click on a
 cell sets ``selected`` (case, variant, repeat); the view then shows that row's answer,
-error and grades (``detail``) and, below the matrix, the panel of the fork it ran on. It
-decides nothing. ``eval_cell.EvalWatcher`` shows it for ``await agent.evaluate(...)``.
+error, grades and trajectory (``detail``; ``eval_trajectory``) and, below the matrix, the
+panel of the fork it ran on. It decides nothing. ``eval_cell.EvalWatcher`` shows it for
+``await agent.evaluate(...)``.
 
 >>> view = EvalView(evaluation)        # doctest: +SKIP
 >>> view.matrix.cells[0]               # doctest: +SKIP
@@ -38,6 +39,7 @@ from fragola_nb.core.usage import format_cost
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.notebook.compare_view import LiveWidget
+from fragola_nb.notebook.eval_trajectory import trajectory_detail
 from fragola_nb.notebook.panel import AgentPanel
 
 __all__ = ["INTERVAL", "EvalMatrix", "EvalView", "cell_marks", "matrix_cells"]
@@ -236,7 +238,7 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                 "answer": shown(row.answer or ""), "error": shown(row.error or ""),
                 "grades": [{"name": shown(g.name), "passed": g.passed, "score": g.score,
                             "reason": shown(g.reason or "")} for g in row.grades],
-                "note": note}
+                "note": note, "trajectory": trajectory_detail(row, shown)}
 
 
 def _short(text: str) -> str:

@@ -21,6 +21,39 @@ function percent(rate) {
   return rate === null || rate === undefined ? "–" : Math.round(rate * 100) + "%";
 }
 
+// The cell detail's trajectory: the counts, the fork's own tool calls as a compact numbered
+// list (name(arguments) → result), then the turns of a conversation. Text only.
+function trajectorySection(t) {
+  if (!t || (!(t.calls || []).length && !(t.turns || []).length && !t.ended)) return null;
+  const box = h("div", "fragola-eval-trajectory");
+  const facts = [];
+  if (t.ended) facts.push("ended: " + t.ended);
+  facts.push((t.calls || []).length + (t.more || 0) + " tool calls");
+  if (t.model_calls !== null && t.model_calls !== undefined) facts.push(t.model_calls + " model calls");
+  if (t.user_calls) facts.push(t.user_calls + " by the simulated user");
+  box.append(h("div", "fragola-eval-tfacts", "trajectory · " + facts.join(" · ")));
+  if ((t.calls || []).length) {
+    const calls = h("ol", "fragola-eval-calls");
+    for (const c of t.calls) {
+      calls.append(h("li", "fragola-eval-call", c.name + "(" + c.arguments + ")" +
+        (c.result === null ? " · no result" : " → " + c.result)));
+    }
+    if (t.more) calls.append(h("li", "fragola-eval-call", "… and " + t.more + " more"));
+    box.append(calls);
+  }
+  if ((t.turns || []).length) {
+    const turns = h("ol", "fragola-eval-turns");
+    for (const turn of t.turns) {
+      const item = h("li", "fragola-eval-turn");
+      item.append(h("div", "fragola-eval-tuser", "user: " + turn.user),
+        h("div", "fragola-eval-treply", "agent: " + (turn.reply === null ? "(no reply)" : turn.reply)));
+      turns.append(item);
+    }
+    box.append(turns);
+  }
+  return box;
+}
+
 function render({ model, el }) {
   el.classList.add("fragola-eval");
   const top = h("div", "fragola-eval-top");
@@ -187,6 +220,8 @@ function render({ model, el }) {
       }
       parts.push(list);
     }
+    const trajectory = trajectorySection(d.trajectory);
+    if (trajectory) parts.push(trajectory);
     if (d.note) parts.push(h("div", "fragola-eval-note", d.note));
     detail.replaceChildren(...parts);
   }

@@ -121,7 +121,8 @@ async def test_graders_read_the_row_and_a_raising_one_is_a_failed_grade(
     assert row.grade("broken").reason == "RuntimeError: grader broke with [redacted]"  # type: ignore[union-attr]
     assert row.score == pytest.approx((1 + 0.25 + 0) / 3)
     (graded,) = seen
-    assert graded.tool_calls == ({"name": "forecast", "arguments": {"city": "Oslo"}},)
+    assert graded.tool_calls == ({"name": "forecast", "arguments": {"city": "Oslo"},
+                                  "result": "sun in {'city': 'Oslo'}"},)
     assert graded.expected == 3 and graded.vars == {"tag": "w"} and graded.fork is row.fork
     assert graded.usage.requests == 2 and graded.seconds is not None
 

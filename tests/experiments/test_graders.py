@@ -210,7 +210,10 @@ async def test_tool_called_reads_the_forks_own_calls(model: ScriptedModel,
     model.push(tool_calls(call("lookup", {"city": "Oslo", "unit": "C"})), reply("12 C in Oslo"))
     await fork.user_message("How warm is Oslo?")
     calls = tool_calls_of(fork)
-    assert calls == ({"name": "lookup", "arguments": {"city": "Oslo", "unit": "C"}},)
+    assert [(c["name"], c["arguments"]) for c in calls] == [
+        ("lookup", {"city": "Oslo", "unit": "C"})]
+    # each call with its result: the fork's own tool message for it
+    assert calls[0]["result"] == fork.state.messages[-2]["content"]
     graded = GradedRow("How warm is Oslo?", None, "12 C in Oslo", fork, fork.usage, 0.5, calls)
 
     grades = await grade(graded, [tool_called("lookup"), tool_called("lookup", city="Oslo"),

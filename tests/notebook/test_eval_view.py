@@ -334,3 +334,30 @@ def test_an_interrupt_fails_the_evaluate_cell_in_one_line_and_the_next_one_runs(
     kernel.execute("quick_only = slow_cases[:1]")
     kernel.execute("%%fragola sleepy --evaluate quick_only --graders checks --out again\n")
     assert kernel.eval("[(r['status'], r['passed']) for r in again.table()]") == [["done", True]]
+
+
+async def test_a_cells_detail_shows_the_trajectory_calls_and_turns_as_safe_text(
+        model: ScriptedModel, matrices: Matrices) -> None:
+    from fragola_nb import tool
+    from fragola_nb.models.scripted import demo_brain
+
+    model.brain = demo_brain
+    key = "sk-proj-viewkey0123456789abcdef"
+
+    def temperature(city: str) -> str:
+        """Current temperature of a city."""
+        return f"{HOSTILE} in {city} ({key})"
+
+    lab = Fragola(api_key=key, base_url=model.base_url, max_retries=0)
+    agent = lab.agent("wx", tools=[tool(temperature)])
+    evaluation = await agent.evaluate(
+        [{"turns": ["How warm is it in Oslo?", "Say hi"]}], progress=False)
+    [view] = matrices.views
+    view.matrix.selected = [0, 0, 0]
+    trajectory = view.matrix.detail["trajectory"]
+    (row,) = evaluation
+    assert trajectory["ended"] == "all turns" and trajectory["model_calls"] == 3
+    assert trajectory["calls"] == [{"name": "temperature", "arguments": '{"city": "Oslo"}',
+                                    "result": SHOWN + " in Oslo ([redacted])"}]
+    assert [t["user"] for t in trajectory["turns"]] == ["How warm is it in Oslo?", "Say hi"]
+    assert trajectory["turns"][1]["reply"] == row.answers[1] and trajectory["more"] == 0

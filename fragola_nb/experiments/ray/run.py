@@ -33,6 +33,7 @@ from fragola_nb.core import limits
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batchrows import BatchRow
 from fragola_nb.experiments.comparison import error_line, row_tokens
+from fragola_nb.experiments.conversation import Talk
 from fragola_nb.experiments.ray.backend import RayBackend, import_ray
 from fragola_nb.experiments.ray.worker import BatchWorker, Definition, RowReport
 
@@ -380,7 +381,9 @@ class _RayRun:
             index=report.index, input=self.batch.items[report.index], answer=report.answer,
             error=report.error, status=report.status,  # type: ignore[arg-type]
             tokens=row_tokens(usage), seconds=report.seconds, fork=fork, usage=usage,
-            repeat=report.index % self.batch.repeat))
+            repeat=report.index % self.batch.repeat,
+            talk=None if fork is None else Talk(fork.state, report.ended, report.turns,
+                                                report.user_calls)))
 
     def fork(self, report: RowReport) -> Agent | None:
         """``row.fork``, made here from what the worker's fork held."""

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.timing import ToolTiming
 from fragola_nb.core.usage import CallUsage
-from fragola_nb.experiments.batch import verdict
+from fragola_nb.experiments.batch import talk_status
 from fragola_nb.experiments.comparison import answer_text, error_line
+from fragola_nb.experiments.conversation import Talk, run_item
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -118,6 +119,11 @@ class RowReport:
     tools: tuple[ToolTiming, ...] = ()
     """The tool calls that ran on the worker, timed (``fork.usage.tools``): with ``calls``,
     the row's turn can be drawn as a timeline in the notebook as a local one is."""
+    ended: str | None = None
+    """Why a conversation ended (``evaluate``'s ``turns`` and ``SimulatedUser`` cases)."""
+    turns: tuple[Any, ...] = ()
+    user_calls: tuple[CallUsage, ...] = ()
+    """A simulated user's own calls, counted apart."""
 
 
 class BatchWorker:
@@ -165,18 +171,19 @@ class BatchWorker:
                 return RowReport(index, "not run")
             started = time.perf_counter()
             fork: Agent | None = None
+            talk: Talk | None = None
             error: str | None
             try:
                 fork = self.base.detached_fork(f"{self.name}-batch{index}")
                 self.running[index] = fork
-                state = await fork.user_message(item)
+                talk = await run_item(fork, item)
             except Exception as exc:
                 status, error = "failed", error_line(exc)
             else:
-                status, error = verdict(fork, state)
+                status, error = talk_status(fork, talk)
             finally:
                 self.running.pop(index, None)
-            return report(index, fork, status, error, time.perf_counter() - started)
+            return report(index, fork, status, error, time.perf_counter() - started, talk)
 
     async def stop(self, at_once: bool) -> None:
         """``agent.stop()`` (``at_once=False``) or ``stop_sync()`` in the notebook: start
@@ -188,9 +195,10 @@ class BatchWorker:
 
 
 def report(index: int, fork: Agent | None, status: str, error: str | None,
-           seconds: float) -> RowReport:
+           seconds: float, talk: Talk | None = None) -> RowReport:
     if fork is None:
         return RowReport(index, status, error=error, seconds=seconds)
+    talk = talk or Talk(None, None)
     from fragola_nb.sessions.dump import pending_record
 
     return RowReport(
@@ -200,7 +208,7 @@ def report(index: int, fork: Agent | None, status: str, error: str | None,
         pending=tuple(pending_record(call) for call in fork.pending),
         stores=tuple((name, store.get()) for name, store in fork.stores.items()
                      if _picklable(store.get())),
-        tools=fork.usage.tools)
+        tools=fork.usage.tools, ended=talk.ended, turns=talk.turns, user_calls=talk.user_calls)
 
 
 def _picklable(value: Any) -> bool:

@@ -12,7 +12,9 @@ effect of instructions::
 The rules, in order (the README's "The offline demo model" has them in full):
 
 0. A judge's request (``fragola_nb.graders.judge``) gets a fixed score by a stated rule
-   (``fragola_nb.models.scripted.judging``).
+   (``fragola_nb.models.scripted.judging``); a simulated user's (``SimulatedUser``) says
+   its goal's quoted phrases one per turn, then ``[done]``
+   (``fragola_nb.models.scripted.simulating``).
 1. ``response_format`` gets a JSON document generated from the schema (``json_schema``, or
    ``json_object`` with llama.cpp's ``schema`` field), or ``{"reply": ...}``.
 2. A last message from the user, with tools, gets a call to the tool that matches the user's
@@ -37,6 +39,7 @@ from fragola_nb.models.scripted.fill import STOP_WORDS, WORD, Filler, stem
 from fragola_nb.models.scripted.items import Item, ToolCalls, call, reply, tool_calls
 from fragola_nb.models.scripted.judging import judge_request
 from fragola_nb.models.scripted.manner import Answer, follow, read_instructions
+from fragola_nb.models.scripted.simulating import simulated_request
 
 __all__ = ["RELATED_WORDS", "demo_brain", "text_of"]
 
@@ -190,6 +193,9 @@ def demo_brain(request: dict[str, Any]) -> Item:
         if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
             return tool_calls(call(str(choice["function"].get("name")), judged))
         return reply(json.dumps(judged))
+    playing = simulated_request(messages)
+    if playing is not None:
+        return reply(playing)
     response_format = request.get("response_format")
     if isinstance(response_format, dict):
         if response_format.get("type") == "json_schema":

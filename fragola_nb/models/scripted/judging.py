@@ -3,6 +3,8 @@
 A request is a judge's when its system message holds ``[fragola_nb judge]``. The brain reads
 the rubric, the scale and the answer from the judge's prompt and scores by one rule:
 
+- the text looked in is the answer, and with ``judge(..., trajectory=True)`` the calls and
+  turns the judge is shown too (so ``'called "lookup"'`` can be found as ``lookup``);
 - the **phrases** are the rubric's quoted phrases (in ``"double quotes"``, curly quotes or
   backticks); without any, the expected answer, when the request gives one;
 - the score is ``low + found / phrases × (high - low)``, where ``found`` counts the phrases in
@@ -25,6 +27,7 @@ JUDGE_MARKER = "[fragola_nb judge]"
 """In a judge's system message (``fragola_nb.experiments.judge`` writes the same text)."""
 _RUBRIC, _SCALE = "\nRubric:\n", "\n\nScore the answer on a scale from "
 _EXPECTED, _ANSWER = "\n\nExpected answer:\n", "\n\nAnswer to grade:\n"
+_TRAJECTORY = "\n\nHow the agent got there:\n"
 _QUOTED = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d|`([^`\n]+)`')
 _NUMBER = r"(-?\d+(?:\.\d+)?)"
 
@@ -40,7 +43,10 @@ def judge_request(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     scale = re.search(rf"{re.escape(_SCALE.strip())} {_NUMBER} to {_NUMBER}", system)
     low, high = (float(scale.group(1)), float(scale.group(2))) if scale else (1.0, 5.0)
     before, _, answer = asked.partition(_ANSWER)
+    before, _, trajectory = before.partition(_TRAJECTORY)
     expected = before.partition(_EXPECTED)[2] if _EXPECTED in before else None
+    if trajectory:  # judge(trajectory=True): the phrases are looked for in the calls too
+        answer = f"{answer}\n{trajectory}"
     return verdict(rubric, (low, high), answer, expected)
 
 

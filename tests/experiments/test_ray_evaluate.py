@@ -1,0 +1,108 @@
+"""``agent.evaluate(..., backend="ray")`` against a real local Ray instance (2 CPUs) and the
+scripted model: conversations of several turns, a simulated user and approvals decided by
+``decide=`` give the same rows on Ray as locally (issue 37). Ray is a required component:
+this fails, never skips, without it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+import ray
+from helpers import assert_valid_history, user
+
+from fragola_nb import Agent, Decision, Fragola, RayBackend, SimulatedUser, tool
+from fragola_nb.experiments.ray.run import connect
+from fragola_nb.graders import max_model_calls, tool_args, tool_sequence
+from fragola_nb.models.scripted import Item, call, reply, tool_calls
+from fragola_nb.models.scripted.simulating import simulated_request
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_instance() -> Any:
+    assert not ray.is_initialized()
+    connect(ray, RayBackend(init={"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}))
+    yield
+    ray.shutdown()
+
+
+@tool
+def double(x: int) -> int:
+    """Double a whole number."""
+    return 2 * x
+
+
+@tool(require_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (a person approves it)."""
+    return f"deleted {path}"
+
+
+def brain(request: dict[str, Any]) -> Item:
+    """Answers from the request alone, so every worker's scripted model answers alike."""
+    messages = request["messages"]
+    playing = simulated_request(messages)
+    if playing is not None:
+        return reply(playing)
+    text = str([m for m in messages if m["role"] == "user"][-1]["content"])
+    last, system = messages[-1], messages[0]["content"]
+    if last["role"] == "tool":
+        return reply(f"{text} -> {last['content']} ({system})")
+    words = text.split()
+    if words[0] == "double":
+        return tool_calls(call("double", {"x": int(words[1])}, id=f"call-{words[1]}"))
+    if words[0] == "delete":
+        return tool_calls(call("delete_file", {"path": words[1]}, id=f"call-{words[1]}"))
+    return reply(f"echo: {text} ({system})")
+
+
+def edit(call: Any) -> Decision:
+    return Decision("approve", params={"path": "kept.txt"})
+
+
+def make_agent() -> Agent:
+    fragola = Fragola.scripted(brain=brain)
+    return fragola.agent(name="calc", instructions="Be brief.", tools=[double, delete_file],
+                         messages=[user("2 + 2?"), {"role": "assistant", "content": "4"}])
+
+
+def row_key(row: Any) -> tuple[Any, ...]:
+    return (row.case, row.variant, row.repeat, row.status, row.answer, row.error, row.answers,
+            row.ended, row.tool_calls, row.model_calls, row.turns, row.tokens,
+            [(g.name, g.passed, g.reason) for g in row.grades],
+            None if row.user_usage is None else row.user_usage.requests)
+
+
+async def test_conversations_on_ray_give_the_rows_of_the_local_run() -> None:
+    agent = make_agent()
+    cases = [{"turns": ["double 2", "hello there", "double 5"]},
+             {"user": SimulatedUser('Say "double 7" then "delete notes.txt"')},
+             {"turns": ["delete a.txt", "double 1"]}]
+    variants = {"brief": {"instructions": "Be brief."}, "loud": {"instructions": "LOUD"}}
+    graders = [tool_sequence(["double", "double"]), tool_args("delete_file", path="kept.txt"),
+               max_model_calls(5)]
+    local = await agent.evaluate(cases, variants, graders, repeat=2, progress=False,
+                                 decide=edit)
+    remote = await agent.evaluate(cases, variants, graders, repeat=2, progress=False,
+                                  decide=edit, backend="ray")
+    assert [row_key(row) for row in remote] == [row_key(row) for row in local]
+    first = remote[0]
+    assert first.ended == "all turns" and first.answers == (
+        "double 2 -> 4 (Be brief.)", "echo: hello there (Be brief.)", "double 5 -> 10 (Be brief.)")
+    talk = remote.cell(1, "loud")[0]
+    assert talk.ended == "user done" and talk.turns == ("double 7", "delete notes.txt")
+    assert talk.tool_calls[1] == {"name": "delete_file", "arguments": {"path": "notes.txt"},
+                                  "result": talk.tool_calls[1]["result"]}
+    assert talk.tool_calls[1]["result"].endswith("deleted kept.txt")  # decided on the worker
+    assert talk.user_usage is not None and talk.user_usage.requests == 3
+    for mine, theirs in zip(remote, local, strict=True):
+        assert mine.fork is not None and theirs.fork is not None
+        assert mine.fork.state.messages == theirs.fork.state.messages
+        assert_valid_history(mine.fork.state.messages)
+    assert [(line["pass_rate"], line["graders"]) for line in remote.summary()] == [
+        (line["pass_rate"], line["graders"]) for line in local.summary()]
