@@ -132,3 +132,14 @@ async def test_an_agents_session_file_and_exports_hide_every_key(
     found += leaks("export_html", export_html(agent))
     found += views(agent, "agent") + views(agent.state, "state")
     assert found == []
+
+
+async def test_text_cut_short_for_a_view_leaves_no_half_key(api: QuotingAPI) -> None:
+    """A view cuts a long answer (a batch's table at 160 characters): redacted first, so the
+    cut never falls inside a key, leaving a prefix that no longer looks like it."""
+    agent = fragola_on(api, AGENT_KEY).agent("cut")
+    cut = 160 - len("You sent me ") - 8  # the key's first 7 characters before the cut
+    result = await agent.batch(["#" * cut], progress=False)
+    assert result[0].answer is not None and AGENT_KEY in result[0].answer
+    html = result._repr_html_()
+    assert AGENT_KEY[:7] not in html and "You sent me [redact…" in html
