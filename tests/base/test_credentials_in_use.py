@@ -143,3 +143,19 @@ async def test_text_cut_short_for_a_view_leaves_no_half_key(api: QuotingAPI) -> 
     assert result[0].answer is not None and AGENT_KEY in result[0].answer
     html = result._repr_html_()
     assert AGENT_KEY[:7] not in html and "You sent me [redact…" in html
+
+
+async def test_a_resume_file_of_inputs_holding_a_key_resumes_the_rest_and_runs_those_again(
+        tmp_path: Path) -> None:
+    """The files hold an input with its key redacted, so which key it held cannot be told:
+    that row runs again (never answered for another key), the others resume, no error."""
+    agent = Fragola.scripted().agent("resumed")
+    inputs = ["is sk-proj-abcdefghijkl123 a key?", "plain"]
+    await agent.batch(inputs, resume=tmp_path / "b.jsonl", progress=False)
+    again = await agent.batch(inputs, resume=tmp_path / "b.jsonl", progress=False)
+    assert [row.resumed for row in again] == [False, True]
+    assert "sk-proj" not in (tmp_path / "b.jsonl").read_text()
+    await agent.evaluate(inputs, resume=tmp_path / "e.jsonl", progress=False)
+    evaluation = await agent.evaluate(inputs, resume=tmp_path / "e.jsonl", progress=False)
+    assert [row.resumed for row in evaluation] == [False, True]
+    assert "sk-proj" not in (tmp_path / "e.jsonl").read_text()
