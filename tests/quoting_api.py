@@ -57,13 +57,16 @@ def _chunks(body: dict[str, Any], text: str) -> list[dict[str, Any]]:
 
 
 def answer(headers: Any, body: dict[str, Any]) -> str:
-    """What the server says: a judge's verdict quoting the credentials, else a plain echo."""
+    """What the server says: a judge's verdict quoting the credentials, else a plain echo
+    after as many dots as the question has ``#`` (to put a key where a view cuts text)."""
     keys = quoted(headers)
     system = " ".join(str(m.get("content")) for m in body.get("messages", [])
                       if m.get("role") == "system")
     if "[fragola_nb judge]" in system:
         return json.dumps({"score": 5, "reason": f"fine; I was sent {keys}"})
-    return f"You sent me {keys}, thanks."
+    asked = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    padding = "." * int(str(asked[-1].get("content")).count("#")) if asked else ""
+    return f"{padding}You sent me {keys}, thanks."
 
 
 class QuotingAPI:

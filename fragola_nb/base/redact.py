@@ -112,9 +112,9 @@ _KEY_SHAPES = [
     re.compile(r"(?<![A-Za-z0-9_-])()AIza[0-9A-Za-z_-]{30,}"),
     re.compile(r"(?<![A-Za-z0-9])()(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
     re.compile(r"(?<![A-Za-z0-9_-])()eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
-    # A scheme starts where no scheme letter stands before it: else each letter of a long run
-    # of them would start a scheme read to the run's end (quadratic on "hahaha...").
-    re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^/\s?#@:]*:)[^/\s?#@]+(?=@)"),
+    # A scheme starts after no letter and is at most 40 characters: else each letter of a
+    # long run would start a scheme read to the run's end (quadratic on "hahaha...").
+    re.compile(r"(?<![A-Za-z])([A-Za-z][A-Za-z0-9+.-]{0,40}://[^/\s?#@:]*:)[^/\s?#@]+(?=@)"),
 ]
 _BASIC = re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
 # A name stops at the next separator, so that each is read once (linear on "?a?a?a...").

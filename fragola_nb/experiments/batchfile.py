@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.base.redact import redacted_texts
+from fragola_nb.base.redact import redact_text, redacted_texts
 from fragola_nb.base.textfile import utf8
 from fragola_nb.core.timing import tool_read_back
 from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
@@ -138,6 +138,8 @@ class ResumeFile:
         for number, row in found:
             if row.index >= len(keys):
                 continue  # a longer list ran here before: its first inputs are checked
+            if keys[row.index] != row.input and redacted_texts(keys[row.index]) == row.input:
+                continue  # written with a credential redacted: which one, none can say; again
             if keys[row.index] != row.input:
                 raise BadUsage(
                     f"{self.path} holds the rows of other inputs (line {number}: input "
@@ -219,5 +221,5 @@ def _cut_row(tail: bytes) -> bool:
 
 
 def _shown(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = redact_text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
     return repr(text if len(text) <= 60 else text[:59] + "…")

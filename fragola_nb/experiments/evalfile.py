@@ -76,8 +76,9 @@ class EvalResumeFile:
                 or records[0][1].get("format") != FORMAT:
             raise BadUsage(f"{self.path} is not an evaluation resume file: {advice}")
         header = records[0][1]
+        written = redacted(self.run, self.known)  # as _append wrote it: a key in a case hidden
         for name in ("cases", "variants", "graders"):
-            if header.get(name) != self.run[name]:
+            if header.get(name) != written[name]:
                 raise BadUsage(f"{self.path} holds the rows of an evaluation with other "
                                f"{name}: {advice}")
         rows: dict[tuple[int, str, int], EvalRow] = {}

@@ -132,3 +132,30 @@ async def test_an_agents_session_file_and_exports_hide_every_key(
     found += leaks("export_html", export_html(agent))
     found += views(agent, "agent") + views(agent.state, "state")
     assert found == []
+
+
+async def test_text_cut_short_for_a_view_leaves_no_half_key(api: QuotingAPI) -> None:
+    """A view cuts a long answer (a batch's table at 160 characters): redacted first, so the
+    cut never falls inside a key, leaving a prefix that no longer looks like it."""
+    agent = fragola_on(api, AGENT_KEY).agent("cut")
+    cut = 160 - len("You sent me ") - 8  # the key's first 7 characters before the cut
+    result = await agent.batch(["#" * cut], progress=False)
+    assert result[0].answer is not None and AGENT_KEY in result[0].answer
+    html = result._repr_html_()
+    assert AGENT_KEY[:7] not in html and "You sent me [redact…" in html
+
+
+async def test_a_resume_file_of_inputs_holding_a_key_resumes_the_rest_and_runs_those_again(
+        tmp_path: Path) -> None:
+    """The files hold an input with its key redacted, so which key it held cannot be told:
+    that row runs again (never answered for another key), the others resume, no error."""
+    agent = Fragola.scripted().agent("resumed")
+    inputs = ["is sk-proj-abcdefghijkl123 a key?", "plain"]
+    await agent.batch(inputs, resume=tmp_path / "b.jsonl", progress=False)
+    again = await agent.batch(inputs, resume=tmp_path / "b.jsonl", progress=False)
+    assert [row.resumed for row in again] == [False, True]
+    assert "sk-proj" not in (tmp_path / "b.jsonl").read_text()
+    await agent.evaluate(inputs, resume=tmp_path / "e.jsonl", progress=False)
+    evaluation = await agent.evaluate(inputs, resume=tmp_path / "e.jsonl", progress=False)
+    assert [row.resumed for row in evaluation] == [False, True]
+    assert "sk-proj" not in (tmp_path / "e.jsonl").read_text()

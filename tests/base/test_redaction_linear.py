@@ -24,6 +24,8 @@ KNOWN = "corp-gw-9Lk2Rv7Qx4Ts"  # no well-known shape: only the credentials in u
     (";a" * (MB // 2) + " =", True),
     ("x://" * (MB // 4), True),
     ("a://b:" * (MB // 6), True),
+    ("a1" * (MB // 2), True),
+    ("1x" * (MB // 4) + "://" + "a:" * (MB // 4), True),
     ("bearer " * (MB // 7), True),
     ("eyJ" * (MB // 3), True),
     ("basic " + "a" * MB + "===", True),
@@ -40,10 +42,10 @@ def test_a_megabyte_of_a_backtracking_shape_is_redacted_as_before(text: str, kep
 def test_a_key_in_a_megabyte_of_runs_hides_and_the_runs_stay() -> None:
     remember([KNOWN])
     run = "ha" * (MB // 8)
-    text = (f"{run} sk-proj-abcdefgh12345 {run} https://user:hunter2@host/x {run} "
+    text = (f"{run} sk-proj-abcdefgh12345 {run} 1https://user:hunter2@host/x {run} "
             f"{KNOWN} {run}?key=AIzaXYZ&alt=sse {run}")
     shown = redact_text(text)
-    assert shown == (f"{run} {REDACTED} {run} https://user:{REDACTED}@host/x {run} "
+    assert shown == (f"{run} {REDACTED} {run} 1https://user:{REDACTED}@host/x {run} "
                      f"{REDACTED} {run}?key={REDACTED}&alt=sse {run}")
     # The same through the walkers every writer uses.
     assert redacted({"reason": text})["reason"] == shown
