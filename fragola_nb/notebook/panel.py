@@ -473,7 +473,7 @@ class AgentPanel(anywidget.AnyWidget):
         tokens = f" · {'this turn: ' if self.turn else ''}{summary}" if summary else ""
         last = self._shown[-STATIC_LIMIT:]
         body = conversation_html(
-            last,
+            last, start=self._rows.start + len(self._shown) - len(last),
             title=agent.name, status=status,
             subtitle=f"id {agent.id} · model {self._model()}"
             f" · steps {head.get('steps', 0)}/{head.get('max_step', 0)}{tokens}{note}",

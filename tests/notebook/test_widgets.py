@@ -667,7 +667,7 @@ def test_the_tree_view_draws_nodes_and_selects_on_click(tmp_path: Any) -> None:
         {"id": "a1", "name": IMG, "parent": None, "depth": 0, "messages": 2, "status": "idle",
          "added": 2},
         {"id": "b2", "name": "fork", "parent": "a1", "depth": 1, "messages": 5,
-         "status": "waiting", "added": 3, "at": 2}]}
+         "status": "waiting", "added": 3, "at": 2, "edited": "edited by hand: #3"}]}
     out = subprocess.run(
         ["node", str(tmp_path / "draw.mjs"), str(tmp_path / "tree.mjs"), json.dumps(state)],
         capture_output=True, text=True, timeout=30, check=True,
@@ -677,7 +677,7 @@ def test_the_tree_view_draws_nodes_and_selects_on_click(tmp_path: Any) -> None:
     assert drawn["nodes"] == [
         ["fragola-tree-node", "a1", f"{IMG}a12 msgidle"],
         ["fragola-tree-node fragola-tree-selected", "b2",
-         "\u2514 forkb25 msgat message 2+3 since forkwaiting"],
+         "\u2514 forkb25 msgat message #2+3 since forkedited by hand: #3waiting"],
     ]
 
 
