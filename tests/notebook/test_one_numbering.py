@@ -68,8 +68,9 @@ def test_the_static_copies_number_as_the_history(branches: Any) -> None:
 
 def test_the_text_views_number_as_the_history(branches: Any) -> None:
     agent, fork = branches
-    turn = repr_pretty(TurnTranscript(fork, since=2)).splitlines()[1:]
-    assert turn == ["#2 [tool add, edited by hand] 30.", "#3 [assistant] 30."]
+    turn = repr_pretty(TurnTranscript(fork, since=1)).splitlines()[1:]
+    assert turn == ['#1 [assistant calls add] {"a": 20, "b": 10}',
+                    "#2 [tool add, edited by hand] 30.", "#3 [assistant] 30."]
     text = repr_pretty(fork)
     assert "#2 [tool add, edited by hand] 30." in text and "#3 [assistant] 30." in text
     assert "#2 [tool add] 30" in repr_pretty(agent)
