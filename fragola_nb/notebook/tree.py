@@ -30,6 +30,7 @@ import traitlets
 from fragola_nb.base.render import escape, visible
 from fragola_nb.core.events import transient
 from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.static_copy import live_text
 from fragola_nb.notebook.textviews import ForkTreeText, edited_words, hand_edited, walk
 
 if TYPE_CHECKING:
@@ -246,7 +247,9 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
         # Next to the live view, a static tree (and the selected branch) for nbconvert/GitHub.
         data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
         text = ForkTreeText(self.selected or self.agent)
-        data["text/plain"] = text.text()
+        line = live_text(f"fork tree of {self.agent.root.name!r}, {len(text.lines)} "
+                         f"agent{'s' if len(text.lines) != 1 else ''}")
+        data["text/plain"] = f"{line}\n{text.text()}"
         data["text/html"] = text._repr_html_() + (self.panel.html() if self.panel else "")
         return data
 

@@ -702,7 +702,7 @@ def test_each_turn_gets_a_live_panel_and_older_ones_are_detached(
     assert first.detached == "a newer panel follows this agent"
     assert second.detached == ""
     out = capsys.readouterr().out
-    assert "AgentPanel(Agent(name='a'" in out and "[assistant]" not in out
+    assert "fragola_nb turn panel of 'a'" in out and "[assistant]" not in out
     run(shell, "%fragola_tree")
     assert isinstance(ext.views[-1], ForkTree)
     run(shell, "%fragola_reset")
