@@ -13,7 +13,8 @@ Where the widget does not draw, the view's ``text/plain`` is shown instead: in J
 notebook someone else executed (a teacher's, shared) is *untrusted* until you trust it, and
 shows each output's safe form: that text, and the copy. So the text says what the view is and
 how to see it (``live_text``: "fragola_nb panel of 'calculator', 8 messages: run the cell, or
-trust the notebook"), and the copy starts with the same line.
+trust the notebook"), and the copy below it says what it is a copy of ("static copy of the
+panel of 'calculator', 8 messages, as saved").
 
 The copy hides itself beside its live view: its own CSS hides the output in a JupyterLab or
 Notebook 7 output area that holds a live fragola_nb view, and ``panel.js`` empties it from the
@@ -51,9 +52,11 @@ def live_text(what: str) -> str:
 
 
 def copy_bundle(html: str, line: str = "") -> dict[str, str]:
-    """The static copy's output: ``html`` (escaped already) under ``line`` (the view's
-    ``live_text``), and the rule that hides it."""
-    head = f'<p class="fragola-static-note"><small>{escape(line)}</small></p>' if line else ""
+    """The static copy's output: ``html`` (escaped already) under a note saying what it is a
+    copy of (from ``line``, the view's ``live_text``), and the rule that hides it."""
+    what = line.removeprefix("fragola_nb ").removesuffix(f": {SEE_LIVE}")
+    head = (f'<p class="fragola-static-note"><small>static copy of the {escape(what)}, as '
+            "saved</small></p>" if what else "")
     return {"text/html": f'<div class="{COPY_CLASS}">{_STYLE}{head}{html}</div>'}
 
 

@@ -153,8 +153,9 @@
       b.appendChild(el("span", "fx-node-name", n.name));
       var edits = n.messages.filter(function (m) { return m.ed; }).length;
       if (edits) {  // this branch holds messages a person edited (agent.edit)
-        var mark = el("span", "fx-edited fx-node-edited", "edited by hand");
+        var mark = el("span", "fx-edited fx-node-edited", "\u270e");  // a pencil: narrow
         mark.title = edits + " message(s) of this branch edited by hand";
+        mark.setAttribute("aria-label", mark.title);
         b.appendChild(mark);
       }
       b.appendChild(el("span", "fx-node-count", String(history(n).length)));

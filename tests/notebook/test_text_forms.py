@@ -1,6 +1,6 @@
 """What a notebook shows where a live view cannot draw: its ``text/plain`` says what the view
 is and how to see it ("fragola_nb panel of 'calculator', 8 messages: run the cell, or trust
-the notebook"), never a raw repr, and the static copy below it starts with the same line.
+the notebook"), never a raw repr, and the static copy below it says what it is a copy of.
 
 That is what JupyterLab shows for an executed notebook someone else shared (untrusted: the
 safe forms of each output only; the browser test is tests/browser/test_browser_untrusted.py).
@@ -87,7 +87,7 @@ def shell(model: ScriptedModel) -> Iterator[InteractiveShell]:
         InteractiveShell.clear_instance()
 
 
-def test_the_static_copy_starts_with_the_same_line(
+def test_the_static_copy_says_what_it_is_a_copy_of(
     shell: InteractiveShell, model: ScriptedModel,
 ) -> None:
     from IPython.utils.capture import capture_output
@@ -104,5 +104,6 @@ def test_the_static_copy_starts_with_the_same_line(
         f"fragola_nb turn panel of 'calculator', no message yet{SEE}",
         f"fragola_nb turn panel of 'calculator', messages #0 to #1{SEE}"]
     for view, copy in zip(views, copies, strict=True):
-        line = html.escape(view["text/plain"])
-        assert f'<p class="fragola-static-note"><small>{line}</small></p>' in copy
+        what = view["text/plain"].removeprefix("fragola_nb ").removesuffix(SEE)
+        note = html.escape(f"static copy of the {what}, as saved")
+        assert f'<p class="fragola-static-note"><small>{note}</small></p>' in copy
