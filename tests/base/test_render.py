@@ -176,3 +176,18 @@ def test_arguments_python_cannot_read_still_render() -> None:
     page = conversation_html([{"role": "assistant", "tool_calls": [{
         "id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}]}])
     assert "9" * 5000 in page
+
+
+@pytest.mark.parametrize(("text", "html"), [
+    # a line that is only a number and a dot is the number, not an empty list item from 30
+    ("30.", "<p>30.</p>\n"),
+    ("1.", "<p>1.</p>\n"),
+    ("30)", "<p>30)</p>\n"),
+    ("The sum:\n\n30.", "<p>The sum:</p>\n<p>30.</p>\n"),
+    ("> 30.", "<blockquote>\n<p>30.</p>\n</blockquote>\n"),
+    # a numbered item with text stays a list; code stays code
+    ("30. apples", '<ol start="30">\n<li>apples</li>\n</ol>\n'),
+    ("```\n30.\n```", "<pre><code>30.\n</code></pre>\n"),
+])
+def test_a_lone_number_with_a_dot_shows_as_the_number(text: str, html: str) -> None:
+    assert markdown_html(text) == html
