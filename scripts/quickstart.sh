@@ -6,4 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/python scripts/run_notebook.py notebooks/quickstart.ipynb build/quickstart.ipynb
-echo "Executed notebook (open it in JupyterLab for the live panels): build/quickstart.ipynb"
+echo "Executed notebook: build/quickstart.ipynb. In JupyterLab each panel shows as one line" \
+  "(fragola_nb panel of 'calculator', 8 messages: run the cell, or trust the notebook) and a" \
+  "static copy: run the cells, or trust the notebook, to see the panels (docs/panel.md)."

@@ -69,7 +69,7 @@ def html_text(html: str) -> str:
 def output_text(output: Any) -> str:
     """The text of one output: a stream's, a result's or display's text/plain, an error's
     name, message and traceback (without terminal colours). A live view (a panel) has, as
-    its text/plain, only its name; its static copy, the next output (or, in a notebook made
+    its text/plain, one line saying what it is and how to see it live; its static copy, the next output (or, in a notebook made
     by an earlier version, the view's own text/html), holds the run (the turn's messages, the
     tool calls and results), printed here as text in the view's place."""
     kind = output.get("output_type")

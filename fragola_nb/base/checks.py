@@ -14,12 +14,14 @@ from typing import Any
 from fragola_nb.base.errors import BadUsage
 
 __all__ = [
+    "FACTS",
     "META",
     "ON_STOP",
     "ROLES",
     "assistant_problem",
     "check_content",
     "check_messages",
+    "edited_by_hand",
     "history_problem",
     "kept_problem",
     "message_problem",
@@ -36,6 +38,11 @@ META = "fragola_nb"
 ``{"rejected": {"guard": "no_secrets", "reason": "..."}}``. A message that carries it stays
 in the history (the panel, ``agent.state``, session files show it) but is never sent to the
 model: it is a note beside the conversation, not part of it."""
+FACTS = "fragola_nb_facts"
+"""A message that *is* sent may carry this key: a dict of facts about it for people and
+views, such as ``{"edited": True}`` on a message ``agent.edit`` replaced by what a person
+typed. The message goes to the model as it is, less this key (``sent`` leaves it out of the
+request's copy); the history, ``agent.state``, session files and exports keep it."""
 CONTENT_HINT = (
     "a string or a non-empty list of parts such as "
     '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {...}}'
@@ -157,8 +164,16 @@ def withheld(message: Any) -> bool:
 
 
 def sent(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages a request carries: all but those marked with ``META``."""
-    return [message for message in messages if META not in message]
+    """The messages a request carries: all but those marked with ``META``, each without its
+    ``FACTS`` (a copy then: the history keeps them)."""
+    return [{k: v for k, v in message.items() if k != FACTS} if FACTS in message else message
+            for message in messages if META not in message]
+
+
+def edited_by_hand(message: Any) -> bool:
+    """Whether ``message`` is one ``agent.edit`` replaced (its ``FACTS`` say ``edited``)."""
+    facts = message.get(FACTS) if isinstance(message, dict) else None
+    return isinstance(facts, dict) and facts.get("edited") is True
 
 
 def kept_problem(message: Any, role: str) -> str | None:

@@ -13,18 +13,21 @@ the credentials in use (``fragola_nb.base.redact``, ``fragola_nb.base.inuse``).
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from fragola_nb.base.checks import rejection_of
+from fragola_nb.base.checks import edited_by_hand, rejection_of
 from fragola_nb.base.redact import redact_text
 
 __all__ = [
     "CSS",
+    "EDITED_BY_HAND",
     "conversation_html",
+    "empty_numbered_items",
     "markdown_html",
     "message_html",
     "messages_html",
@@ -40,6 +43,8 @@ CSS = """<style>
 .fragola-msg-tool{border-color:#f59e0b}.fragola-msg-system,.fragola-msg-developer{border-color:#8b5cf6}
 .fragola-msg{min-width:0;overflow-wrap:anywhere}
 .fragola-role{font-size:11px;font-weight:600;text-transform:uppercase;color:var(--jp-ui-font-color2,#555)}
+.fragola-index{font-family:var(--jp-code-font-family,monospace);font-weight:400;text-transform:none}
+.fragola-edited{font-weight:600;text-transform:none;padding:0 5px;border-radius:8px;background:rgba(124,58,237,.18)}
 .fragola-text{white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0}
 .fragola-md p{margin:2px 0}
 .fragola-md pre{overflow-x:auto;max-width:100%}
@@ -50,6 +55,10 @@ CSS = """<style>
 .fragola-status-generating{background:#2563eb}.fragola-status-waiting{background:#d97706}.fragola-status-idle{background:#059669}
 </style>"""
 
+
+EDITED_BY_HAND = "edited by hand"
+"""How every view marks a message ``agent.edit`` replaced (``checks.edited_by_hand``): the
+panel, the exports, the static copies, the diff and the tree write these words."""
 
 # C0/C1 controls but tab and newline, bidi embeddings/overrides/isolates/marks, line and
 # paragraph separators, and zero-width characters that hide text (not the joiners U+200C/D,
@@ -103,11 +112,36 @@ _MARKDOWN_SIGNS = re.compile(
 
 def markdown_html(text: str) -> str:
     """Markdown to HTML with raw HTML escaped, images off, unsafe links refused and invisible
-    controls made visible."""
+    controls made visible. A line that is only a number and a dot ("30.") stays that text:
+    Markdown reads it as an empty item of a list numbered from 30, which shows no 30."""
     text = visible(text)
     if not _MARKDOWN_SIGNS.search(text):
         return f"<p>{html.escape(text, quote=False).replace(chr(34), '&quot;')}</p>\n"
-    return str(_markdown().render(text))
+    md = _markdown()
+    env: dict[str, Any] = {}
+    tokens = md.parse(text, env)
+    empty = empty_numbered_items(tokens)
+    if empty:
+        lines = text.split("\n")
+        for line in empty:  # "30." -> "30\.", which Markdown shows as "30."
+            lines[line] = _LONE_NUMBER.sub(r"\1\\\2", lines[line])
+        env = {}
+        tokens = md.parse("\n".join(lines), env)
+    return str(md.renderer.render(tokens, md.options, env))
+
+
+_LONE_NUMBER = re.compile(r"(\d{1,9})([.)])([ \t]*)$")
+
+
+def empty_numbered_items(tokens: Sequence[Any]) -> list[int]:
+    """The source lines of the ordered-list items with nothing in them (markdown-it's
+    tokens): a line such as "30." alone, which a reader means as the number 30."""
+    lines = []
+    for token, after in itertools.pairwise(tokens):
+        if (token.type == "list_item_open" and after.type == "list_item_close"
+                and token.info and token.map):  # info: the item's number (ordered lists)
+            lines.append(token.map[0])
+    return lines
 
 
 def text_of(content: Any) -> str:
@@ -144,9 +178,13 @@ def pretty_arguments(arguments: Any) -> str:
 
 def message_html(message: dict[str, Any], tool_names: dict[str, str] | None = None,
                  index: int | None = None) -> str:
-    """One message as escaped HTML. ``tool_names`` maps tool call ids to tool names."""
+    """One message as escaped HTML. ``tool_names`` maps tool call ids to tool names; with
+    ``index`` (the message's in its history) the role line starts with its number, ``#3``."""
     role = str(message.get("role", "?"))
     attrs = f' data-index="{index}"' if index is not None else ""
+    number = f'<span class="fragola-index">#{index}</span> · ' if index is not None else ""
+    badge = (f' <span class="fragola-edited">{EDITED_BY_HAND}</span>'
+             if edited_by_hand(message) else "")
     body: list[str] = []
     text = text_of(message.get("content"))
     if role == "assistant":
@@ -179,7 +217,7 @@ def message_html(message: dict[str, Any], tool_names: dict[str, str] | None = No
                     f'{escape(rejection[1])}</div>')
     return (
         f'<div class="fragola-msg fragola-msg-{escape(role)}"{attrs}>'
-        f'<div class="fragola-role">{escape(role)}</div>{"".join(body)}</div>'
+        f'<div class="fragola-role">{number}{escape(role)}{badge}</div>{"".join(body)}</div>'
     )
 
 
@@ -205,37 +243,41 @@ def conversation_html(
     title: str = "",
     status: str | None = None,
     subtitle: str = "",
+    start: int = 0,
 ) -> str:
-    """A standalone, escaped HTML block of a conversation (with its own CSS)."""
+    """A standalone, escaped HTML block of a conversation (with its own CSS); ``start`` is
+    the index of its first message in the agent's history (each is numbered)."""
     badge = (
         f' <span class="fragola-status fragola-status-{escape(status)}">{escape(status)}</span>'
         if status else ""
     )
     head = f"<div><b>{escape(title)}</b>{badge} <small>{escape(subtitle)}</small></div>"
     return (
-        f'{CSS}<div class="fragola-conversation">{head}{messages_html(messages)}</div>'
+        f'{CSS}<div class="fragola-conversation">{head}{messages_html(messages, start)}</div>'
     )
 
 
-def transcript_text(messages: Sequence[dict[str, Any]]) -> str:
-    """A plain-text transcript (for terminals and ``_repr_pretty_``)."""
+def transcript_text(messages: Sequence[dict[str, Any]], start: int = 0) -> str:
+    """A plain-text transcript (for terminals and ``_repr_pretty_``), each message's lines
+    starting with its number (``start`` is the first one's index in its history)."""
     names = tool_names_of(messages)
     lines: list[str] = []
-    for message in messages:
+    for index, message in enumerate(messages, start):
         role = str(message.get("role", "?"))
+        edited = f", {EDITED_BY_HAND}" if edited_by_hand(message) else ""
         if role == "tool":
             name = names.get(str(message.get("tool_call_id", "")), "tool")
-            lines.append(f"[tool {name}] {text_of(message.get('content'))}")
+            lines.append(f"#{index} [tool {name}{edited}] {text_of(message.get('content'))}")
             continue
         text = text_of(message.get("content"))
         if text:
-            lines.append(f"[{role}] {text}")
+            lines.append(f"#{index} [{role}{edited}] {text}")
         rejection = rejection_of(message)
         if rejection is not None:
-            lines.append(f"[{role} rejected by {rejection[0]}] {rejection[1]}")
+            lines.append(f"#{index} [{role} rejected by {rejection[0]}] {rejection[1]}")
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
-            lines.append(f"[{role} calls {function.get('name', '?')}] "
+            lines.append(f"#{index} [{role} calls {function.get('name', '?')}] "
                          f"{function.get('arguments', '')}")
     # A terminal reorders bidi overrides and obeys escape sequences too.
     return visible("\n".join(lines))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fragola_nb.base.checks import edited_by_hand
+from fragola_nb.base.render import EDITED_BY_HAND
 from fragola_nb.base.render import escape as _escape
 from fragola_nb.base.textfile import writable
 
@@ -49,6 +51,10 @@ grid-template-columns:minmax(0,1fr) minmax(0,1fr)}
 .fragola-diff-only-right .fragola-diff-cell:last-child{border-left-color:#2563eb}
 .fragola-diff-empty{border-left-color:transparent;background:var(--fd-bg2)}
 .fragola-diff-role{font-size:11px;font-weight:600;text-transform:uppercase;color:var(--fd-quiet)}
+.fragola-diff-role span{text-transform:none}
+.fragola-diff-role .fragola-index{font-family:var(--fd-code);font-weight:400}
+.fragola-diff-role .fragola-edited{color:var(--fd-text);padding:0 5px;border-radius:8px;
+background:rgba(124,58,237,.2)}
 .fragola-diff-text{white-space:pre-wrap;overflow-wrap:anywhere;margin:0;font-family:inherit}
 .fragola-diff-tool .fragola-diff-text,.fragola-diff-calls{font-family:var(--fd-code);font-size:12px}
 .fragola-diff ins{background:rgba(16,185,129,.28);text-decoration:none;color:inherit}
@@ -75,12 +81,15 @@ def _cell(message: Message | None, index: int | None, marked: str | None = None)
     from fragola_nb.core.branchdiff import message_text
 
     role = str(message.get("role", "?"))
-    what = f"{role} · #{index}"
+    # the message's number: its index in that branch's history, as every view counts
+    what = f'<span class="fragola-index">#{index}</span> · {escape(role)}'
     if role == "tool":
-        what += f" · {message.get('tool_call_id', '')}"
+        what += f" · <span>{escape(message.get('tool_call_id', ''))}</span>"
+    if edited_by_hand(message):
+        what += f' <span class="fragola-edited">{EDITED_BY_HAND}</span>'
     body = marked if marked is not None else _text(message_text(message))
     return (f'<div class="fragola-diff-cell fragola-diff-{escape(role)}" data-index="{index}">'
-            f'<div class="fragola-diff-role">{escape(what)}</div>'
+            f'<div class="fragola-diff-role">{what}</div>'
             f'<div class="fragola-diff-text">{body}</div></div>')
 
 

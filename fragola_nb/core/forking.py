@@ -8,9 +8,11 @@ again) and says so; ``exact=True`` refuses instead, for a caller that wants that
 
 ``edit`` replaces one text or tool result in an agent's own history before it runs on. The
 message is never changed in place (the parent and the other forks share it): a new history
-over the old one holds the replacement (``History.edited``). The new text carries a note, as
-an approval with edited arguments does (``runloop.EDITED``), so the history stays a true
-record of what the model was shown and why it differs from the parent's.
+over the old one holds the replacement (``History.edited``). The new content is exactly what
+was given, the value the model is then sent; that a person wrote it is a fact kept beside it
+(``checks.FACTS``: ``{"edited": True}``), which views show ("edited by hand"), sessions and
+forks keep, and requests leave out. A note in the text itself would reach the model, which
+may quote it, and would change the value being tried ("30" is no longer "30").
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import copy
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from fragola_nb.base.checks import META, check_content
+from fragola_nb.base.checks import FACTS, META, check_content
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.events import StateUpdateEvent
 from fragola_nb.core.history import History
@@ -28,12 +30,7 @@ from fragola_nb.core.tools import serialize_result
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
-__all__ = ["EDITED_RESULT", "EDITED_TEXT", "cut", "edit"]
-
-EDITED_TEXT = "(The user edited this message before the run went on.)"
-"""The line put before an edited user/assistant text (then a newline and the new text)."""
-EDITED_RESULT = "(The user edited this result before the run went on.)"
-"""The line put before an edited tool result (then a newline and the new result)."""
+__all__ = ["cut", "edit"]
 
 
 def _index(value: Any, length: int, what: str, *, end_ok: bool) -> int:
@@ -109,17 +106,13 @@ def edit(agent: Agent, index: Any, content: Any, result: Any, given: tuple[bool,
         if not has_result:
             raise BadUsage(f"messages[{where}] is a tool message: change its result with "
                            "edit(index, result=...)")
-        new["content"] = f"{EDITED_RESULT}\n{serialize_result(result)}"
+        new["content"] = serialize_result(result)
     else:
         if not has_content:
             raise BadUsage(f"messages[{where}] is a {role} message, not a tool message: "
                            "change its text with edit(index, content=...)")
-        new["content"] = _noted(check_content(content))
+        new["content"] = check_content(content)
+    facts = old.get(FACTS)
+    new[FACTS] = {**(facts if isinstance(facts, dict) else {}), "edited": True}
     agent._history = history.edited(where, new)
     agent._observe("after_state_update", StateUpdateEvent(agent.context, "edit", new))
-
-
-def _noted(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    if isinstance(content, str):
-        return f"{EDITED_TEXT}\n{content}"
-    return [{"type": "text", "text": EDITED_TEXT}, *content]

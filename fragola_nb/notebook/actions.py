@@ -213,7 +213,7 @@ class Actions:
             fork = fromhere.fork_here(self.agent, i, name.strip() or None)
         except fromhere.NotHere as exc:
             raise Refused(str(exc)) from None
-        self._show_fork(fork, f"forked {fork.name!r} before message {fork.fork_at}")
+        self._show_fork(fork, f"forked {fork.name!r} before message #{fork.fork_at}")
 
     def _source(self, i: Any = None, call: str = "") -> None:
         """Not a change: the editor of a message asks for the text it starts from."""
@@ -236,7 +236,8 @@ class Actions:
             raise Refused(str(exc)) from None
         self.panel.send({**reply, "ok": True})
         runs = fromhere.goes_on(fork)
-        shown = self._show_fork(fork, f"forked {fork.name!r} with message {i} edited"
+        edited = fromhere.target_of(self.agent, i, str(call))  # a call's result: its own number
+        shown = self._show_fork(fork, f"forked {fork.name!r} with message #{edited} edited"
                                 + (", running on" if runs else " (it waits for your message)"))
         if runs:
             target = shown or self.panel

@@ -42,6 +42,7 @@ from fragola_nb.core.events import transient
 from fragola_nb.experiments.compare import Comparison, VariantRun
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.static_copy import live_text
 from fragola_nb.notebook.stream import GROUP_INTERVAL, Pacer, StreamGroup
 from fragola_nb.notebook.worddiff import SIMILAR, LateDiffs, compared, diff_segments, word_overlap
 
@@ -222,7 +223,10 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         # Beside the live grid, the static table (nbconvert, GitHub) and the plain text.
         data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = repr(self.comparison)
+        count = len(self.comparison)
+        line = live_text(f"compare grid of {self.comparison.agent.name!r}, {count} "
+                         f"variant{'s' if count != 1 else ''}")
+        data["text/plain"] = f"{line}\n{self.comparison!r}"
         data["text/html"] = self.comparison._repr_html_()
         return data
 

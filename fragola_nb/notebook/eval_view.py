@@ -41,6 +41,7 @@ from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.notebook.compare_view import LiveWidget
 from fragola_nb.notebook.eval_trajectory import trajectory_detail
 from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.static_copy import live_text
 
 __all__ = ["INTERVAL", "EvalMatrix", "EvalView", "cell_marks", "matrix_cells"]
 
@@ -169,7 +170,8 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         # Beside the live matrix, the escaped static table (nbconvert, GitHub) and the text.
         data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = repr(self.evaluation)
+        shape = f"{self.evaluation.cases} cases × {len(self.evaluation.variants)} variants"
+        data["text/plain"] = f"{live_text(f'evaluation matrix, {shape}')}\n{self.evaluation!r}"
         data["text/html"] = self.evaluation._repr_html_()
         return data
 

@@ -109,8 +109,10 @@ function callEl(call) {
   if (call.full) {
     box.append(h("div", "fragola-call-label", "arguments"), h("pre", "fragola-args", call.full));
   }
-  if (call.state !== "asked") {
-    box.append(h("div", "fragola-call-label", "result"), h("pre", "fragola-result-text", call.result));
+  if (call.state !== "asked") { // the result is a message of its own: its number
+    const label = h("div", "fragola-call-label", "result");
+    if (call.ri !== null && call.ri !== undefined) label.append(" ", numberEl(call.ri));
+    box.append(label, h("pre", "fragola-result-text", call.result));
   }
   return box;
 }
@@ -129,12 +131,25 @@ function clampLong(node, part) {
   node.append(more);
 }
 
+// A message's number: its index in the history, as state.messages[i], fork(at=i) and edit(i)
+// take it, and as every other view (the diff, the tree, the exports) writes it.
+function numberEl(i) {
+  const number = h("span", "fragola-index", "#" + i);
+  number.title = "message " + i + ": agent.state.messages[" + i + "]";
+  return number;
+}
+
 function rowEl(row, decorate) {
   const role = String(row.role).replace(/[^a-z]/g, "") || "other";
   const node = h("div", "fragola-msg fragola-msg-" + role);
   node.dataset.index = row.i;
   node.dataset.k = row.k;
-  node.append(h("div", "fragola-role", row.role));
+  const label = h("div", "fragola-role");
+  label.append(numberEl(row.i), " · " + row.role);
+  if (row.edited) { // agent.edit put a person's text here (the model is sent the text alone)
+    label.append(" ", h("span", "fragola-edited", "edited by hand"));
+  }
+  node.append(label);
   if (row.html || row.md) {
     const body = h("div", role === "assistant" ? "fragola-md" : "fragola-body");
     if (row.html) {

@@ -43,6 +43,7 @@ from fragola_nb.notebook import shown
 from fragola_nb.notebook.actions import Actions, clicked, error_text
 from fragola_nb.notebook.rows import CallFacts, Rows
 from fragola_nb.notebook.runner import started_by
+from fragola_nb.notebook.static_copy import live_text
 from fragola_nb.notebook.stream import Stream
 from fragola_nb.notebook.timeline import timeline_shown
 
@@ -478,7 +479,7 @@ class AgentPanel(anywidget.AnyWidget):
         tokens = f" · {'this turn: ' if self.turn else ''}{summary}" if summary else ""
         last = self._shown[-STATIC_LIMIT:]
         body = conversation_html(
-            last,
+            last, start=self._rows.start + len(self._shown) - len(last),
             title=agent.name, status=status,
             subtitle=f"id {agent.id} · model {self._model()}"
             f" · steps {head.get('steps', 0)}/{head.get('max_step', 0)}{tokens}{note}",
@@ -492,11 +493,24 @@ class AgentPanel(anywidget.AnyWidget):
         return body
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        # Beside the live view, text and HTML forms (nbconvert, GitHub, a terminal).
+        # Beside the live view, text and HTML forms (nbconvert, GitHub, a terminal, and an
+        # untrusted notebook in JupyterLab, which shows the text: it says what to do).
         bundle: Any = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        data = {**(data or {}), "text/plain": repr(self), "text/html": self.html()}
+        data = {**(data or {}), "text/plain": self.text(), "text/html": self.html()}
         return (data, metadata) if metadata else data
+
+    def text(self) -> str:
+        """What this view is, and how to see it live: its ``text/plain``, as a notebook shows
+        it where the panel cannot draw ("fragola_nb panel of 'calc', 8 messages: run the
+        cell, or trust the notebook"; a turn panel names its messages by number)."""
+        name, count = self.agent.name, len(self._shown)
+        if not self.turn:
+            return live_text(f"panel of {name!r}, {count} message{'s' if count != 1 else ''}")
+        first = self._rows.start
+        shown = f"messages #{first} to #{first + count - 1}" if count > 1 else (
+            f"message #{first}" if count else "no message yet")
+        return live_text(f"turn panel of {name!r}, {shown}")
 
     def __repr__(self) -> str:
         since = f", since={self.since}" if self.turn else ""

@@ -14,9 +14,14 @@ Each call in a row has a ``state``: ``asked`` (no answer yet), ``ran``, ``error`
 ``rejected``, ``edited``, ``amended``, ``injected`` (answered by hand) or ``cancelled``, with
 a ``note`` (the reason, the edit) and, when the panel saw it run, ``ms``. ``edited`` is a call
 run with edited arguments (``runloop.EDITED``, the note holds them); ``amended`` a result
-edited afterwards by ``agent.edit`` (``forking.EDITED_RESULT``; the panel says
+edited afterwards by ``agent.edit`` (its message's ``checks.FACTS`` say so; the panel says
 ``RESULT_EDITED``): both differ from what the model asked for or the tool returned, which is
-what the row must not hide.
+what the row must not hide. A user or assistant text ``agent.edit`` replaced has ``edited``
+set on its row (the panel's "edited by hand" badge).
+
+A row's ``i`` is the message's index in the history, the number ``state.messages[i]``,
+``fork(at=i)`` and ``edit(i)`` take, and the one every view shows; a call's ``ri`` is the
+index of the tool message that answered it.
 """
 
 from __future__ import annotations
@@ -27,9 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fragola_nb.base.checks import rejection_of
+from fragola_nb.base.checks import edited_by_hand, rejection_of
 from fragola_nb.base.render import markdown_html, pretty_arguments, text_of, visible
-from fragola_nb.core.forking import EDITED_RESULT
 from fragola_nb.core.runloop import CANCELLED, EDITED, INTERRUPTED, REJECTED
 
 __all__ = ["RESULT_EDITED", "SHORT", "CallFacts", "Rows", "compact", "disguised", "short"]
@@ -38,7 +42,7 @@ SHORT = 120
 """Characters of arguments or result shown on a call's one line."""
 RESULT_EDITED = "result edited by hand, not what the tool returned"
 """How the panel labels an ``amended`` call, one whose result ``agent.edit`` replaced
-(``forking.EDITED_RESULT``); panel.js writes the same words."""
+(its message's ``checks.FACTS``); panel.js writes the same words."""
 
 _DISGUISE = re.compile("[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 # what the run loop writes for a rejected call, and for one run with edited arguments
@@ -112,7 +116,7 @@ class Rows:
             if message.get("role") == "tool":
                 where = self._where.get(str(message.get("tool_call_id", "")))
                 if where is not None:
-                    self._answer(where, message)
+                    self._answer(where, message, index)
                     if where[0] < len(self.rows) - len(added) and where[0] not in patched:
                         patched.append(where[0])
                     continue
@@ -149,6 +153,8 @@ class Rows:
         text = text_of(message.get("content"))
         row: dict[str, Any] = {"k": position, "i": index, "role": visible(role), "html": "",
                                "calls": []}
+        if edited_by_hand(message) and role != "tool":
+            row["edited"] = True
         if role == "assistant":
             if lazy and text:  # visible text now, Markdown once a view draws it
                 row["text"], row["md"] = visible(text), True
@@ -167,16 +173,17 @@ class Rows:
                     "full": visible(pretty_arguments(arguments)),
                     "flag": disguised(raw + pretty_arguments(arguments))
                     or disguised(str(function.get("name", ""))),
-                    "state": "asked", "note": "", "result": "", "ms": None,
+                    "state": "asked", "note": "", "result": "", "ms": None, "ri": None,
                 })
                 self._where[call_id] = (position, n)
         elif role == "tool":  # the answer to a call made before this panel's first message
             row["calls"].append({
                 "id": visible(str(message.get("tool_call_id", ""))), "name": "tool",
                 "args": "", "full": "", "flag": False, "state": "ran", "note": "",
-                "result": visible(text), "ms": None,
+                "result": visible(text), "ms": None, "ri": index,
             })
-            self._set_state(row["calls"][0], str(message.get("tool_call_id", "")), text)
+            self._set_state(row["calls"][0], str(message.get("tool_call_id", "")), text,
+                            edited_by_hand(message))
         else:
             row["html"] = f'<div class="fragola-text">{html.escape(visible(text))}</div>'
         rejection = rejection_of(message)
@@ -184,16 +191,17 @@ class Rows:
             row["rejected"] = visible(f"rejected by {rejection[0]}: {rejection[1]}")
         return row
 
-    def _answer(self, where: tuple[int, int], message: dict[str, Any]) -> None:
+    def _answer(self, where: tuple[int, int], message: dict[str, Any], index: int) -> None:
         call = self.rows[where[0]]["calls"][where[1]]
         text = text_of(message.get("content"))
-        call["result"] = visible(text)
-        self._set_state(call, str(message.get("tool_call_id", "")), text)
+        call["result"], call["ri"] = visible(text), index
+        self._set_state(call, str(message.get("tool_call_id", "")), text,
+                        edited_by_hand(message))
 
-    def _set_state(self, call: dict[str, Any], call_id: str, text: str) -> None:
+    def _set_state(self, call: dict[str, Any], call_id: str, text: str, edited: bool) -> None:
         facts = self.facts.get(call_id, CallFacts())
         rejected = _REJECTED.match(text)
-        if text.startswith(EDITED_RESULT):  # edited after it ran: wins over how it ended
+        if edited:  # edited by hand after it ran: wins over how it ended
             state, note = "amended", ""  # panel.js labels it RESULT_EDITED's words
         elif text in (CANCELLED, INTERRUPTED):
             state, note = "cancelled", "stopped while it ran" if text == INTERRUPTED else ""

@@ -12,11 +12,19 @@ from typing import Any
 
 from IPython.display import display
 
-from fragola_nb.base.render import conversation_html, escape, transcript_text, visible
+from fragola_nb.base.checks import edited_by_hand
+from fragola_nb.base.render import (
+    EDITED_BY_HAND,
+    conversation_html,
+    escape,
+    transcript_text,
+    visible,
+)
 from fragola_nb.core.agent import Agent
 from fragola_nb.core.usage import Usage
 
-__all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "say", "show", "walk"]
+__all__ = ["AgentTable", "ForkTreeText", "TextLine", "TurnTranscript", "edited_words",
+           "hand_edited", "say", "show", "walk"]
 
 
 def show(obj: Any, **kwargs: Any) -> Any:
@@ -51,6 +59,7 @@ class TurnTranscript:
 
     def __init__(self, agent: Agent, since: int, usage: Usage | None = None) -> None:
         self.messages = agent.messages_since(since)
+        self.since = since
         self.title = agent.name
         self.status = agent.status
         spent = usage.summary() if usage is not None else ""
@@ -62,11 +71,12 @@ class TurnTranscript:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(visible(f"── {self.title} ({self.status}, {self.subtitle}) ──"))
         if self.messages:
-            printer.text("\n" + transcript_text(self.messages))
+            printer.text("\n" + transcript_text(self.messages, self.since))
 
     def _repr_html_(self) -> str:
         return conversation_html(
-            self.messages, title=self.title, status=self.status, subtitle=self.subtitle
+            self.messages, title=self.title, status=self.status, subtitle=self.subtitle,
+            start=self.since,
         )
 
 
@@ -140,7 +150,25 @@ def walk(node: Agent, depth: int = 0) -> Iterator[tuple[int, Agent]]:
         yield from walk(child, depth + 1)
 
 
+def hand_edited(agent: Agent) -> list[int]:
+    """The numbers of the messages ``agent.edit`` replaced in this branch (not the ones it
+    shares with its parent, edited there)."""
+    messages = agent.messages_since(0)
+    edited = [i for i, message in enumerate(messages) if edited_by_hand(message)]
+    if not edited or agent.parent is None:
+        return edited
+    theirs = agent.parent.messages_since(0)
+    return [i for i in edited if i >= len(theirs) or theirs[i] is not messages[i]]
+
+
+def edited_words(numbers: list[int]) -> str:
+    """``hand_edited``'s numbers as a tree writes them: "edited by hand: #3, #5"."""
+    return f"{EDITED_BY_HAND}: " + ", ".join(f"#{i}" for i in numbers) if numbers else ""
+
+
 def _node(agent: Agent) -> str:
     added = agent.message_count - agent.fork_point
     since = f", +{added} since fork" if agent.parent is not None else ""
-    return f"{agent.name} [{agent.id}] {agent.status}, {agent.message_count} messages{since}"
+    edited = edited_words(hand_edited(agent))
+    return (f"{agent.name} [{agent.id}] {agent.status}, {agent.message_count} messages{since}"
+            + (f", {edited}" if edited else ""))

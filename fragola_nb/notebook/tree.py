@@ -8,10 +8,12 @@ Below it, the Python side shows the selected agent's :class:`AgentPanel`.
     tree.select(fork)          # what a click on fork's node does
     tree.compare(agent, fork)  # what ticking two nodes' boxes does: their diff, shown between
 
-A fork's node says where it left its parent ("at message 7": it holds the parent's first 7
-messages, ``fork.fork_at``). Ticking the boxes of two nodes shows ``fragola_nb.diff(a, b)``'s
-HTML view (escaped by it; the names in the line above it escaped here) between the tree and
-the branch's panel, redrawn as either branch goes on; unticking one closes it.
+A fork's node says where it left its parent ("at message #7": it holds the parent's messages
+#0 to #6, ``fork.fork_at``, numbered as every view and ``state.messages[i]`` number them), and
+which of its messages a person edited ("edited by hand: #3"). Ticking the boxes of two nodes
+shows ``fragola_nb.diff(a, b)``'s HTML view (escaped by it; the names in the line above it
+escaped here) between the tree and the branch's panel, redrawn as either branch goes on;
+unticking one closes it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import traitlets
 from fragola_nb.base.render import escape, visible
 from fragola_nb.core.events import transient
 from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.textviews import ForkTreeText, walk
+from fragola_nb.notebook.static_copy import live_text
+from fragola_nb.notebook.textviews import ForkTreeText, edited_words, hand_edited, walk
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -72,9 +75,14 @@ function row(node, selected, model) {
   part("fragola-tree-id", node.id);
   part("fragola-tree-count", node.messages + " msg");
   if (node.parent !== null) {
-    part("fragola-tree-at", "at message " + node.at).title =
-      "holds the first " + node.at + " messages of its parent, then went on";
+    part("fragola-tree-at", "at message #" + node.at).title = node.at > 0
+      ? "holds its parent's messages #0 to #" + (node.at - 1) + ", then went on"
+      : "holds none of its parent's messages";
     part("fragola-tree-added", "+" + node.added + " since fork");
+  }
+  if (node.edited) { // messages agent.edit replaced in this branch, by number
+    part("fragola-tree-edited", node.edited).title =
+      "messages of this branch a person edited (the model was sent the edited text alone)";
   }
   const status = String(node.status).replace(/[^a-z]/g, "");
   part("fragola-tree-status fragola-tree-status-" + status, status);
@@ -137,6 +145,8 @@ CSS = """
 .fragola-tree-name{unicode-bidi:isolate;overflow-wrap:anywhere;min-width:0}
 .fragola-tree-id,.fragola-tree-count{font-family:var(--jp-code-font-family,monospace);
   overflow-wrap:anywhere}
+.fragola-tree-edited{font-size:11px;border-radius:8px;padding:0 6px;
+  background:rgba(124,58,237,.18)}
 .fragola-tree-status{font-size:11px;border-radius:8px;padding:0 6px;color:#fff;background:#047857}
 .fragola-tree-at{font-style:italic}
 .fragola-tree-pick{margin:0 2px 0 0;align-self:center}
@@ -168,6 +178,7 @@ def node_of(agent: Agent, depth: int) -> dict[str, Any]:
         "messages": count, "status": agent.status, "added": count - agent.fork_point,
         "at": (agent.fork_point if agent.fork_at is None else agent.fork_at)
         if agent.parent is not None else None,
+        "edited": edited_words(hand_edited(agent)),
     }
 
 
@@ -236,7 +247,9 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
         # Next to the live view, a static tree (and the selected branch) for nbconvert/GitHub.
         data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
         text = ForkTreeText(self.selected or self.agent)
-        data["text/plain"] = text.text()
+        line = live_text(f"fork tree of {self.agent.root.name!r}, {len(text.lines)} "
+                         f"agent{'s' if len(text.lines) != 1 else ''}")
+        data["text/plain"] = f"{line}\n{text.text()}"
         data["text/html"] = text._repr_html_() + (self.panel.html() if self.panel else "")
         return data
 

@@ -71,8 +71,7 @@ def export_tree_markdown(agent: Agent, path: str | os.PathLike[str] | None = Non
         if instructions:
             lines += ["Instructions:", "", fence(instructions, "text"), ""]
         if start:
-            lines += [f"*Continues after message {start} of "
-                      f"{inline(node.parent.name if node.parent else '')}.*", ""]
+            lines += [f"*{inline(_continues(node, start))}.*", ""]
         added = messages[start:]
         names = _tool_names(messages[:start])
         lines += messages_markdown(added, start, names) if added else ["*No new messages.*", ""]
@@ -85,8 +84,7 @@ def export_tree_html(agent: Agent, path: str | os.PathLike[str] | None = None, *
     root = agent.root
     sections = []
     for node, start, messages in branches(root):
-        note = (f"<p><small>continues after message {start} of "
-                f"{escape(node.parent.name if node.parent else '')}</small></p>" if start else "")
+        note = f"<p><small>{escape(_continues(node, start))}</small></p>" if start else ""
         body = messages_html(messages[start:], start, _tool_names(messages[:start]))
         instructions = changed_instructions(node)
         if instructions:
@@ -125,12 +123,19 @@ def changed_instructions(agent: Agent) -> str | None:
 
 
 def subtitle(agent: Agent) -> str:
-    fork = f" · fork of {agent.fork_of} at message {agent.fork_point}" if agent.fork_of else ""
+    fork = f" · fork of {agent.fork_of} at message #{agent.fork_point}" if agent.fork_of else ""
     # The model calls this agent made (a fork's own, not its parent's), with the cost known.
     summary = agent.usage.summary()
     usage = f" · {summary}" if summary else ""
     return (f"agent {agent.name} · id {agent.id} · model {agent.model} · "
             f"step {agent.step_count} of {agent.options.max_step}{fork}{usage}")
+
+
+def _continues(node: Agent, start: int) -> str:
+    """Where a branch's own messages start: numbered as in its history (``#start``)."""
+    parent = node.parent.name if node.parent else ""
+    shared = "#0" if start == 1 else f"#0 to #{start - 1}"
+    return f"Continues from message #{start} (messages {shared} are {parent}'s)"
 
 
 def _about(agent: Agent, count: int) -> str:

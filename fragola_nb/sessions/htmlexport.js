@@ -47,11 +47,22 @@
     return details;
   }
 
-  function messageNode(m, number, calls) {
+  // A message's number is its index in the history (0 first), as agent.state.messages[i],
+  // fork(at=i), edit(i) and every other view of fragola_nb count.
+  function messageNode(m, index, calls) {
     var role = String(m.r);
     var box = el("div", "fx-msg fx-msg-" + role.replace(/[^a-z]/g, ""));
-    box.dataset.index = String(number - 1);
-    box.appendChild(el("div", "fx-role", number + " · " + role));
+    box.dataset.index = String(index);
+    var head = el("div", "fx-role");
+    var number = el("span", "fx-index", "#" + index);
+    number.title = "message " + index + ": agent.state.messages[" + index + "]";
+    head.appendChild(number);
+    head.appendChild(document.createTextNode(" · " + role));
+    if (m.ed) {  // agent.edit put a person's text here (the model was sent the text alone)
+      head.appendChild(document.createTextNode(" "));
+      head.appendChild(el("span", "fx-edited", "edited by hand"));
+    }
+    box.appendChild(head);
     if (m.h !== undefined) {
       var md = el("div", "fx-md");
       md.innerHTML = m.h;  // escaped by fragola_nb.base.render.markdown_html in Python
@@ -95,7 +106,7 @@
     function next() {
       var end = Math.min(messages.length, shown + CHUNK);
       var frag = document.createDocumentFragment();
-      for (var i = shown; i < end; i++) frag.appendChild(messageNode(messages[i], i + 1, calls));
+      for (var i = shown; i < end; i++) frag.appendChild(messageNode(messages[i], i, calls));
       list.insertBefore(frag, more);
       shown = end;
       if (shown >= messages.length) {
@@ -140,6 +151,13 @@
       b.type = "button";
       b.style.paddingLeft = (6 + 14 * Math.min(n.depth, 12)) + "px";
       b.appendChild(el("span", "fx-node-name", n.name));
+      var edits = n.messages.filter(function (m) { return m.ed; }).length;
+      if (edits) {  // this branch holds messages a person edited (agent.edit)
+        var mark = el("span", "fx-edited fx-node-edited", "\u270e");  // a pencil: narrow
+        mark.title = edits + " message(s) of this branch edited by hand";
+        mark.setAttribute("aria-label", mark.title);
+        b.appendChild(mark);
+      }
       b.appendChild(el("span", "fx-node-count", String(history(n).length)));
       b.addEventListener("click", function () { select(n.id); });
       buttons[n.id] = b;
@@ -158,7 +176,7 @@
       detail.appendChild(head);
       detail.appendChild(el("p", "fx-about", n.about));
       if (n.fork_of) {
-        detail.appendChild(el("p", "fx-fork-note", "fork of " + n.fork_of + " at message " + n.fork_point));
+        detail.appendChild(el("p", "fx-fork-note", "fork of " + n.fork_of + " at message #" + n.fork_point));
       }
       if (n.instructions) {
         var ins = el("details", "fx-instructions");

@@ -177,10 +177,12 @@ class Clean:
 
     def message(self, message: dict[str, Any]) -> Data:
         """One message as the page's script draws it (short keys: 5,000 of them)."""
-        from fragola_nb.base.checks import rejection_of
+        from fragola_nb.base.checks import edited_by_hand, rejection_of
 
         role = str(message.get("role", "?"))
         out: Data = {"r": self.text(role)}
+        if edited_by_hand(message):  # agent.edit put a person's text here
+            out["ed"] = 1
         text = text_of(message.get("content"))
         if role == "assistant" and text:
             out["h"] = self.markdown(text)

@@ -1,7 +1,9 @@
 """A conversation's messages as Markdown that no message can reshape.
 
-The transcript's own structure is its headings (``### 2 · Assistant``), the ``Calls **name**:``
-lines before tool arguments, and the notes in italics (``*Continues after message 4 of x.*``).
+The transcript's own structure is its headings (``### #1 · Assistant``: a message's number is
+its index in the history, as ``state.messages[i]``, ``fork(at=i)`` and every view count), the
+``Calls **name**:`` lines before tool arguments, and the notes in italics (``*Continues from
+message #4 ...*``).
 A message must never produce any of them, nor markup, nor leave something open that swallows
 what follows. So a message body is kept as Markdown (readable: emphasis, lists, code) only
 when markdown-it finds in it nothing but paragraphs, lists, quotes, code and safe links, and
@@ -21,7 +23,15 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from fragola_nb.base.render import markdown_html, pretty_arguments, text_of, visible
+from fragola_nb.base.checks import edited_by_hand
+from fragola_nb.base.render import (
+    EDITED_BY_HAND,
+    empty_numbered_items,
+    markdown_html,
+    pretty_arguments,
+    text_of,
+    visible,
+)
 from fragola_nb.base.render import tool_names_of as _tool_names
 
 __all__ = ["MarkdownText", "fence", "inline", "messages_markdown"]
@@ -36,7 +46,7 @@ _PUNCTUATION = re.compile(r"([\\`*_\[\]<>!|~#&$])")
 _RISKY = re.compile(r"<|!\[|(?i:\b(java|vb|live)script\s*:|\bdata\s*:\s*\w+/)")
 # A line some renderer could take for a heading, an underline or a line of the transcript.
 _STRUCTURAL = re.compile(
-    r"[ \t>]*(?:#|[=-]+[ \t]*$|Calls \*\*|\*(?:Continues after|No new messages|agent )"
+    r"[ \t>]*(?:#|[=-]+[ \t]*$|Calls \*\*|\*(?:Continues |No new messages|agent )"
     r"|Instructions:)")
 _BLOCKS_KEPT = frozenset({
     "paragraph_open", "paragraph_close", "inline", "bullet_list_open", "bullet_list_close",
@@ -61,18 +71,20 @@ def fence(text: str, info: str) -> str:
 
 
 def messages_markdown(messages: Messages, start: int, names: dict[str, str]) -> list[str]:
-    """The lines for ``messages``, numbered from ``start + 1``; ``names`` maps the tool call
-    ids of earlier messages to tool names."""
+    """The lines for ``messages``, numbered from ``start`` (the first one's index in its
+    history); ``names`` maps the tool call ids of earlier messages to tool names."""
     names = _tool_names(messages, dict(names))
     lines: list[str] = []
-    for number, message in enumerate(messages, start + 1):
+    for number, message in enumerate(messages, start):
         role = str(message.get("role", "?"))
         text = visible(text_of(message.get("content")))
+        edited = f" · *{EDITED_BY_HAND}*" if edited_by_hand(message) else ""
         if role == "tool":
             name = names.get(str(message.get("tool_call_id", "")), "tool")
-            lines += [f"### {number} · Result of {inline(name)}", "", fence(text, "text"), ""]
+            lines += [f"### #{number} · Result of {inline(name)}{edited}", "",
+                      fence(text, "text"), ""]
             continue
-        lines += [f"### {number} · {inline(role.capitalize())}", ""]
+        lines += [f"### #{number} · {inline(role.capitalize())}{edited}", ""]
         if text:
             lines += [text if _renders_safely(text) else fence(text, "text"), ""]
         for call in message.get("tool_calls") or ():
@@ -107,6 +119,8 @@ def _renders_safely(text: str) -> bool:
            if number not in code):
         return False
     if env.get("references"):  # a link definition would apply to other messages too
+        return False
+    if empty_numbered_items(tokens):  # "30." alone: an empty item of a list, no 30 shown
         return False
     if [t.type for t in tokens[-3:]] != ["paragraph_open", "inline", "paragraph_close"] or (
         tokens[-2].content != _END or tokens[-2].level != 1

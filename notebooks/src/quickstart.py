@@ -187,7 +187,8 @@ what_if = calculator.fork("what_if")
 # %%
 print(f"calculator: {calculator.message_count} messages")
 print(f"what_if:    {what_if.message_count} messages")
-print(f"what_if is a fork of {what_if.fork_of}, made after message {what_if.fork_point}")
+# Numbered as every view numbers them: it shares its parent's messages #0 to #fork_point-1.
+print(f"what_if is a fork of {what_if.fork_of} at message #{what_if.fork_point}")
 assert what_if.fork_of == calculator.id
 assert what_if.state.messages[:what_if.fork_point] == calculator.state.messages
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from html_checks import assert_inert
 
+from fragola_nb.base.checks import FACTS
 from fragola_nb.base.render import (
     CSS,
     conversation_html,
@@ -130,13 +131,16 @@ def test_transcript_text() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "3"},
         {"role": "assistant", "content": SCRIPT},
     ]
-    assert transcript_text(messages).splitlines() == [
-        "[user] add 1 and 2",
-        "[assistant] Let me add.",
-        '[assistant calls add] {"a": 1, "b": 2}',
-        "[tool add] 3",
-        f"[assistant] {SCRIPT}",  # text for a terminal: shown as typed, nothing to escape
+    # each line starts with its message's number: its index, from ``start`` (0 by default)
+    assert transcript_text(messages, 4).splitlines() == [
+        "#4 [user] add 1 and 2",
+        "#5 [assistant] Let me add.",
+        '#5 [assistant calls add] {"a": 1, "b": 2}',
+        "#6 [tool add] 3",
+        f"#7 [assistant] {SCRIPT}",  # text for a terminal: shown as typed, nothing to escape
     ]
+    edited = {**messages[2], FACTS: {"edited": True}}
+    assert transcript_text([edited]) == "#0 [tool tool, edited by hand] 3"
 
 
 DISGUISED = {
@@ -172,3 +176,18 @@ def test_arguments_python_cannot_read_still_render() -> None:
     page = conversation_html([{"role": "assistant", "tool_calls": [{
         "id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}]}])
     assert "9" * 5000 in page
+
+
+@pytest.mark.parametrize(("text", "html"), [
+    # a line that is only a number and a dot is the number, not an empty list item from 30
+    ("30.", "<p>30.</p>\n"),
+    ("1.", "<p>1.</p>\n"),
+    ("30)", "<p>30)</p>\n"),
+    ("The sum:\n\n30.", "<p>The sum:</p>\n<p>30.</p>\n"),
+    ("> 30.", "<blockquote>\n<p>30.</p>\n</blockquote>\n"),
+    # a numbered item with text stays a list; code stays code
+    ("30. apples", '<ol start="30">\n<li>apples</li>\n</ol>\n'),
+    ("```\n30.\n```", "<pre><code>30.\n</code></pre>\n"),
+])
+def test_a_lone_number_with_a_dot_shows_as_the_number(text: str, html: str) -> None:
+    assert markdown_html(text) == html

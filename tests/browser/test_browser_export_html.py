@@ -136,7 +136,7 @@ def test_an_agent_file_browses_its_tree_history_and_tool_calls(
     expect(page.locator(".fx-node.fx-selected .fx-node-name")).to_have_text("deeper")
     expect(page.locator(".fx-detail .fx-msg")).to_have_count(10)
     expect(page.locator(".fx-fork-note")).to_have_text(
-        "fork of fork </script><script>alert(1)</script> at message 8")
+        "fork of fork </script><script>alert(1)</script> at message #8")
     expect(page.locator(".fx-msg").last).to_contain_text("half \\ud83d of an emoji")
     # hostile text is text: the names, the user's message, the answer, the controls written out
     expect(nodes.first.locator(".fx-node-name")).to_have_text(
@@ -168,8 +168,10 @@ def test_an_agent_file_browses_its_tree_history_and_tool_calls(
     expect(page.locator(".fx-detail")).not_to_contain_text("fork question")
     nodes.nth(1).click()
     expect(page.locator(".fx-detail .fx-msg")).to_have_count(8)
-    expect(page.locator(".fx-fork-note")).to_contain_text("at message 6")
-    expect(page.locator(".fx-msg").last).to_have_text("8 · assistantthe fork's own answer")
+    expect(page.locator(".fx-fork-note")).to_contain_text("at message #6")
+    # numbered as fork.state.messages[7] (from 0, as every view and the code count)
+    expect(page.locator(".fx-msg").last).to_have_text("#7 · assistantthe fork's own answer")
+    expect(page.locator(".fx-msg").last).to_have_attribute("data-index", "7")
     view.shot("fork-selected")
     view.assert_clean()
 

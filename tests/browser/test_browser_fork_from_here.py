@@ -1,5 +1,5 @@
 """A message's "fork from here" and "edit and run from here" in JupyterLab, on a 2,000-message
-history under ``%fragola_tree``; the tree's "at message N" and the diff of two ticked nodes,
+history under ``%fragola_tree``; the tree's "at message #N" and the diff of two ticked nodes,
 with hostile text, in the dark theme at 700 px."""
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def test_fork_from_here_edit_a_result_and_diff_two_branches(ui: UI) -> None:
     expect(nodes).to_have_count(2)
     fork_node = nodes.nth(1)
     expect(fork_node).to_have_class(re.compile(r"\bfragola-tree-selected\b"))
-    expect(fork_node.locator(".fragola-tree-at")).to_have_text("at message 7")
+    expect(fork_node.locator(".fragola-tree-at")).to_have_text("at message #7")
     expect(panel.locator(".fragola-name")).to_have_text("long-talker-fork1")
     expect(panel.locator(".fragola-msg")).to_have_count(6)  # 0..6, the result in its call's row
     panel.locator(".fragola-step").click()
@@ -146,12 +146,14 @@ def test_fork_from_here_edit_a_result_and_diff_two_branches(ui: UI) -> None:
     panel.locator(".fragola-edit-here-run").click()
     expect(nodes).to_have_count(3)
     expect(nodes.nth(2)).to_have_class(re.compile(r"\bfragola-tree-selected\b"))
-    expect(nodes.nth(2).locator(".fragola-tree-at")).to_have_text("at message 3")
+    expect(nodes.nth(2).locator(".fragola-tree-at")).to_have_text("at message #3")
+    expect(nodes.nth(2).locator(".fragola-tree-edited")).to_have_text("edited by hand: #2")
     expect(panel.locator(".fragola-name")).to_have_text("long-talker-fork2")
     answer = panel.locator(".fragola-msg-assistant").last
-    expect(answer).to_contain_text("Answer from the result: (The user edited this result "
-                                   "before the run went on.)", timeout=30_000)
-    expect(answer).to_contain_text(SHOWN)
+    # the model was sent the text typed, alone: it answers with it
+    expect(answer).to_contain_text("Answer from the result: " + SHOWN, timeout=30_000)
+    expect(panel.locator(".fragola-call-amended .fragola-call-state")).to_have_text(
+        "result edited by hand, not what the tool returned")
     expect(panel.locator(".fragola-call .fragola-result-text")).to_contain_text(SHOWN)
     check_inert(panel)
     ui.shot("edited-result-answered", out)

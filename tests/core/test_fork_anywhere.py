@@ -10,7 +10,7 @@ import pytest
 from helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, tool
-from fragola_nb.core.forking import EDITED_RESULT, EDITED_TEXT
+from fragola_nb.base.checks import FACTS, edited_by_hand
 from fragola_nb.models.scripted import call, hang, reply, tool_calls
 
 
@@ -122,8 +122,10 @@ async def test_edit_a_tool_result_reaches_the_model_and_leaves_the_parent(model)
     fork.edit(3, result={"y": "not found"})
 
     edited = fork.state.messages[3]
-    assert edited["content"] == f'{EDITED_RESULT}\n{json.dumps({"y": "not found"})}'
-    assert edited["tool_call_id"] == "c2"
+    # Exactly the value given; that a person typed it is kept beside it, not in it.
+    assert edited == {"role": "tool", "tool_call_id": "c2",
+                      "content": json.dumps({"y": "not found"}), FACTS: {"edited": True}}
+    assert edited_by_hand(edited) and not edited_by_hand(before[3])
     assert agent.state.messages == before and before[3] == answered("c2", "y found")
     assert fork.state.messages[2] is before[2]  # the others are still shared
 
@@ -131,7 +133,10 @@ async def test_edit_a_tool_result_reaches_the_model_and_leaves_the_parent(model)
     state = await fork.step()
 
     sent = model.requests[-1]["messages"]
-    assert sent[3] == {"role": "tool", "tool_call_id": "c2", "content": edited["content"]}
+    # The model is sent the value as typed, and nothing of the facts beside it.
+    assert sent[3] == {"role": "tool", "tool_call_id": "c2", "content": '{"y": "not found"}'}
+    assert all(FACTS not in message for message in sent)
+    assert state.messages[3] == edited
     assert state.messages[-1] == {"role": "assistant", "content": "y is missing."}
     assert_valid_history(state.messages)
     assert agent.state.messages == before
@@ -146,8 +151,9 @@ async def test_edit_a_user_text_then_run_on(model):
     model.push(reply("w is 4."))
     await fork.step()
 
-    assert model.requests[-1]["messages"][-1] == {
-        "role": "user", "content": f"{EDITED_TEXT}\nNow w?"}
+    assert model.requests[-1]["messages"][-1] == {"role": "user", "content": "Now w?"}
+    assert fork.state.messages[5] == {"role": "user", "content": "Now w?",
+                                      FACTS: {"edited": True}}
     assert sibling.state.messages[5] == user("Thanks. Now z?")
     assert agent.state.messages[5] == user("Thanks. Now z?")
 
@@ -157,7 +163,7 @@ def test_edit_on_the_parent_does_not_reach_forks_made_before(model):
     fork = agent.fork()
     agent.edit(0, content="Find w.")
     assert fork.state.messages[0] == user("Find x and y.")
-    assert agent.state.messages[0]["content"].endswith("Find w.")
+    assert agent.state.messages[0]["content"] == "Find w."
     later = agent.fork(at=1)
     assert later.state.messages == [agent.state.messages[0]]
 

@@ -49,7 +49,6 @@ display(tree)
 
 BEFORE = ["You are terse.", "weather in Rome?", None, "sunny in Rome",
           "Answer from the result: sunny in Rome", "and tomorrow?", "Answer to: and tomorrow?"]
-EDITED = "(The user edited this result before the run went on.)\n"
 
 
 @pytest.fixture
@@ -96,8 +95,10 @@ def test_fork_from_here_then_edit_a_result_and_a_question_and_run(kernel: Kernel
     kernel.wait_for("tree.panel.agent.name == 'trunk-fork2'")
     kernel.wait_for("trunk_fork2.status == 'idle' and trunk_fork2.message_count == 5")
     assert kernel.eval("trunk_fork2.fork_at") == 4  # kept the call and its result
-    assert contents(kernel, "trunk_fork2")[3:] == [
-        EDITED + hostile, "Answer from the result: " + EDITED + hostile]
+    # the result is the text typed, and the model was shown that alone; "edited by hand"
+    # is beside it (the row's state, the tree's node)
+    assert contents(kernel, "trunk_fork2")[3:] == [hostile, "Answer from the result: " + hostile]
+    assert kernel.eval("trunk_fork2.state.messages[3]['fragola_nb_facts']") == {"edited": True}
     assert [m for m in custom(kernel, root, start) if m["t"] == "edited"] == [
         {"t": "edited", "i": 2, "call": "call_1", "ok": True}]
     fork2 = str(kernel.eval("tree.panel.model_id"))
@@ -106,6 +107,10 @@ def test_fork_from_here_then_edit_a_result_and_a_question_and_run(kernel: Kernel
     sent = json.dumps(shown, ensure_ascii=False)
     assert "\u202e" not in sent and "snow \\\\u202egnp.exe" in sent  # written out
     assert all("<img" not in row["html"] for row in shown)  # text, or escaped HTML
+    assert [call["state"] for row in shown for call in row["calls"]] == ["amended"]
+    nodes = kernel.state("fragola-tree")["nodes"]
+    assert [(n["name"], n["edited"]) for n in nodes] == [
+        ("trunk", ""), ("trunk-fork1", ""), ("trunk-fork2", "edited by hand: #3")]
 
     # "edit and run" on the user message 5: the edited question is answered
     kernel.send_state(kernel.find("fragola-tree"), {"selected": kernel.eval("agent.id")})
@@ -114,9 +119,7 @@ def test_fork_from_here_then_edit_a_result_and_a_question_and_run(kernel: Kernel
     click(kernel, root, do="rerun", i=5, text="and next week?")
     kernel.wait_for("tree.panel.agent.name == 'trunk-fork3'")
     kernel.wait_for("trunk_fork3.status == 'idle' and trunk_fork3.message_count == 7")
-    assert contents(kernel, "trunk_fork3")[5:] == [
-        "(The user edited this message before the run went on.)\nand next week?",
-        "Answer to: (The user edited this message before the run went on.)\nand next week?"]
+    assert contents(kernel, "trunk_fork3")[5:] == ["and next week?", "Answer to: and next week?"]
     assert contents(kernel, "agent") == BEFORE
 
 

@@ -102,4 +102,5 @@ def test_the_html_and_text_views_show_the_rejection_escaped() -> None:
 
     assert ('<div class="fragola-error">rejected by no&lt;secrets&gt;: a &lt;b&gt;key&lt;/b&gt;'
             '</div>') in conversation_html(messages, title="t")
-    assert transcript_text(messages) == "[user] sk-1\n[user rejected by no<secrets>] a <b>key</b>"
+    assert transcript_text(messages) == (
+        "#0 [user] sk-1\n#0 [user rejected by no<secrets>] a <b>key</b>")

@@ -626,10 +626,10 @@ def test_a_terminal_shows_the_turn_as_a_transcript(
     assert out == (
         f"── calc (idle, id {agent.id} · step 2/5 · outcome finished · "
         f"this turn: {sent[1] + sent[2]:,} tokens) ──\n"
-        "[user] add 2 and 3\n"
-        '[assistant calls add] {"a": 2, "b": 3}\n'
-        "[tool add] 5\n"
-        "[assistant] It is 5.\n"
+        "#2 [user] add 2 and 3\n"  # numbered as agent.state.messages[2]
+        '#3 [assistant calls add] {"a": 2, "b": 3}\n'
+        "#4 [tool add] 5\n"
+        "#5 [assistant] It is 5.\n"
     )
 
 
@@ -702,7 +702,7 @@ def test_each_turn_gets_a_live_panel_and_older_ones_are_detached(
     assert first.detached == "a newer panel follows this agent"
     assert second.detached == ""
     out = capsys.readouterr().out
-    assert "AgentPanel(Agent(name='a'" in out and "[assistant]" not in out
+    assert "fragola_nb turn panel of 'a'" in out and "[assistant]" not in out
     run(shell, "%fragola_tree")
     assert isinstance(ext.views[-1], ForkTree)
     run(shell, "%fragola_reset")

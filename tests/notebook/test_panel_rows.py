@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from fragola_nb import Fragola, Tool, tool
 from fragola_nb.base.render import _markdown, markdown_html, visible
 from fragola_nb.core.agent import Agent
-from fragola_nb.core.forking import EDITED_RESULT
 from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.notebook.panel import AgentPanel
@@ -60,7 +59,8 @@ def test_a_result_patches_the_row_of_its_call() -> None:
          "calls": []},
         {"k": 1, "i": 1, "role": "assistant", "html": "<p>Let me <em>add</em>.</p>\n",
          "calls": [{"id": "c1", "name": "add", "args": "a=1", "full": '{\n  "a": 1\n}',
-                    "flag": False, "state": "ran", "note": "", "result": "1", "ms": None}]},
+                    "flag": False, "state": "ran", "note": "", "result": "1", "ms": None,
+                    "ri": 2}]},
         {"k": 2, "i": 3, "role": "assistant", "html": "<p>It is 1.</p>\n", "calls": []},
     ]
     assert rows.count == 4
@@ -77,10 +77,11 @@ def test_a_result_answering_a_call_before_since_gets_its_own_row() -> None:
     assert rows.rows == [
         {"k": 0, "i": 2, "role": "tool", "html": "", "calls": [
             {"id": "c1", "name": "tool", "args": "", "full": "", "flag": False, "state": "ran",
-             "note": "", "result": "2", "ms": None}]},
+             "note": "", "result": "2", "ms": None, "ri": 2}]},
         {"k": 1, "i": 3, "role": "tool", "html": "", "calls": [
             {"id": "c2", "name": "tool", "args": "", "full": "", "flag": False,
-             "state": "cancelled", "note": "", "result": CANCELLED, "ms": None}]},
+             "state": "cancelled", "note": "", "result": CANCELLED, "ms": None,
+             "ri": 3}]},
         {"k": 2, "i": 4, "role": "assistant", "html": "<p>two</p>\n", "calls": []},
     ]
 
@@ -154,9 +155,27 @@ async def test_a_result_edited_afterwards_is_edited_and_the_parent_still_ran(
     await agent.user_message("go")
     fork = agent.fork("what-if", at=3)  # before the answer: the model will read the edit
     fork.edit(2, result="41")  # what "edit and run from here" on the result does
+    # the result is 41 as typed; that it was typed is the call's state, not in its text
     assert calls(AgentPanel(fork)) == [shown_call(
-        "call_1", "add", *ADD_1_2, "amended", f"{EDITED_RESULT}\n41", note="")]
+        "call_1", "add", *ADD_1_2, "amended", "41", note="")]
     assert calls(AgentPanel(agent)) == [shown_call("call_1", "add", *ADD_1_2, "ran", "3")]
+
+
+async def test_an_edited_text_is_marked_and_every_row_has_its_message_number(
+    model: ScriptedModel,
+) -> None:
+    agent = make_agent(model, add_tool(require_approval=False))
+    model.push(tool_calls(call("add", {"a": 1, "b": 2})), reply("3"))
+    await agent.user_message("go")
+    fork = agent.fork("what-if")
+    fork.edit(0, content="30.")
+    rows = AgentPanel(fork).rows
+    # i: the message's index (state.messages[i]); ri: its call's result's; edited by hand
+    assert [(row["i"], row["role"], row.get("edited", False),
+             [call["ri"] for call in row["calls"]]) for row in rows] == [
+        (0, "user", True, []), (1, "assistant", False, [2]), (3, "assistant", False, [])]
+    assert rows[0]["html"] == '<div class="fragola-text">30.</div>'
+    assert "edited" not in AgentPanel(agent).rows[0]
 
 
 async def test_a_result_typed_by_hand_is_injected(model: ScriptedModel) -> None:

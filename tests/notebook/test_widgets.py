@@ -587,9 +587,9 @@ async def test_fork_tree_nodes_and_selection(model: ScriptedModel) -> None:
     assert "fragola-tree" in tree.view._dom_classes
     assert tree.view.nodes == [
         {"id": root.id, "name": "tester", "parent": None, "depth": 0, "messages": 2,
-         "status": "idle", "added": 2, "at": None},
+         "status": "idle", "added": 2, "at": None, "edited": ""},
         {"id": left.id, "name": "left", "parent": root.id, "depth": 1, "messages": 4,
-         "status": "idle", "added": 2, "at": 2},  # where it left: after the parent's 2
+         "status": "idle", "added": 2, "at": 2, "edited": ""},  # left after the parent's 2
     ]
     tree.view.selected = root.id  # what the view's click does (model.set + save_changes)
     assert tree.panel.agent is root and tree.branch.children == (tree.panel,)
@@ -621,6 +621,8 @@ async def test_fork_tree_has_a_static_text_and_html_form(model: ScriptedModel) -
     tree = ForkTree(agent)
     bundle = tree._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].startswith(  # what it is, and how to see it live
+        "fragola_nb fork tree of 'root', 2 agents: run the cell, or trust the notebook\n")
     assert "root [" in bundle["text/plain"] and "branch <i> [" in bundle["text/plain"]
     assert "branch &lt;i&gt;" in bundle["text/html"] and "<i>" not in bundle["text/html"]
     assert "hello &lt;b&gt;there&lt;/b&gt;" in bundle["text/html"]
@@ -667,7 +669,7 @@ def test_the_tree_view_draws_nodes_and_selects_on_click(tmp_path: Any) -> None:
         {"id": "a1", "name": IMG, "parent": None, "depth": 0, "messages": 2, "status": "idle",
          "added": 2},
         {"id": "b2", "name": "fork", "parent": "a1", "depth": 1, "messages": 5,
-         "status": "waiting", "added": 3, "at": 2}]}
+         "status": "waiting", "added": 3, "at": 2, "edited": "edited by hand: #3"}]}
     out = subprocess.run(
         ["node", str(tmp_path / "draw.mjs"), str(tmp_path / "tree.mjs"), json.dumps(state)],
         capture_output=True, text=True, timeout=30, check=True,
@@ -677,7 +679,7 @@ def test_the_tree_view_draws_nodes_and_selects_on_click(tmp_path: Any) -> None:
     assert drawn["nodes"] == [
         ["fragola-tree-node", "a1", f"{IMG}a12 msgidle"],
         ["fragola-tree-node fragola-tree-selected", "b2",
-         "\u2514 forkb25 msgat message 2+3 since forkwaiting"],
+         "\u2514 forkb25 msgat message #2+3 since forkedited by hand: #3waiting"],
     ]
 
 
@@ -1024,7 +1026,9 @@ async def test_the_text_html_fallback_holds_the_conversation_and_the_error(
     panel.show_error(RuntimeError("it <broke>"))
     bundle = panel._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
-    assert bundle["text/plain"].startswith("AgentPanel(Agent(name='tester'")
+    # what it is and how to see it live: what an untrusted notebook shows in its place
+    assert bundle["text/plain"] == (
+        "fragola_nb panel of 'tester', 2 messages: run the cell, or trust the notebook")
     html = bundle["text/html"]
     assert_inert(html)
     assert "question" in html and "answer &lt;script&gt;" in html

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from helpers import answered, asked, assert_valid_history, make_agent, make_fragola, user
+from html_checks import data_of
 
 from fragola_nb import (
     Agent,
@@ -21,7 +22,7 @@ from fragola_nb import (
     save_session,
     tool,
 )
-from fragola_nb.core.forking import EDITED_RESULT
+from fragola_nb.base.checks import FACTS
 from fragola_nb.models.scripted import ScriptedModel, reply
 from fragola_nb.sessions import session_from_json, session_to_json
 
@@ -72,7 +73,8 @@ async def test_an_edited_tool_result_of_a_fork_survives_save_and_load(
 
     assert loaded["what-if"].state.messages == live
     edited = json.dumps({"y": HOSTILE}, ensure_ascii=False)
-    assert live[3]["content"] == f"{EDITED_RESULT}\n{edited}"
+    assert live[3] == {"role": "tool", "tool_call_id": "c2", "content": edited,
+                       FACTS: {"edited": True}}
     assert loaded["root"].state.messages == original == history()
     assert (loaded["what-if"].fork_at, loaded["what-if"].fork_point) == (4, 4)
     assert loaded["what-if"].parent is loaded["root"]
@@ -87,7 +89,7 @@ async def test_an_edited_tool_result_of_a_fork_survives_save_and_load(
     model.push(reply("Still missing."))
     await loaded["what-if"].user_message("And now?")
     assert model.requests[-1]["messages"][3] == {
-        "role": "tool", "tool_call_id": "c2", "content": live[3]["content"]}
+        "role": "tool", "tool_call_id": "c2", "content": edited}
     assert_valid_history(loaded["what-if"].state.messages)
     assert loaded["root"].state.messages == original
 
@@ -213,4 +215,10 @@ async def test_a_loaded_session_exports_the_edited_history(
     # The parent's section has the result the tool gave, the fork's section the edited one.
     assert text.count("y found") == 1 and text.count("y moved to z") == 1
     assert text.index("y found") < text.index("y moved to z")
-    assert EDITED_RESULT in text
+    # Marked "edited by hand": the fork's result, not the parent's.
+    if export is export_html:
+        marked = [m for node in data_of(text)["nodes"] for m in node["messages"] if m.get("ed")]
+        assert [m["t"] for m in marked] == ["y moved to z"]
+    else:
+        assert text.count("edited by hand") == 1
+        assert "### #3 · Result of lookup · *edited by hand*" in text
