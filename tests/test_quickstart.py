@@ -112,3 +112,36 @@ def test_the_quickstart_runs_from_a_clean_copy(tmp_path: Path) -> None:
     size = sum(path.stat().st_size for path in (copy / ".venv").rglob("*")
                if path.is_file() and not path.is_symlink())
     assert size < MAX_MB * 1024 * 1024, f"{size / 2**20:.0f} MB"
+
+
+def test_the_guide_is_opened_on_copies_and_the_tracked_notebooks_stay_clean(
+        tmp_path: Path) -> None:
+    """JupyterLab saves a notebook's outputs into its file as it runs it: the README once
+    said ``.venv/bin/jupyter lab notebooks/``, and running the guide dirtied the tracked
+    notebooks. ``scripts/guide.sh`` opens copies in build/guide/ (ignored by git); the
+    README and the docs' first page say to use it."""
+    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
+        text = page.read_text(encoding="utf-8")
+        assert "jupyter lab notebooks" not in text and "bash scripts/guide.sh" in text
+
+    copy = tmp_path / "fragola_nb"
+    for name in [*tracked("notebooks"), "scripts/guide.sh"]:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, copy / name)
+
+    def guide(*args: str) -> str:
+        done = subprocess.run(["bash", "scripts/guide.sh", *args], cwd=copy,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "Copied the user guide into build/guide/" in guide("--copy")
+    guide_dir = copy / "build" / "guide"
+    notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert sorted(p.name for p in guide_dir.glob("*.ipynb")) == notebooks
+    for name in notebooks:
+        assert (guide_dir / name).read_bytes() == (ROOT / "notebooks" / name).read_bytes()
+    assert (guide_dir / "recordings" / "lesson.jsonl").is_file()  # the replays' relative paths
+    ignored = subprocess.run(["git", "check-ignore", "-q", "build/guide/quickstart.ipynb"],
+                             cwd=ROOT, check=False)
+    assert ignored.returncode == 0
