@@ -119,8 +119,9 @@ def test_the_guide_is_opened_on_copies_and_the_tracked_notebooks_stay_clean(
     """JupyterLab saves a notebook's outputs into its file as it runs it: the README once
     said ``.venv/bin/jupyter lab notebooks/``, and running the guide dirtied the tracked
     notebooks. ``scripts/guide.sh`` opens copies in build/guide/ (ignored by git); the
-    README and the docs' first page say to use it."""
-    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
+    README, the docs' first page and the quickstart say to use it."""
+    for page in (ROOT / "README.md", ROOT / "docs" / "index.md",
+                 ROOT / "notebooks" / "quickstart.ipynb"):
         text = page.read_text(encoding="utf-8")
         assert "jupyter lab notebooks" not in text and "bash scripts/guide.sh" in text
 
