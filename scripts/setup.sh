@@ -3,6 +3,7 @@
 #
 #   bash scripts/setup.sh                                  # .venv, python3, extra "test"
 #   PYTHON=python3.12 VENV=.venv-3.12 EXTRAS=test-core bash scripts/setup.sh
+#   EXTRAS=quickstart PIP_OPTIONS=--no-compile bash scripts/setup.sh   # scripts/quickstart.sh
 #
 # A venv made with another Python (or one that no longer runs), or whose last install did not
 # finish, is deleted and made again: the marker file $VENV/.fragola-setup is written only after
@@ -56,5 +57,5 @@ rm -f "$MARKER"
 # setuptools says at every editable install of a flat layout that a folder named like the
 # package may shadow it; that is the point of an editable install here, so it is not shown.
 PYTHONWARNINGS="ignore:Editable installation" \
-  "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
+  "$VENV/bin/python" -m pip install -q ${PIP_OPTIONS:-} -e ".[$EXTRAS]"
 echo "$want" > "$MARKER"

@@ -241,3 +241,32 @@ def test_a_click_the_text_asks_for_is_waited_for_under_run_all(name: str) -> Non
     waits = sum("await wait_for_decisions(" in cell.source for cell in cells)
     assert waits == len(asks)
     assert waits >= {"quickstart": 1, "tools_and_approvals": 5, "system": 1}.get(name, 0)
+
+
+def scripts_in(page: str) -> list[str]:
+    """The ``<script>`` elements of a page that run (not its JSON data blocks)."""
+    tags = re.findall(r"<script\b[^>]*>", page)
+    return [tag for tag in tags if "application/json" not in tag]
+
+
+def test_what_forks_and_tree_says_of_each_export_is_true() -> None:
+    """It once said ``export_html`` writes "a standalone page with no script": that page is
+    drawn by one inline script; ``export_tree_html``'s has none. Each claim names the export
+    it is true of, and the exports are checked to be so."""
+    from fragola_nb import Fragola, export_html, export_tree_html, run_sync
+
+    planner = Fragola.scripted().agent(name="planner")
+    run_sync(planner.user_message("Plan a trip"))
+    rome = planner.fork("rome")
+    run_sync(rome.user_message("Rome, then"))
+    assert len(scripts_in(export_html(rome))) == 1
+    assert scripts_in(export_tree_html(rome)) == []
+
+    text = "\n".join(cell.source for cell in nbformat.read(
+        HERE / "forks_and_tree.ipynb", as_version=4).cells if cell.cell_type == "markdown")
+    claims = {"no script": "export_tree_html", "one small inline script": "export_html"}
+    for claim, export in claims.items():
+        assert claim in text
+        for found in re.finditer(re.escape(claim), text):
+            named = re.findall(r"`(export_\w+)", text[:found.start()])
+            assert named[-1] == export, (claim, named[-1])

@@ -56,7 +56,7 @@ async def wait_for_decisions(agent: Agent, timeout: float | None = None) -> bool
         raise BadUsage(f"timeout must be a number of seconds >= 0, not {timeout!r}")
     waited = {call.id for call in agent.pending if call.decision is None}
     if not waited:
-        await _settled(agent, waited)
+        await _settled(agent, {call.id for call in agent.pending})
         return True
     name = agent.name
     calls = f"{len(waited)} tool call{'s' if len(waited) > 1 else ''}"
@@ -98,10 +98,13 @@ def _undecided(agent: Agent, waited: set[str]) -> bool:
 
 
 async def _settled(agent: Agent, waited: set[str]) -> None:
-    """Until the run the decisions resume has ended: the last decision starts it (a task that
-    may not have begun yet: the agent still waits on the calls decided)."""
+    """Until the run the decisions resume has ended. The last decision in a panel starts it
+    as a task that may not have begun yet (the agent still waits on the calls decided): that
+    is waited for a moment only, as decisions made in code start no run."""
+    began = time.monotonic()
     while agent.status == "generating" or (
-            agent.status == "waiting" and any(call.id in waited for call in agent.pending)):
+            agent.status == "waiting" and time.monotonic() < began + SEEN_GRACE
+            and any(call.id in waited for call in agent.pending)):
         await asyncio.sleep(POLL)
 
 

@@ -170,7 +170,9 @@ assert second.answers[:3] == first.answers
 #
 # A batch of tens of thousands of inputs, or one that should outlive the kernel, can run on
 # [Ray](https://docs.ray.io) workers: `backend="ray"`. With no Ray running, it starts a
-# local Ray instance (about 10 s), so this cell runs on a laptop;
+# local Ray instance (about 10 s), so this cell runs on a laptop; it runs until the kernel
+# ends, and the cell says where Ray leaves its logs (in the temp dir, kept after it ends:
+# delete the folder when done);
 # `RayBackend(address="ray://head:10001", workers=16)` joins a cluster. Each worker gets the
 # agent (instructions, examples, tools, listeners) and makes its own `Fragola`, with the key
 # from its own environment: no key is ever sent. The rows come back in input order, as the

@@ -183,8 +183,11 @@ for message in rome.state.messages[rome.fork_point:]:
 # ## 5. Exports
 #
 # `export_markdown(agent)` writes an agent's branch, from the root to its last message, as
-# Markdown (`export_html` as a standalone page with no script). `export_tree_markdown`
-# writes the root's conversation, then each fork's additions. Each returns the text, and
+# Markdown. `export_html(agent)` writes one page to browse offline: the agent's whole fork
+# tree, its branch open, drawn by one small inline script (the page loads nothing from the
+# network: its Content-Security-Policy forbids it). `export_tree_markdown` writes the root's
+# conversation, then each fork's additions (`export_tree_html`: the same as a static page,
+# with no script at all). Each returns the text, and
 # writes it to a file when given a path. Here, into a temporary folder. Shown in a notebook,
 # the text is a compact box that scrolls (the file keeps its headings); `print()` it for the
 # Markdown source:

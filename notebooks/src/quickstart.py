@@ -17,6 +17,10 @@
 # It all runs **offline**: without `OPENAI_API_KEY`, fragola_nb answers with a small
 # scripted model shipped in the package (it calls the tool whose name you use, and reports
 # what the tool returned). With a key, the same cells talk to the real API.
+#
+# JupyterLab saves a notebook's outputs into its file as it runs. `bash scripts/guide.sh`
+# opens copies of the guide's notebooks (in `build/guide/`, ignored by git), so the ones in
+# `notebooks/` stay as the repository keeps them.
 
 # %% [markdown]
 # ## 1. Load the notebook layer

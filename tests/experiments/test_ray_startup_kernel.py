@@ -44,6 +44,12 @@ def test_ray_start_up_is_told_apart_and_its_notice_stays_out_of_the_cell() -> No
         started = re.search(r"Ray started in (\d+) s", result.stdout)
         assert started, (result.stdout, result.stderr)
         ray_s = int(started.group(1))
+        # where Ray leaves its logs (in the temp dir, kept after it ends) is said, and true
+        logs = re.search(r"its logs stay after, in (\S+)\n", result.stdout)
+        assert logs, result.stdout
+        assert kernel.eval(f"__import__('os').path.isdir({logs.group(1)!r})") is True
+        assert kernel.eval("__import__('os').path.basename(__import__('ray')._private.worker"
+                           ".global_worker.node.get_session_dir_path())") in logs.group(1)
         assert 1 <= ray_s <= took
         # the bar's clock starts once Ray is up: its elapsed time leaves Ray's start-up out
         text = bar_text(kernel)
@@ -55,3 +61,4 @@ def test_ray_start_up_is_told_apart_and_its_notice_stays_out_of_the_cell() -> No
         # a second batch joins the running Ray: nothing to tell about start-up
         again = kernel.execute(BATCH, timeout=240)
         assert "Ray started" not in again.stdout and "Token" not in again.stderr
+        assert "its logs" not in again.stdout

@@ -52,25 +52,32 @@ IN_FLIGHT = 2
 """Chunks each worker is given at once, so it never waits for the next."""
 
 
-def connect(ray: Any, backend: RayBackend) -> None:
+def connect(ray: Any, backend: RayBackend) -> str | None:
     """Start or join Ray. Ray's own processes die with the thread that started them, so
     off the main thread (``run_sync``'s loop, a thread of the user's) it is started on a
-    thread of ours that never ends."""
+    thread of ours that never ends. Returns the logs folder of a Ray started here (Ray keeps
+    them in its temp dir, ``/tmp/ray/session_*/logs`` unless ``init={"_temp_dir": ...}``),
+    None when it joined one."""
     if ray.is_initialized():
         unused = [name for name in ("address", "init") if getattr(backend, name)]
         if unused:
             _log.warning("fragola_nb: RayBackend(%s) is not used: this process already runs "
                          "Ray, and it is used as it is (ray.shutdown() first to start or "
                          "join another)", ", ".join(f"{name}=..." for name in unused))
-        return
+        return None
     _reachable(backend.address or os.environ.get("RAY_ADDRESS") or None)
     starts = _starts_local(backend)
     options = {"logging_level": logging.WARNING, **(LOOPBACK if starts else {}),
                **backend.init}
 
+    logs: list[str] = []
+
     def init() -> None:
         with _loopback_node(starts and options.get("_node_ip_address") == "127.0.0.1"):
-            ray.init(address=backend.address, **options)
+            context = ray.init(address=backend.address, **options)
+        session = (getattr(context, "address_info", None) or {}).get("session_dir")
+        if starts and session:
+            logs.append(os.path.join(str(session), "logs"))
 
     def start() -> None:
         try:
@@ -98,7 +105,7 @@ def connect(ray: Any, backend: RayBackend) -> None:
 
     if threading.current_thread() is threading.main_thread():
         start()
-        return
+        return logs[-1] if logs else None
     started: concurrent.futures.Future[None] = concurrent.futures.Future()
 
     def keep() -> None:
@@ -112,6 +119,7 @@ def connect(ray: Any, backend: RayBackend) -> None:
 
     threading.Thread(target=keep, name="fragola_nb-ray", daemon=True).start()
     started.result()
+    return logs[-1] if logs else None
 
 
 LOOPBACK: dict[str, Any] = {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
@@ -494,9 +502,9 @@ async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,
             batch.bar.set_postfix_str("starting Ray…", refresh=True)  # ray.init takes seconds
         began = time.perf_counter()
         with _quiet_start():
-            connect(ray, backend)
+            logs = connect(ray, backend)
         if starting:
-            _restart_clock(batch, time.perf_counter() - began)
+            _restart_clock(batch, time.perf_counter() - began, logs)
         batch.bar.set_postfix_str("starting the Ray workers…", refresh=True)
         await _RayRun(batch, backend, concurrency, ray, definition).run()
     finally:
@@ -529,16 +537,22 @@ def _quiet_start() -> Iterator[None]:
         logger.removeFilter(noise)
 
 
-def _restart_clock(batch: _Batch, seconds: float) -> None:
+def _restart_clock(batch: _Batch, seconds: float, logs: str | None) -> None:
     """Ray took ``seconds`` to start: say so apart, and start the bar's clock now, so its
     elapsed time and its rate per input count the batch, not Ray's start-up (5 inputs read
-    "27 s/input" when Ray took 15 s of it)."""
+    "27 s/input" when Ray took 15 s of it). A Ray started here runs until the process ends
+    and leaves its logs in the temp dir: say where."""
     bar = batch.bar
     if getattr(bar, "disable", True):
+        if logs:
+            _log.info("fragola_nb: started a local Ray; its logs are in %s", logs)
         return
     now = bar._time()  # tqdm's own clock
     bar.start_t = bar.last_print_t = now
     bar.write(f"Ray started in {seconds:.0f} s (the bar counts from then)")
+    if logs:
+        bar.write(f"It runs until this Python process (the kernel) ends, or ray.shutdown(); "
+                  f"its logs stay after, in {logs}")
 
 
 async def _awaited(ref: Any) -> Any:
