@@ -18,7 +18,8 @@ client (``REPEAT_INDEX``), so a ``Fragola.cached`` model keeps one answer per re
 ``budget=`` (a ``Budget``) covers every run and judge of the call: once spent, nothing more
 is sent, the runs in flight end with outcome ``"budget"`` and the rows not started are
 ``"not run: budget"``. ``stop()``, ``stop_sync()``, an interrupt and ``resume=PATH`` behave
-as for batch (see ``evalfile``).
+as for batch (see ``evalfile``). A case's conversation (``turns``, a ``SimulatedUser``) and
+``decide=`` run by ``conversation``; ``backend="ray"`` runs the rows on Ray (``evalray``).
 """
 
 from __future__ import annotations

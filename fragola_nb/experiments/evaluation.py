@@ -113,15 +113,18 @@ class Evaluation(Sequence[EvalRow]):
     # -- as data ----------------------------------------------------------------------------
     def table(self) -> list[dict[str, Any]]:
         """One dict per row: case, input, variant, repeat, status, passed, score, grades
-        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds;
-        no credential (``fragola_nb.base.redact``: a key a server quoted back in an answer)."""
+        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds,
+        and the trajectory: tool_calls, model_calls, answers (each turn's), ended; no credential
+        (``fragola_nb.base.redact``: a key a server quoted back in an answer)."""
         rows = [{"case": row.case, "input": row.input, "variant": row.variant,
                  "repeat": row.repeat, "status": row.status, "passed": row.passed,
                  "score": row.score,
                  "grades": {g.name: {"passed": g.passed, "score": g.score, "reason": g.reason}
                             for g in row.grades},
                  "answer": row.answer, "error": row.error, "tokens": row.tokens,
-                 "cost": row.cost, "cached": row.cached, "seconds": row.seconds}
+                 "cost": row.cost, "cached": row.cached, "seconds": row.seconds,
+                 "tool_calls": [dict(c) for c in row.tool_calls], "model_calls": row.model_calls,
+                 "answers": list(row.answers), "ended": row.ended}
                 for row in self._rows]
         return list(redacted_texts(rows, self.known))
 

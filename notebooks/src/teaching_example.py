@@ -23,7 +23,9 @@
 # 5. run a **prompt experiment**: fork one agent, give each fork different instructions,
 #    compare;
 # 6. run a **graded experiment** on a real model: two prompts, ten questions, three tries
-#    each, and replay it from a shipped cache.
+#    each, and replay it from a shipped cache;
+# 7. grade an **agent by its trajectory**: which tools it called, with what, in how many
+#    model calls, over a conversation of two turns too.
 #
 # Our agent converts units with two tools. Everything runs offline on the scripted demo
 # model (no key, no cost, the same result every time); set `OPENAI_API_KEY` to run the
@@ -529,3 +531,104 @@ for row in replayed:
 # %% [markdown]
 # Three tries at the same question, three different answers, graded the same way. *Ask the
 # class: would one try have told us which prompt is better?*
+
+# %% [markdown]
+# ## Part 9: an agent, graded by how it got there
+#
+# Part 8 graded the **answers**. An agent's lesson is about its **trajectory**: which tools
+# it called, in what order, with which arguments, how many model calls it took. Every row
+# of an evaluation keeps its fork's own calls (`row.tool_calls`, each with its name,
+# arguments and result) and `row.model_calls`, and graders read them:
+# `tool_sequence(...)`, `tool_args(...)`, `never_called(...)`, `max_tool_calls(n)`,
+# `max_model_calls(n)`, `tool_call_f1(expected)`.
+#
+# Here the lesson's two conversion tools go to the real model: two questions and a
+# **conversation of two turns** (a case's `turns`: each sent in turn to the same fork), on
+# three setups: no instructions (`plain`), told to use a tool (`told`), and `forced`: the
+# request's `tool_choice` makes the model call `km_to_miles` at every step (at most 3 steps).
+# Each case's `expected` lists the tools it should call; `right_tools` scores the calls made
+# against it (F1: 1 when exactly those, 0 when none of them), and `max_model_calls(2)`
+# fails an agent that goes round in circles.
+
+# %%
+from fragola_nb.graders import max_model_calls, tool_call_f1
+
+trips = [
+    {"input": "How many miles is 42 km?", "expected": ["km_to_miles"]},
+    {"input": "What is 30 degrees Celsius in Fahrenheit?",
+     "expected": ["celsius_to_fahrenheit"]},
+    {"turns": ["Convert 10 km to miles.", "Now convert 25 degrees Celsius to Fahrenheit."],
+     "expected": ["km_to_miles", "celsius_to_fahrenheit"]},
+]
+rule = "You convert units. Always call a tool; never guess a number."
+how: dict[str, dict[str, object]] = {
+    "plain": {},
+    "told": {"instructions": rule},
+    "forced": {"instructions": rule, "model_settings": {"tool_choice": {
+        "type": "function", "function": {"name": "km_to_miles"}}}},
+}
+agent_settings = {"temperature": 0, "max_tokens": 60}
+
+
+def right_tools(row):
+    """The calls the case expects (its ``expected``), scored by F1."""
+    return tool_call_f1(row.expected)(row)
+
+
+def trajectories(evaluation):
+    """Each row: its prompt, case, the calls it made, its model calls and its grades."""
+    for row in evaluation:
+        calls = ", ".join(f"{c['name']}({c['arguments']})" for c in row.tool_calls)
+        marks = " ".join(("✓ " if g.passed else "✗ ") + g.reason for g in row.grades)
+        print(f"{row.variant:6}| case {row.case} | {calls or 'no tool call'} | "
+              f"{row.model_calls} model calls | {marks}")
+
+
+# %% [markdown]
+# With the real model on this machine, live (in the notebook, a click on a cell of the
+# matrix shows its trajectory, and the fork's panel below it):
+
+# %%
+if real is not None:
+    guide = real.agent(name="guide", tools=[km_to_miles, celsius_to_fahrenheit],
+                       model_settings=agent_settings, max_step=3)
+    trip = await guide.evaluate(trips, how, graders=[right_tools, max_model_calls(2)])
+    trajectories(trip)
+
+# %% [markdown]
+# ### The same lesson, replayed from a shipped cache
+#
+# As in Part 8, the teacher ran it once on this model through `Fragola.cached(...)`
+# (`recordings/make_agent_cache.py`); the same requests are answered from the file,
+# offline, the same every time.
+
+# %%
+agent_cache = Path("recordings/smollm2_agent_lesson.jsonl")
+agent_shipped = agent_cache.read_bytes()
+offline_guide = Fragola.cached(agent_cache, model="SmolLM2-135M-Instruct",
+                               base_url="http://127.0.0.1:9/v1").agent(
+    name="guide", tools=[km_to_miles, celsius_to_fahrenheit], model_settings=agent_settings,
+    max_step=3)
+replayed_trip = await offline_guide.evaluate(trips, how, progress=False,
+                                             graders=[right_tools, max_model_calls(2)])
+trajectories(replayed_trip)
+print(replayed_trip)
+
+# %%
+assert all(row.cached for row in replayed_trip)  # every call answered from the file
+assert agent_cache.read_bytes() == agent_shipped  # replaying never writes to the file
+never = [row for row in replayed_trip if row.variant in ("plain", "told")]
+assert all(not row.tool_calls for row in never)  # it never called a tool by itself
+forced = [row for row in replayed_trip if row.variant == "forced"]
+assert all(row.model_calls == 3 for row in forced)  # ...and forced, it never stopped
+conversation = replayed_trip.cell(2, "forced")[0]
+print("forced, the conversation:", [c["arguments"] for c in conversation.tool_calls])
+
+# %% [markdown]
+# Read the rows with the class. Left to itself (`plain`, `told`), the tiny model **never
+# calls a tool**: it writes a formula and a number that look right, and grading the answers
+# alone would not have caught it. `forced` calls `km_to_miles` at every step: right for the
+# 42 km question, wrong for the temperature, and in the conversation it converts its own
+# result again (10 km, then 6.21, then 3.86), until the step limit ends the row. *Ask the
+# class: which grader would have caught each mistake? Click a cell of the matrix above to
+# see its trajectory, and open its fork in the panel.*

@@ -58,6 +58,9 @@ async def test_a_row_keeps_its_own_tool_calls_with_results_and_its_model_calls(
     assert row.tool_calls == ({"name": "temperature", "arguments": {"city": "Oslo"},
                                "result": "12 degrees in Oslo"},)
     assert row.model_calls == 2 and row.answers == (row.answer,) and row.ended is None
+    table = evaluation.table()[0]
+    assert (table["tool_calls"], table["model_calls"], table["ended"]) == (
+        list(row.tool_calls), 2, None)
     again = Evaluation.load(evaluation.save(tmp_path / "run.json"))
     assert again[0].tool_calls == row.tool_calls and again[0].model_calls == 2
     assert again[0].answers == row.answers
