@@ -86,7 +86,11 @@ async def run(agent: Agent, run: Run) -> Outcome:
             return "budget"
         step = agent._step_count + 1
         await emit(agent, "before_step", StepEvent(agent.context, step))
-        message = await call_model(agent, run)
+        try:
+            message = await call_model(agent, run)
+        except limits.BudgetSpent as spent_meanwhile:  # while the request waited its turn
+            agent._spent = spent_meanwhile.reason
+            return "budget"
         if message is None:
             return "stopped"
         agent._step_count += 1
@@ -139,10 +143,14 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     exchange = Exchange()
     seen = probes.ModelCall(request, exchange)
     clock = _Clock()
+    model = str(request.get("model") or "")
     try:
         with probes.model_call(agent, seen):
+            # Checked as each try goes out: the model the request names (a listener may have
+            # switched it) priced under a usd budget, and no budget spent while it waited.
             reply = seen.reply = await agent.fragola._model.reply(
-                request, on_chunk, exchange, _throttle_teller(agent))
+                request, on_chunk, exchange, _throttle_teller(agent),
+                lambda: limits.check_send(agent.fragola, model))
     except BaseException:
         # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
         # tokens once the server began to answer: a call, with its usage if it said any
@@ -165,7 +173,7 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
             agent._keep_refused(refused, "assistant")
             raise
         message = event.message
-    agent._append(message, "ai_message")
+    message = agent._append(message, "ai_message")  # as stored: the calls run from it
     await emit(agent, "after_model_invocation",
                AfterModelInvocationEvent(agent.context, message, config, usage))
     return message

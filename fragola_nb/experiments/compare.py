@@ -56,7 +56,8 @@ from fragola_nb.experiments.comparison import (
 )
 from fragola_nb.experiments.evalrows import check_repeat
 from fragola_nb.experiments.graders import check_graders
-from fragola_nb.experiments.grading import graded_row, grades_of, unique_names
+from fragola_nb.experiments.gradestop import GradingStop, judge_models
+from fragola_nb.experiments.grading import graded_row, unique_names
 from fragola_nb.models.client import settings_problem
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 
@@ -102,7 +103,7 @@ async def run_compare(
     if agent.status != "idle":
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: compare it once it is idle")
     models = [override["model_settings"].get("model", agent.fragola.model)
-              for _, override in overrides]
+              for _, override in overrides] + judge_models(chosen, agent.fragola)
     # Every variant's model priced (a usd budget) before any fork is made; the variants'
     # turns are tasks made inside, so the one meter counts them all.
     with spending(budget, fragola=agent.fragola, models=models) as meter:
@@ -116,10 +117,13 @@ async def _compare(agent: Agent, content: Any, overrides: list[tuple[str, dict[s
     chosen, names, repeat = grading
     runs: list[VariantRun] = []
     stopping = False
+    grading_stop = GradingStop()
 
     def stopper(at_once: bool) -> None:
         nonlocal stopping
         stopping = True
+        if at_once:
+            grading_stop.stop()
         for run in runs:
             if run.status == "running":
                 run.fork.stop_sync() if at_once else run.fork.stop()
@@ -149,7 +153,10 @@ async def _compare(agent: Agent, content: Any, overrides: list[tuple[str, dict[s
                     graded = graded_row(content, answer_text(fork, fork.fork_point), fork,
                                         fork.usage, run.seconds, variant=run.name,
                                         repeat=run.repeat)
-                    run.grades = await grades_of(graded, chosen, names)
+                    grades = await grading_stop.grades(graded, chosen, names)
+                    if grades is None:  # stop_sync() cut its grading: no grades
+                        status, error = "stopped", "stopped while it was graded"
+                    run.grades = grades or ()
                 comparison.update(run, status, error)
 
     # A listener of the agent's after_state_update that raises on the "fork" or "experiment"
