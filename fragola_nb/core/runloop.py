@@ -28,6 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import TurnRefused, exception_text
+from fragola_nb.base.surrogates import mended
 from fragola_nb.core import limits, probes
 from fragola_nb.core.events import (
     AfterModelInvocationEvent,
@@ -218,8 +219,9 @@ def _throttle_teller(agent: Agent) -> Callable[[float], Awaitable[None]]:
 def _chunk_forwarder(agent: Agent) -> Any:
     async def forward(chunk: Callable[[], Any], content: str,
                       partial: Callable[[], dict[str, Any]]) -> None:
+        # Half an emoji in a chunk reaches views as U+FFFD, as it is stored (``History``).
         await agent._listeners.emit(
-            "model_chunk", ModelChunkEvent(agent.context, chunk, content, partial)
+            "model_chunk", ModelChunkEvent(agent.context, chunk, mended(content), partial)
         )
 
     return forward

@@ -42,10 +42,14 @@ async def test_a_reply_with_half_an_emoji_is_stored_mended(model: ScriptedModel,
                                                            settings: dict[str, Any]) -> None:
     model.push(reply(HALF))
     agent = make_fragola(model).agent("a", model_settings=settings)
+    shown: list[str] = []
+    agent.on_model_chunk(lambda event: shown.append(event.content))
 
     state = await agent.user_message("hi")
 
     assert state.messages[-1] == {"role": "assistant", "content": MENDED}
+    if settings:  # what a view is told while it streams, too
+        assert "".join(shown) == MENDED
     await next_call_works(agent, model)
 
 
