@@ -226,7 +226,7 @@ class _Run:
                             expected=row.expected, vars=row.vars, variant=row.variant,
                             repeat=row.repeat)
         grades = await self.grading.grades(graded, self.graders, self.names)
-        if grades is None:  # stop_sync() cut its grading: unfinished, graded again on resume
+        if grades is None:  # stop_sync() cut its grading: unfinished, runs again on resume
             return replace(row, status="stopped", error=STOPPED)
         judged = sum((g.usage for g in grades if g.usage is not None), Usage())
         return replace(row, grades=grades, judge_usage=judged if judged.calls else None)

@@ -50,7 +50,7 @@ async def test_stop_sync_cancels_a_hanging_judge_of_an_evaluation(model: Scripte
         progress=False))
 
     [row] = list(evaluation)
-    assert row.status == "stopped" and not row.finished  # graded again on resume
+    assert row.status == "stopped" and not row.finished  # runs again on resume
     assert evaluation.stopped and len(judged_requests(model)) == 1
     check_agent(agent)
     await fragola.aclose()
