@@ -149,14 +149,8 @@ async def _compare(agent: Agent, content: Any, overrides: list[tuple[str, dict[s
             else:
                 status, error = _ending(run, state)
                 if chosen and status in ("finished", "step_limit", "waiting"):
-                    fork = run.fork
-                    graded = graded_row(content, answer_text(fork, fork.fork_point), fork,
-                                        fork.usage, run.seconds, variant=run.name,
-                                        repeat=run.repeat)
-                    grades = await grading_stop.grades(graded, chosen, names)
-                    if grades is None:  # stop_sync() cut its grading: no grades
+                    if not await _grade(run, content, grading_stop, chosen, names):
                         status, error = "stopped", "stopped while it was graded"
-                    run.grades = grades or ()
                 comparison.update(run, status, error)
 
     # A listener of the agent's after_state_update that raises on the "fork" or "experiment"
@@ -192,6 +186,17 @@ async def _compare(agent: Agent, content: Any, overrides: list[tuple[str, dict[s
         comparison.done = True
         comparison.notify(None)
     return comparison
+
+
+async def _grade(run: VariantRun, content: Any, grading: GradingStop, graders: Sequence[Any],
+                 names: list[str]) -> bool:
+    """Grade a finished variant into ``run.grades``; False when ``stop_sync()`` cut it."""
+    fork = run.fork
+    graded = graded_row(content, answer_text(fork, fork.fork_point), fork, fork.usage,
+                        run.seconds, variant=run.name, repeat=run.repeat)
+    grades = await grading.grades(graded, graders, names)
+    run.grades = grades or ()
+    return grades is not None
 
 
 def _ending(run: VariantRun, state: AgentState) -> tuple[str, str | None]:
