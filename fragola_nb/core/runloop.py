@@ -15,6 +15,10 @@ One turn (a ``user_message`` or ``step`` call) moves through these states::
         │  reply with tool calls
         └──────────▶ ANSWER_TOOLS
 
+Money, tokens and time are asked again just before each try of the request goes out, after
+its waits (a rate limit's turn, a retry's backoff): spent meanwhile, nothing is sent and the
+turn ends ``budget`` too (``limits.check_send``).
+
 ``stop()`` ends the turn at the next boundary (``stopped``); ``stop_sync()``, cancellation,
 a model error or a listener error end it at once, and ``repair`` answers every tool call left
 unanswered so the history is always a valid next request.
