@@ -58,7 +58,7 @@ async def tree_agent(model: ScriptedModel) -> Agent:
     model.push(reply("the fork's own answer"))
     await fork.user_message("fork question")
     deeper = fork.fork("deeper")
-    model.push(reply(f"deeper answer, {HALF_EMOJI}"))  # last: it cannot be sent on
+    model.push(reply(f"deeper answer, {HALF_EMOJI}"))  # stored with U+FFFD in its place
     await deeper.user_message("deeper question")
     agent.fork("second")
     return agent

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.surrogates import first_lone_surrogate
 
 __all__ = [
     "FACTS",
@@ -64,9 +65,15 @@ def _parts_ok(content: Any) -> bool:
 
 
 def check_content(content: Any) -> str | list[dict[str, Any]]:
-    if isinstance(content, str) or _parts_ok(content):
-        return content  # type: ignore[no-any-return]
-    raise BadUsage(f"content must be {CONTENT_HINT}")
+    """``content`` when it can be a user message: text or parts, with no lone surrogate (half
+    an emoji, which no request can carry: refused here rather than stored unsendable)."""
+    if not isinstance(content, str) and not _parts_ok(content):
+        raise BadUsage(f"content must be {CONTENT_HINT}")
+    half = first_lone_surrogate(content)
+    if half is not None:
+        raise BadUsage(f"content holds half an emoji, a lone surrogate ('{half}'), which no "
+                       "request can carry: replace it before sending the text")
+    return content  # type: ignore[no-any-return]
 
 
 def _kind(value: Any) -> str:

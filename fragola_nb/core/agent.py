@@ -619,17 +619,18 @@ class Agent(Listening):
             messages.insert(0, {"role": role, "content": system_prompt})
         return messages
 
-    def _append(self, message: dict[str, Any], reason: str) -> None:
-        self._history.append(message)
+    def _append(self, message: dict[str, Any], reason: str) -> dict[str, Any]:
+        """Store ``message``; return it as stored (half an emoji mended: ``History``)."""
+        message = self._history.append(message)
         if self._listeners.has("after_state_update"):
             self._observe(
                 "after_state_update", StateUpdateEvent(self.context, reason, message)
             )
+        return message
 
     def _answer(self, call_id: str, content: str, reason: str = "tool_result") -> dict[str, Any]:
-        message = {"role": "tool", "tool_call_id": call_id, "content": content}
-        self._append(message, reason)
-        return message
+        return self._append({"role": "tool", "tool_call_id": call_id, "content": content},
+                            reason)
 
     def _add_pending(self, pending: PendingCall) -> None:
         """Store a call the run pauses on, or its new decision."""

@@ -3,10 +3,11 @@
 Two forks share a prefix; what matters is what each did after it. ``BranchDiff`` holds the
 length of the common prefix (``common``: leading messages that are the same object or equal
 in both) and, after it, the two sides aligned message by message (``pairs``). The alignment
-is difflib's over whole messages, so a message one side added does not shift every later
-pair into "changed": equal runs pair up as ``same``, a message replaced by one in the same
-place is ``changed`` (with a word diff of its text, tool calls and their arguments, or tool
-result), and the rest is ``only-left``/``only-right``.
+is difflib's over whole messages (``fragola_nb.core.alignment``: Myers' least edits for long
+branches of repeated messages, in near-linear time), so a message one side added does not
+shift every later pair into "changed": equal runs pair up as ``same``, a message replaced
+by one in the same place is ``changed`` (with a word diff of its text, tool calls and their
+arguments, or tool result), and the rest is ``only-left``/``only-right``.
 
 Usage and seconds per side count the model calls that side made itself after the prefix
 (``fragola_nb.core.usage``): the last ones of its own calls, one per assistant message it holds
@@ -16,7 +17,6 @@ cost it nothing). This is an estimate where a call failed without a message.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fragola_nb.base.checks import META
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.render import text_of
+from fragola_nb.core.alignment import opcodes
 from fragola_nb.core.usage import Usage
 
 if TYPE_CHECKING:
@@ -37,8 +38,8 @@ Kind = Literal["same", "changed", "only-left", "only-right"]
 Message = dict[str, Any]
 _WORDS = re.compile(r"\s+|\w+|[^\w\s]")
 WORD_LIMIT = 4_000
-"""Words per side past which a changed text is shown as replaced whole (difflib is
-quadratic in the worst case; a diff must stay quick on a 50,000-word tool result)."""
+"""Words per side past which a changed text is shown as replaced whole (a diff must stay
+quick on a 50,000-word tool result)."""
 
 
 def message_text(message: Message) -> str:
@@ -120,7 +121,7 @@ def _words(left: str, right: str) -> tuple[tuple[str, str], ...]:
     if len(a) > WORD_LIMIT or len(b) > WORD_LIMIT:
         return tuple(run for run in (("-", left), ("+", right)) if run[1])
     out: list[tuple[str, str]] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for op, i1, i2, j1, j2 in opcodes(a, b):
         if op == "equal":
             out.append(("=", "".join(a[i1:i2])))
             continue
@@ -133,10 +134,8 @@ def _words(left: str, right: str) -> tuple[tuple[str, str], ...]:
 
 def _align(left: list[Message], right: list[Message], start: int) -> list[DiffPair]:
     a, b = left[start:], right[start:]
-    matcher = difflib.SequenceMatcher(None, [_key(m) for m in a], [_key(m) for m in b],
-                                      autojunk=False)
     pairs: list[DiffPair] = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in opcodes([_key(m) for m in a], [_key(m) for m in b]):
         for k in range(max(i2 - i1, j2 - j1)):
             i, j = i1 + k, j1 + k
             lm = a[i] if i < i2 else None

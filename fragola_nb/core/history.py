@@ -10,12 +10,18 @@ A fork may also start earlier (``fork(at)`` views only the first ``at`` messages
 message may be replaced (``edited``): that makes a new ``History`` over this one holding the
 replacement beside it, so this history, and every fork already made of it, still reads the
 message as it was (copy-on-write of the one message).
+
+Every message that enters a history (made, appended, edited, linked from a session file) is
+``fragola_nb.base.surrogates.mended``: half an emoji a model or a tool sent (a lone
+surrogate) is stored as U+FFFD, so the history stays a request that can be sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+from fragola_nb.base.surrogates import mended
 
 Message = dict[str, Any]
 
@@ -28,7 +34,7 @@ class History(Sequence[Message]):
     def __init__(self, messages: Sequence[Message] = ()) -> None:
         self._base: History | None = None
         self._base_len = 0
-        self._own: list[Message] = list(messages)
+        self._own: list[Message] = [mended(message) for message in messages]
         self._edits: dict[int, Message] | None = None
         """Messages of the base replaced for this history and its forks (set when made)."""
 
@@ -44,11 +50,15 @@ class History(Sequence[Message]):
         """A new history reading ``message`` at ``index`` (0 <= index < len) and the rest as
         this one does; this one is left unchanged."""
         child = self.fork()
-        child._edits = {index: message}
+        child._edits = {index: mended(message)}
         return child
 
-    def append(self, message: Message) -> None:
-        self._own.append(message)
+    def append(self, message: Message) -> Message:
+        """Append ``message``; return it as stored (``mended``: the same dict unless it held
+        a lone surrogate)."""
+        stored = mended(message)
+        self._own.append(stored)
+        return stored
 
     # -- its structure, for a session file (``fragola_nb.sessions``) ------------------------
 
@@ -81,7 +91,7 @@ class History(Sequence[Message]):
         node = cls(messages)
         if base is not None:
             node._base, node._base_len = base, base_length
-        node._edits = dict(edits) if edits else None
+        node._edits = {i: mended(m) for i, m in edits.items()} if edits else None
         return node
 
     def __len__(self) -> int:

@@ -12,8 +12,16 @@ hand). A hook removed before it finished starting is cancelled.
 
 A fork inherits its parent's hooks as it inherits listeners (a copy: the same listener
 functions, now the fork's, which ``fork.remove_hook(name)`` takes off the fork alone); the
-dispose function stays with the agent the hook ran on. A session saves each hook under its
-name (or ``__qualname__``) and ``load_session(..., hooks=...)`` runs it again on load.
+dispose function stays with the agent the hook ran on. A hook still starting (async) starts
+again on a fork made meanwhile, except on the forks it makes itself while it starts: those
+get what it has put on so far (its setup is never re-entered by its own forks, which would
+fork again, without end). A hook taken off (by itself, while it starts) can put nothing more
+on: a listener or probe it registers after that is a ``BadUsage``. ``dispose()`` takes every
+hook off and runs every undo, then raises one ``ListenerError`` naming those that raised.
+
+A session saves each hook under its key (``hook_keys``: its name, else its ``__qualname__``,
+``#2``, ``#3``... for a second and third unnamed hook of one ``__qualname__``, as a factory
+makes them) and ``load_session(..., hooks=...)`` runs it again on load.
 
 >>> def shout(agent):                                              # doctest: +SKIP
 ...     agent.on_ai_message(lambda event: {**event.message,
@@ -31,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.errors import BadUsage, ListenerError, exception_text
 from fragola_nb.core import probes
 from fragola_nb.core.events import Listener, Listeners, is_transient
 
@@ -39,7 +47,7 @@ if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
     from fragola_nb.core.probes import Probe
 
-__all__ = ["Hook", "Hooks", "hook_name", "preset"]
+__all__ = ["Hook", "Hooks", "hook_keys", "hook_name", "preset"]
 
 Hook = Callable[["Agent"], Any]
 """A hook: called with the agent; returns None or a dispose function (sync or async)."""
@@ -70,6 +78,22 @@ def hook_name(hook: Hook) -> str:
     return name if isinstance(name, str) else type(hook).__qualname__
 
 
+def hook_keys(used: list[tuple[str | None, Hook]]) -> list[str]:
+    """The key each of ``used`` (``agent.hooks_used()``) is saved and given back under: its
+    name, else its ``__qualname__``, with ``#2``, ``#3``... for the second and third unnamed
+    hook of one ``__qualname__`` (two hooks a factory made), so none stands for another."""
+    keys: list[str] = []
+    seen: dict[str, int] = {}
+    for name, hook in used:
+        if name is not None:
+            keys.append(name)
+            continue
+        base = hook_name(hook)
+        seen[base] = seen.get(base, 0) + 1
+        keys.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+    return keys
+
+
 class Hooks:
     """The hooks of one agent, in the order they were put on."""
 
@@ -85,16 +109,30 @@ class Hooks:
         return any(entry.name == name for entry in self._entries)
 
     def note(self, event: str, listener: Listener) -> None:
-        """A listener was put on this agent: it belongs to the hook running now, if any."""
-        entry = _installing.get()
-        if entry is not None and entry.owner is self:
+        """A listener was put on this agent: it belongs to the hook running now, if any (a
+        hook already taken off cannot put one on: a ``BadUsage``, the listener taken off)."""
+        entry = self._running_here()
+        if entry is not None:
+            if entry not in self._entries:
+                raise BadUsage(self._gone(entry, f"a {event} listener"))
             entry.listeners.append((event, listener))
 
     def note_probe(self, probe: Probe) -> None:
         """A probe was attached to this agent: it belongs to the hook running now, if any."""
-        entry = _installing.get()
-        if entry is not None and entry.owner is self:
+        entry = self._running_here()
+        if entry is not None:
+            if entry not in self._entries:
+                raise BadUsage(self._gone(entry, "a probe"))
             entry.probes.append(probe)
+
+    def _running_here(self) -> _Entry | None:
+        entry = _installing.get()
+        return entry if entry is not None and entry.owner is self else None
+
+    @staticmethod
+    def _gone(entry: _Entry, what: str) -> str:
+        return (f"hook {entry.name or hook_name(entry.hook)!r} was taken off while it started: "
+                f"it cannot put {what} on any more (nothing was put on)")
 
     def owned(self) -> set[tuple[str, int]]:
         """The listeners the hooks put on, as ``(event, id(listener))``."""
@@ -168,8 +206,20 @@ class Hooks:
         return False
 
     def dispose(self, agent: Agent) -> None:
+        """Take every hook off, the last first, and run every undo; then one
+        ``ListenerError`` naming the hooks whose undo raised (the first as its cause)."""
+        failed: list[tuple[_Entry, Exception]] = []
         for entry in reversed(list(self._entries)):
-            self._take_off(agent, entry, dispose=True)
+            try:
+                self._take_off(agent, entry, dispose=True)
+            except Exception as exc:  # the others are taken off all the same
+                failed.append((entry, exc))
+        if failed:
+            said = "; ".join(f"{entry.name or hook_name(entry.hook)!r} ({exception_text(exc)})"
+                             for entry, exc in failed)
+            raise ListenerError(f"dispose() took every hook off agent {agent.name!r}, but the "
+                                f"undo of {len(failed)} raised: {said}",
+                                event="dispose") from failed[0][1]
 
     def _take_off(self, agent: Agent, entry: _Entry, *, dispose: bool = False) -> None:
         if entry in self._entries:
@@ -190,8 +240,12 @@ class Hooks:
         """Give a fork its parent's listeners and hooks (see the module's docstring)."""
         child._listeners = parent._listeners.copy()
         child._probes = parent._probes
+        making = _installing.get()  # a hook forking its agent while it starts
         for entry in self._entries:
-            if entry.task is not None:  # still starting: it starts on the fork too
+            if entry.task is not None and entry is not making:
+                # Still starting: it starts on the fork too. Not on a fork it makes itself
+                # while it starts: that one gets what it has put on so far (below), or each
+                # fork would start it again, and it would fork again, without end.
                 child._hooks.use(child, entry.hook, entry.name)
                 continue
             kept = [(event, fn) for event, fn in entry.listeners if not is_transient(fn)]

@@ -10,12 +10,16 @@ context (a ``ContextVar``, so asyncio tasks made inside it, which copy the conte
 metered too; the turns of ``user_message``, ``compare`` and ``batch`` are such tasks) and the
 one of the ``Fragola`` (``Fragola(budget=...)``, for its lifetime). The run loop asks
 ``spent_reason`` before each model call and sends nothing once a meter is spent: the turn
-ends with outcome ``"budget"``. A call already in flight finishes, and ``count`` adds it to
-every meter in force, so a budget can be passed by at most the calls that were in flight.
+ends with outcome ``"budget"``. It asks again (``check_send``) just before each try of the
+request goes out, after every wait (a ``RateLimit``'s turn, a retry's backoff or
+``Retry-After``): a budget spent by other calls meanwhile sends nothing either. A call
+already in flight finishes, and ``count`` adds it to every meter in force, so a budget can
+be passed by at most the calls that were in flight.
 
 A ``usd`` budget holds only if every call can be priced: ``spending`` refuses a model
 without a known price (``Fragola(prices=...)`` or genai-prices) with a ``BadUsage`` before
-anything is sent, and the run loop refuses one met later (a model changed by a listener).
+anything is sent, and ``check_send`` refuses the model the request names when it goes out
+(one a listener switched to, ``before_model_invocation``), nothing sent.
 A call whose server reported no usage cannot be counted in tokens or money; it still counts
 in time.
 """
@@ -38,7 +42,8 @@ from fragola_nb.core.usage import ModelPrice, Usage, price_known
 if TYPE_CHECKING:
     from fragola_nb.core.fragola import Fragola
 
-__all__ = ["Budget", "Meter", "check_budget", "count", "priced", "spending", "spent_reason"]
+__all__ = ["Budget", "BudgetSpent", "Meter", "check_budget", "check_send", "count", "priced",
+           "spending", "spent_reason"]
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,23 @@ def spent_reason(fragola: Fragola, model: str) -> str | None:
         if reason is not None:
             return reason
     return None
+
+
+class BudgetSpent(Exception):  # not an error: the turn's outcome "budget"
+    """Raised by ``check_send`` to send nothing: a meter in force was spent (``reason``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def check_send(fragola: Fragola, model: str) -> None:
+    """Just before a request to ``model`` goes out (after its waits): ``BudgetSpent`` when a
+    meter in force is spent, ``BadUsage`` when a usd budget is in force and ``model`` has no
+    known price."""
+    reason = spent_reason(fragola, model)
+    if reason is not None:
+        raise BudgetSpent(reason)
 
 
 def count(fragola: Fragola, usage: Usage) -> None:

@@ -29,7 +29,11 @@ class Listening:
         """Subscribe ``listener`` to ``event`` (one of ``EVENT_NAMES``)."""
         _check_event(event)
         subscription = self._listeners.add(event, listener)
-        self._hooks.note(event, listener)  # put on by a hook that is running: it is the hook's
+        try:
+            self._hooks.note(event, listener)  # put on by a hook that is running: the hook's
+        except BadUsage:  # by a hook already taken off: nobody would own it
+            self._listeners.remove(event, listener)
+            raise
         return subscription
 
     def off(self, event: str, listener: Listener) -> None:

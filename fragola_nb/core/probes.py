@@ -78,8 +78,8 @@ def installed() -> Probe | None:
 def attach(agent: Agent, probe: Probe) -> None:
     """Make ``probe`` watch ``agent``'s turns (and those of forks made from now on); a hook
     running now owns it (see ``fragola_nb.core.hooks``)."""
+    agent._hooks.note_probe(probe)  # first: a hook already taken off attaches nothing
     agent._probes = (*agent._probes, probe)
-    agent._hooks.note_probe(probe)
 
 
 def detach(agent: Agent, probe: Probe) -> bool:

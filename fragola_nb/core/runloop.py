@@ -15,6 +15,10 @@ One turn (a ``user_message`` or ``step`` call) moves through these states::
         │  reply with tool calls
         └──────────▶ ANSWER_TOOLS
 
+Money, tokens and time are asked again just before each try of the request goes out, after
+its waits (a rate limit's turn, a retry's backoff): spent meanwhile, nothing is sent and the
+turn ends ``budget`` too (``limits.check_send``).
+
 ``stop()`` ends the turn at the next boundary (``stopped``); ``stop_sync()``, cancellation,
 a model error or a listener error end it at once, and ``repair`` answers every tool call left
 unanswered so the history is always a valid next request.
@@ -28,6 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import TurnRefused, exception_text
+from fragola_nb.base.surrogates import mended
 from fragola_nb.core import limits, probes
 from fragola_nb.core.events import (
     AfterModelInvocationEvent,
@@ -86,7 +91,11 @@ async def run(agent: Agent, run: Run) -> Outcome:
             return "budget"
         step = agent._step_count + 1
         await emit(agent, "before_step", StepEvent(agent.context, step))
-        message = await call_model(agent, run)
+        try:
+            message = await call_model(agent, run)
+        except limits.BudgetSpent as spent_meanwhile:  # while the request waited its turn
+            agent._spent = spent_meanwhile.reason
+            return "budget"
         if message is None:
             return "stopped"
         agent._step_count += 1
@@ -139,10 +148,14 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     exchange = Exchange()
     seen = probes.ModelCall(request, exchange)
     clock = _Clock()
+    model = str(request.get("model") or "")
     try:
         with probes.model_call(agent, seen):
+            # Checked as each try goes out: the model the request names (a listener may have
+            # switched it) priced under a usd budget, and no budget spent while it waited.
             reply = seen.reply = await agent.fragola._model.reply(
-                request, on_chunk, exchange, _throttle_teller(agent))
+                request, on_chunk, exchange, _throttle_teller(agent),
+                lambda: limits.check_send(agent.fragola, model))
     except BaseException:
         # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
         # tokens once the server began to answer: a call, with its usage if it said any
@@ -165,7 +178,7 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
             agent._keep_refused(refused, "assistant")
             raise
         message = event.message
-    agent._append(message, "ai_message")
+    message = agent._append(message, "ai_message")  # as stored: the calls run from it
     await emit(agent, "after_model_invocation",
                AfterModelInvocationEvent(agent.context, message, config, usage))
     return message
@@ -210,8 +223,9 @@ def _throttle_teller(agent: Agent) -> Callable[[float], Awaitable[None]]:
 def _chunk_forwarder(agent: Agent) -> Any:
     async def forward(chunk: Callable[[], Any], content: str,
                       partial: Callable[[], dict[str, Any]]) -> None:
+        # Half an emoji in a chunk reaches views as U+FFFD, as it is stored (``History``).
         await agent._listeners.emit(
-            "model_chunk", ModelChunkEvent(agent.context, chunk, content, partial)
+            "model_chunk", ModelChunkEvent(agent.context, chunk, mended(content), partial)
         )
 
     return forward

@@ -65,7 +65,8 @@ from fragola_nb.experiments.comparison import (
 from fragola_nb.experiments.conversation import Script, Talk, run_item
 from fragola_nb.experiments.evalrows import check_repeat
 from fragola_nb.experiments.graders import check_graders
-from fragola_nb.experiments.grading import graded_row, grades_of, passed_and_score, unique_names
+from fragola_nb.experiments.gradestop import GradingStop, judge_models
+from fragola_nb.experiments.grading import graded_row, passed_and_score, unique_names
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 
 if TYPE_CHECKING:
@@ -116,7 +117,8 @@ async def run_batch(
             definition = definition_of(base, agent.name, on_ray)
     # Entered first: a usd budget on a model without a price is refused before anything is
     # opened or sent; every input's turn (a task made inside) is metered by it.
-    with spending(budget, fragola=agent.fragola, models=[agent.model]) as meter:
+    models = [agent.model, *judge_models(chosen, agent.fragola)]  # a judge's priced too
+    with spending(budget, fragola=agent.fragola, models=models) as meter:
         file = None if resume is None else ResumeFile(resume, items, agent.fragola.prices)
         batch: _Batch | None = None
         try:
@@ -184,6 +186,7 @@ class _Batch:
         """At most this many workers: one per input left, however high ``concurrency``."""
         self.todo = iter(todo)
         self.running: dict[int, Agent] = {}
+        self.grading = GradingStop()
         self.stopping = False
         self.on_stop: Callable[[bool], None] | None = None
         """Told of a stop too: the Ray backend passes it on to its workers."""
@@ -281,11 +284,13 @@ class _Batch:
             self.on_stop(at_once)
         if not at_once:
             return
+        self.grading.stop()
         stop_at_once(self.running.values())
 
     async def grade(self, graders: Sequence[Any], concurrency: int) -> None:
         """Grade every finished row (those read back from a resume file too: the file keeps
-        no grades), at most ``concurrency`` at once."""
+        no grades), at most ``concurrency`` at once; ``stop_sync()`` cancels what is being
+        graded and grades nothing more (those rows keep no grades)."""
         names = unique_names(graders)
         gate = asyncio.Semaphore(concurrency)
 
@@ -293,7 +298,9 @@ class _Batch:
             async with gate:
                 graded = graded_row(row.input, row.answer, row.fork, row.usage, row.seconds,
                                     repeat=row.repeat)
-                grades = await grades_of(graded, graders, names)
+                grades = await self.grading.grades(graded, graders, names)
+            if grades is None:
+                return
             passed, score = passed_and_score(grades)
             self.rows[row.index] = dataclasses.replace(row, grades=grades, passed=passed,
                                                        score=score)

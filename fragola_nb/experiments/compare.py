@@ -56,7 +56,8 @@ from fragola_nb.experiments.comparison import (
 )
 from fragola_nb.experiments.evalrows import check_repeat
 from fragola_nb.experiments.graders import check_graders
-from fragola_nb.experiments.grading import graded_row, grades_of, unique_names
+from fragola_nb.experiments.gradestop import GradingStop, judge_models
+from fragola_nb.experiments.grading import graded_row, unique_names
 from fragola_nb.models.client import settings_problem
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 
@@ -102,7 +103,7 @@ async def run_compare(
     if agent.status != "idle":
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: compare it once it is idle")
     models = [override["model_settings"].get("model", agent.fragola.model)
-              for _, override in overrides]
+              for _, override in overrides] + judge_models(chosen, agent.fragola)
     # Every variant's model priced (a usd budget) before any fork is made; the variants'
     # turns are tasks made inside, so the one meter counts them all.
     with spending(budget, fragola=agent.fragola, models=models) as meter:
@@ -116,10 +117,13 @@ async def _compare(agent: Agent, content: Any, overrides: list[tuple[str, dict[s
     chosen, names, repeat = grading
     runs: list[VariantRun] = []
     stopping = False
+    grading_stop = GradingStop()
 
     def stopper(at_once: bool) -> None:
         nonlocal stopping
         stopping = True
+        if at_once:
+            grading_stop.stop()
         for run in runs:
             if run.status == "running":
                 run.fork.stop_sync() if at_once else run.fork.stop()
@@ -145,11 +149,8 @@ async def _compare(agent: Agent, content: Any, overrides: list[tuple[str, dict[s
             else:
                 status, error = _ending(run, state)
                 if chosen and status in ("finished", "step_limit", "waiting"):
-                    fork = run.fork
-                    graded = graded_row(content, answer_text(fork, fork.fork_point), fork,
-                                        fork.usage, run.seconds, variant=run.name,
-                                        repeat=run.repeat)
-                    run.grades = await grades_of(graded, chosen, names)
+                    if not await _grade(run, content, grading_stop, chosen, names):
+                        status, error = "stopped", "stopped while it was graded"
                 comparison.update(run, status, error)
 
     # A listener of the agent's after_state_update that raises on the "fork" or "experiment"
@@ -185,6 +186,17 @@ async def _compare(agent: Agent, content: Any, overrides: list[tuple[str, dict[s
         comparison.done = True
         comparison.notify(None)
     return comparison
+
+
+async def _grade(run: VariantRun, content: Any, grading: GradingStop, graders: Sequence[Any],
+                 names: list[str]) -> bool:
+    """Grade a finished variant into ``run.grades``; False when ``stop_sync()`` cut it."""
+    fork = run.fork
+    graded = graded_row(content, answer_text(fork, fork.fork_point), fork, fork.usage,
+                        run.seconds, variant=run.name, repeat=run.repeat)
+    grades = await grading.grades(graded, graders, names)
+    run.grades = grades or ()
+    return grades is not None
 
 
 def _ending(run: VariantRun, state: AgentState) -> tuple[str, str | None]:

@@ -52,7 +52,8 @@ from fragola_nb.experiments.evalrows import EvalRow, check_repeat
 from fragola_nb.experiments.evaltalk import talk_verdict, with_talk
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import check_graders
-from fragola_nb.experiments.grading import graded_row, grades_of, unique_names
+from fragola_nb.experiments.gradestop import GradingStop, judge_models
+from fragola_nb.experiments.grading import graded_row, unique_names
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 
 if TYPE_CHECKING:
@@ -92,11 +93,11 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
         raise BadUsage(f"agent {agent.name!r} is {agent.status}: an evaluation starts from an "
                        "idle agent (await or stop() what runs, decide what waits)")
     models = {str(o["model_settings"].get("model") or agent.fragola.model)
-              for _, o in overrides}
+              for _, o in overrides} | set(judge_models(chosen, agent.fragola))
     known = frozenset(agent.fragola.credentials(agent.options.model_settings))
     with contextlib.ExitStack() as stack:
         # Entered first: a usd budget (this one, the Fragola's) on a model without a known
-        # price is refused before anything is opened or sent.
+        # price (a variant's, a judge's) is refused before anything is opened or sent.
         meter = stack.enter_context(spending(check_budget(budget), fragola=agent.fragola,
                                              models=sorted(models)))
         file = None
@@ -155,6 +156,7 @@ class _Run:
         self.evaluation.done = False
         self.todo = iter([i for i, row in enumerate(rows) if not row.finished])
         self.running: dict[int, Agent] = {}
+        self.grading = GradingStop()
         self.stopping = False
         self.started = time.perf_counter()
         self.passed = sum(1 for row in rows if row.passed)
@@ -246,7 +248,9 @@ class _Run:
                             expected=row.expected, vars=row.vars, variant=row.variant,
                             repeat=row.repeat, tool_calls=row.tool_calls,
                             answers=row.answers or None, ended=row.ended)
-        grades = await grades_of(graded, self.graders, self.names)
+        grades = await self.grading.grades(graded, self.graders, self.names)
+        if grades is None:  # stop_sync() cut its grading: unfinished, runs again on resume
+            return replace(row, status="stopped", error=STOPPED)
         judged = sum((g.usage for g in grades if g.usage is not None), Usage())
         return replace(row, grades=grades, judge_usage=judged if judged.calls else None)
 
@@ -273,6 +277,7 @@ class _Run:
                 (base.stop_sync if at_once else base.stop)()
         if not at_once:
             return
+        self.grading.stop()
         stop_at_once(self.running.values())
 
     def finish(self) -> None:

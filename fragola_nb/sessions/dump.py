@@ -25,7 +25,7 @@ from fragola_nb.core.agent import Agent, AgentSnapshot
 from fragola_nb.core.events import Listener, is_transient
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.history import History
-from fragola_nb.core.hooks import hook_name
+from fragola_nb.core.hooks import hook_keys
 from fragola_nb.core.state import PendingCall
 from fragola_nb.core.stores import Store
 from fragola_nb.core.timing import call_timing
@@ -149,8 +149,9 @@ class _Dump:
             "stores": _stores(agent.stores.values()),
             "pending": [pending_record(call) for call in snapshot.pending.values()],
             "listeners": self.listeners(agent) if self.with_listeners else {},
-            **({"hooks": [{"name": name, "hook": hook_name(hook)}
-                          for name, hook in agent.hooks_used()]}
+            **({"hooks": [{"name": name, "hook": key} for (name, _), key
+                          in zip(agent.hooks_used(), hook_keys(agent.hooks_used()),
+                                 strict=True)]}
                if self.with_listeners and agent.hooks_used() else {}),
             **({"instruction_scopes": snapshot.scopes.as_dict()} if len(snapshot.scopes)
                else {}),

@@ -164,12 +164,22 @@ def _open_calls(messages: list[dict[str, Any]], who: str) -> dict[str, dict[str,
     return open_calls
 
 
+def _check_hooks(hooks: list[dict[str, Any]], who: str) -> None:
+    """One agent cannot have two hooks of one name (``agent.use`` refuses it): refused here,
+    before any hook runs, rather than half-way through putting them on again."""
+    names = [saved["name"] for saved in hooks if saved["name"] is not None]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        _fail(f"{who} lists the hook {twice[0]!r} twice")
+
+
 def _check_agent(record: dict[str, Any], messages: list[dict[str, Any]]) -> None:
     who = label(record)
     problem = settings_problem(record["options"]["model_settings"])
     if problem:
         _fail(f"{who}: {problem}")
     _check_stores(record["stores"], f"the stores of {who}")
+    _check_hooks(record.get("hooks", ()), who)
     open_calls = _open_calls(messages, who)
     pending = record["pending"]
     waiting = record["status"] == "waiting"

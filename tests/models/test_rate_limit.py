@@ -148,3 +148,23 @@ async def test_tpm_takes_the_estimate_then_keeps_only_the_reported_tokens(
 
     assert len(model.requests) == 2 and model.arrived[1] - model.arrived[0] < 5
     await fragola.aclose()
+
+
+@pytest.mark.parametrize("when", [
+    "Fri, 01 Jan 99999 00:00:00 GMT",  # a year no clock holds
+    "Mon, 01 Jan 0001 00:00:00 GMT",  # long past
+    "not a date at all",
+])
+async def test_a_retry_after_date_that_cannot_be_waited_for_is_backed_off_and_retried(
+        model: ScriptedModel, when: str) -> None:
+    assert 0.375 <= retry_delay(429, {"Retry-After": when}, 0) <= 0.5  # type: ignore[operator]
+    model.push(fail(429, "slow down", headers={"Retry-After": when}), reply("made it"))
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=2)
+    agent = fragola.agent("patient")
+
+    state = await agent.user_message("hi")
+
+    assert (state.outcome, state.messages[-1]["content"]) == ("finished", "made it")
+    assert len(model.requests) == 2
+    check_agent(agent)
+    await fragola.aclose()

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.errors import BadUsage, SessionError
 from fragola_nb.base.redact import redact_text, redacted, scrub
 from fragola_nb.core.events import is_transient
-from fragola_nb.core.hooks import hook_name
+from fragola_nb.core.hooks import hook_keys
 from fragola_nb.experiments.comparison import error_line
 from fragola_nb.experiments.ray.worker import Definition, Recipe
 from fragola_nb.models.client import NO_KEY
@@ -152,7 +152,8 @@ def definition_of(base: Agent, name: str, backend: RayBackend) -> Definition:
             if not is_transient(fn):  # a notebook panel's listener: a view, not the agent
                 listeners[getattr(fn, "__qualname__", type(fn).__qualname__)] = fn
     # Under the key the session document saves each hook by (its name, else __qualname__).
-    hooks = {name or hook_name(hook): hook for name, hook in base.hooks_used()}
+    used = base.hooks_used()
+    hooks = {key: hook for key, (_, hook) in zip(hook_keys(used), used, strict=True)}
     for tool in base.options.tools:
         if getattr(tool.handler, "__module__", None) == "fragola_nb.presets.mcptools":
             raise BadUsage(

@@ -50,10 +50,14 @@ from fragola_nb.models.client.request import (
     sendable,
 )
 
-__all__ = ["NO_KEY", "ModelClient", "ThrottleCallback"]
+__all__ = ["NO_KEY", "ModelClient", "SendCheck", "ThrottleCallback"]
 
 ThrottleCallback = Callable[[float], Awaitable[None]]
 """Told the seconds a request waits before retrying after a 429."""
+SendCheck = Callable[[], None]
+"""Called just before each try of a request is sent, after every wait (its turn under the
+rate limit, a retry's backoff or ``Retry-After``): it raises to send nothing (a budget spent
+meanwhile)."""
 
 OFFLINE_CODES = frozenset({"script_exhausted", "replay_mismatch"})
 """Error codes of the package's own offline servers (a script that ran out, a request not in
@@ -235,6 +239,7 @@ class ModelClient:
     async def reply(
         self, request: dict[str, Any], on_chunk: ChunkCallback | None = None,
         exchange: Exchange | None = None, on_throttle: ThrottleCallback | None = None,
+        before_send: SendCheck | None = None,
     ) -> ModelReply:
         """Send one request; return the assistant message and the usage the server reported.
 
@@ -245,25 +250,28 @@ class ModelClient:
         ``exchange``, when given, learns whether the server began to answer and the usage it
         reported, also when this raises or is cancelled half-way. A request waits for its
         turn under the rate limit, and failures are retried as ``ratelimit`` says;
-        ``on_throttle(seconds)`` is awaited before waiting out a 429.
+        ``on_throttle(seconds)`` is awaited before waiting out a 429; ``before_send()`` is
+        called before each try goes out, after its waits, and what it raises is raised as it
+        is, nothing sent.
         """
         if exchange is None:
             exchange = Exchange()
         asking = _ASKING.set(exchange)  # for _heard_cache, called inside the post below
         try:
-            return await self._send(request, on_chunk, exchange, on_throttle)
+            return await self._send(request, on_chunk, exchange, (on_throttle, before_send))
         finally:
             _ASKING.reset(asking)
 
     async def _send(self, request: dict[str, Any], on_chunk: ChunkCallback | None,
-                    exchange: Exchange, on_throttle: ThrottleCallback | None) -> ModelReply:
+                    exchange: Exchange,
+                    told: tuple[ThrottleCallback | None, SendCheck | None]) -> ModelReply:
         body, options = body_and_options(asking_usage(request))
         client = self.client()
         sent = (options, body)  # headers, query and extra_json in the options
         self.credentials(options, {k: v for k, v in body.items() if k != "messages"})
         retried = [0]
         try:
-            return await self._paced(client, body, options, on_chunk, exchange, on_throttle,
+            return await self._paced(client, body, options, on_chunk, exchange, told,
                                      retried)
         except openai.APITimeoutError as exc:
             self._hide_credentials(exc, sent)
@@ -304,11 +312,12 @@ class ModelClient:
     async def _paced(
         self, client: openai.AsyncOpenAI, body: dict[str, Any], options: Any,
         on_chunk: ChunkCallback | None, exchange: Exchange,
-        on_throttle: ThrottleCallback | None, retried: list[int],
+        told: tuple[ThrottleCallback | None, SendCheck | None], retried: list[int],
     ) -> ModelReply:
         """Send ``body``, waiting for its turn under the rate limit, and retry what may be
         retried (``openai``'s own retries are off: a 429 must be heard, and each try paced)."""
         tries: Any = {**options, "max_retries": 0}  # openai's RequestOptions
+        on_throttle, before_send = told
         limiter = self._limiter
         estimate = estimate_tokens(body) if limiter is not None else 0
         while True:
@@ -316,6 +325,13 @@ class ModelClient:
                 wait = limiter.reserve(estimate)
                 if wait > 0:
                     await asyncio.sleep(wait)
+            if before_send is not None:
+                try:
+                    before_send()  # after the waits: a budget may have been spent meanwhile
+                except BaseException:
+                    if limiter is not None:
+                        limiter.settle(estimate, 0)  # not sent: its tokens come back
+                    raise
             try:
                 if body.get("stream"):
                     stream = await client.post("/chat/completions", body=body, cast_to=object,

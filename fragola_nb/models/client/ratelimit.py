@@ -18,7 +18,9 @@ A retry is a request too: it waits for its turn like the first try.
 are retried here instead, ``max_retries`` times (the client's), so that a 429 can be heard:
 ``retry_delay`` honours ``retry-after-ms`` and ``Retry-After`` (seconds or an HTTP date) up
 to a minute, else backs off exponentially (0.5 s doubling to 8 s, with jitter), as ``openai``
-does. Only when the retries are spent does the request fail.
+does: a longer wait, a date in the past or one no clock can hold (year 99999), or a value
+that is not a number is backed off the same way, never a failure. Only when the retries are
+spent does the request fail.
 """
 
 from __future__ import annotations
@@ -156,4 +158,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         parsed = email.utils.parsedate_tz(value)
         if parsed is None:
             return None
-        return email.utils.mktime_tz(parsed) - time.time()
+        try:
+            return email.utils.mktime_tz(parsed) - time.time()
+        except (ValueError, OverflowError):  # a date no clock can hold (year 99999)
+            return None

@@ -1,0 +1,130 @@
+"""Half an emoji (a lone surrogate, which no request can carry) never bricks an agent: text
+that enters a history from a model, a tool, a decision, an edit or a file is stored with
+U+FFFD in its place; a new user message holding one is refused, nothing stored. After each,
+the history is a valid next request and the next call is sent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import make_fragola
+from invariants import check_agent
+
+from fragola_nb import Agent, BadUsage, load_session, save_session, tool
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+
+HALF = "half \ud83d of an emoji"
+MENDED = "half \ufffd of an emoji"
+
+
+@tool
+def echo(text: str) -> str:
+    """Say the text back, with half an emoji after it."""
+    return text + " \udc00"
+
+
+async def next_call_works(agent: Agent, model: ScriptedModel) -> None:
+    """The history is valid and encodable, and the next request goes out and is answered."""
+    check_agent(agent)
+    json.dumps(agent.state.messages, ensure_ascii=False).encode("utf-8")  # strict UTF-8
+    sent = len(model.requests)
+    model.push(reply("still here"))
+    state = await agent.user_message("and now?")
+    assert state.outcome == "finished" and len(model.requests) == sent + 1
+    assert state.messages[-1]["content"] == "still here"
+
+
+@pytest.mark.parametrize("settings", [{}, {"stream": True}], ids=["plain", "streamed"])
+async def test_a_reply_with_half_an_emoji_is_stored_mended(model: ScriptedModel,
+                                                           settings: dict[str, Any]) -> None:
+    model.push(reply(HALF))
+    agent = make_fragola(model).agent("a", model_settings=settings)
+    shown: list[str] = []
+    agent.on_model_chunk(lambda event: shown.append(event.content))
+
+    state = await agent.user_message("hi")
+
+    assert state.messages[-1] == {"role": "assistant", "content": MENDED}
+    if settings:  # what a view is told while it streams, too
+        assert "".join(shown) == MENDED
+    await next_call_works(agent, model)
+
+
+async def test_tool_arguments_and_a_tool_result_with_half_an_emoji_are_stored_mended(
+        model: ScriptedModel) -> None:
+    model.push(tool_calls(call("echo", {"text": HALF}, id="c1")), reply("done"))
+    agent = make_fragola(model).agent("a", tools=[echo])
+
+    state = await agent.user_message("echo it")
+
+    asked, answered = state.messages[1], state.messages[2]
+    arguments = asked["tool_calls"][0]["function"]["arguments"]
+    assert arguments.encode("utf-8") and json.loads(arguments) == {"text": HALF}  # as sent
+    assert answered == {"role": "tool", "tool_call_id": "c1", "content": MENDED + " \ufffd"}
+    await next_call_works(agent, model)
+
+
+async def test_a_user_message_with_half_an_emoji_is_refused_and_nothing_stored(
+        model: ScriptedModel) -> None:
+    agent = make_fragola(model).agent("a")
+    for content in (HALF, [{"type": "text", "text": HALF}]):
+        with pytest.raises(BadUsage, match=r"lone surrogate \('\\ud83d'\)"):
+            await agent.user_message(content)
+    assert agent.state.messages == [] and model.requests == []
+    await next_call_works(agent, model)
+
+
+async def test_an_injected_result_and_an_edit_are_mended_or_refused(model: ScriptedModel
+                                                                     ) -> None:
+    asking = tool(name="ask_person", description="Ask a person.", handler="dynamic",
+                  schema={"type": "object", "properties": {"text": {"type": "string"}}})
+    model.push(tool_calls(call("ask_person", {"text": "hi"}, id="c1")), reply("thanks"))
+    agent = make_fragola(model).agent("a", tools=[asking])
+    await agent.user_message("ask")
+
+    agent.inject("c1", HALF)
+    state = await agent.step()
+    assert state.messages[2]["content"] == MENDED
+
+    with pytest.raises(BadUsage, match="lone surrogate"):
+        agent.edit(0, content=HALF)
+    agent.edit(2, result=HALF)
+    assert agent.state.messages[2]["content"].endswith(MENDED)
+    assert agent.state.messages[0]["content"] == "ask"
+    await next_call_works(agent, model)
+
+
+async def test_a_listener_reply_and_given_messages_are_mended(model: ScriptedModel) -> None:
+    model.push(reply("fine"))
+    fragola = make_fragola(model)
+    agent = fragola.agent("a", messages=[{"role": "user", "content": HALF},
+                                         {"role": "assistant", "content": "ok"}])
+    agent.on_ai_message(lambda event: {**event.message, "content": HALF})
+    assert agent.state.messages[0]["content"] == MENDED
+
+    state = await agent.user_message("again")
+
+    assert state.messages[-1]["content"] == MENDED
+    agent.off("ai_message", agent.own_listeners()["ai_message"][0])
+    agent.reset([{"role": "user", "content": HALF}])
+    assert agent.state.messages == [{"role": "user", "content": MENDED}]
+    await next_call_works(agent, model)
+
+
+async def test_a_session_file_holding_half_an_emoji_loads_mended(model: ScriptedModel,
+                                                                 tmp_path: Path) -> None:
+    model.push(reply("fine"))
+    fragola = make_fragola(model)
+    agent = fragola.agent("saved")
+    await agent.user_message("hi")
+    path = save_session(tmp_path / "s.json", agent)
+    # A file an older version wrote, holding the reply as the server sent it.
+    path.write_text(path.read_text().replace('"fine"', json.dumps(HALF)))
+
+    loaded = load_session(path, fragola)["saved"]
+
+    assert loaded.state.messages[-1]["content"] == MENDED
+    await next_call_works(loaded, model)
