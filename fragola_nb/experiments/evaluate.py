@@ -18,8 +18,9 @@ client (``REPEAT_INDEX``), so a ``Fragola.cached`` model keeps one answer per re
 ``budget=`` (a ``Budget``) covers every run and judge of the call: once spent, nothing more
 is sent, the runs in flight end with outcome ``"budget"`` and the rows not started are
 ``"not run: budget"``. On ``Fragola.cached`` the rows its file answers keep filling in (a
-hit costs nothing); a row that would send a request ends ``"not run: budget"``. ``stop()``, ``stop_sync()``, an interrupt and ``resume=PATH`` behave
-as for batch (see ``evalfile``).
+hit costs nothing); a row that would send a request ends ``"not run: budget"``.
+``stop()``, ``stop_sync()``, an interrupt and ``resume=PATH`` behave as for batch (see
+``evalfile``).
 """
 
 from __future__ import annotations
