@@ -133,8 +133,11 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                 return
             self._sent_at = time.monotonic()
             evaluation = self.evaluation
-            variants = [{"name": visible(name), **facts} for name, facts
-                        in zip(evaluation.variants, head_facts(evaluation), strict=True)]
+            variants = [{"name": visible(line["variant"]), "rate": line["pass_rate"],
+                         "ran": line["ran"], "rows": line["rows"], "rate_text": facts["rate"],
+                         "cost": facts["cost"] or None, "left": facts["left"]}
+                        for line, facts in zip(evaluation.summary(), head_facts(evaluation),
+                                               strict=True)]
             diff = evaluation.baseline
             with self.matrix.hold_sync():  # one message for the three
                 self.matrix.cells = matrix_cells(evaluation)

@@ -143,7 +143,7 @@ function render({ model, el }) {
       box.append(name);
       // one line each: the pass rate (room after it for an interval), the cost, rows left
       const facts = h("div", "fragola-eval-vfacts");
-      facts.append(h("div", "fragola-eval-vrate", v.rate));
+      facts.append(h("div", "fragola-eval-vrate", v.rate_text));
       if (v.cost) facts.append(h("div", "fragola-eval-vcost", v.cost));
       if (v.left) facts.append(h("div", "fragola-eval-vleft", v.left));
       box.append(facts);

@@ -54,7 +54,7 @@ async def test_title_header_static_table_and_diff_round_a_pass_rate_alike(
     assert "base 63% passed" in repr(evaluation)
     view = EvalView(evaluation)
     try:
-        assert view.matrix.head["variants"][0]["rate"] == "63% passed"
+        assert view.matrix.head["variants"][0]["rate_text"] == "63% passed"
         assert "base 63% passed" in view.matrix.head["title"]
     finally:
         view.close()
