@@ -112,8 +112,10 @@ function render({ model, el }) {
     });
     if (!overflow || (first === 1 && last === heads.length)) { more.hidden = true; more.textContent = ""; return; }
     more.hidden = false;
-    const where = !first ? "no variant whole" : first === last ? "variant " + first : "variants " + first + "–" + last;
-    more.textContent = where + " of " + heads.length + " in sight · scroll " + (atEnd ? "←" : atStart ? "→" : "↔");
+    const where = !first ? heads.length + " variants" // none whole in a very narrow output
+      : (first === last ? "variant " + first : "variants " + first + "–" + last) + " of " +
+        heads.length + " in sight";
+    more.textContent = where + " · scroll " + (atEnd ? "←" : atStart ? "→" : "↔");
   };
   const queueCue = () => {
     if (cueQueued) return;
