@@ -5,7 +5,7 @@ grader text is escaped, never HTML."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.figures import percent
 from fragola_nb.base.redact import redact_text
@@ -29,14 +29,16 @@ def marks(rows: list[EvalRow]) -> str:
     return "".join(_MARK[row.passed] for row in rows)
 
 
-def head_facts(evaluation: Evaluation) -> list[dict[str, str]]:
+def head_facts(evaluation: Evaluation, lines: list[dict[str, Any]] | None = None
+               ) -> list[dict[str, str]]:
     """Per variant, what the matrix's header says under its name, each a line of its own
     (the live view and the static table alike): ``rate`` (``"80% passed"``, ``"88% of 16
     run"``, ``"100% → 0%"`` against a baseline), ``cost`` (answers and judges: what was
-    paid) and ``left`` (``"44 not run"`` once done, ``"16/60"`` while it runs)."""
+    paid) and ``left`` (``"44 not run"`` once done, ``"16/60"`` while it runs). ``lines``: its
+    ``summary()``, when already made."""
     rates = evaluation.baseline.rates if evaluation.baseline is not None else {}
     facts = []
-    for line in evaluation.summary():
+    for line in evaluation.summary() if lines is None else lines:
         rate = rate_text(line)
         before = rates.get(line["variant"], (None, None))[0]
         if before is not None:
@@ -50,9 +52,10 @@ def head_facts(evaluation: Evaluation) -> list[dict[str, str]]:
 
 def evaluation_html(evaluation: Evaluation) -> str:
     known = evaluation.known
+    summary = evaluation.summary()
     head = "".join(f"<th>{escape(name)}</th>" for name in evaluation.variants)
     lines = ["<td>" + "<br>".join(escape(f[k]) for k in ("rate", "cost", "left") if f[k])
-             + "</td>" for f in head_facts(evaluation)]
+             + "</td>" for f in head_facts(evaluation, summary)]
     cases: dict[int, EvalRow] = {}
     for row in evaluation:
         cases.setdefault(row.case, row)
@@ -81,7 +84,7 @@ def evaluation_html(evaluation: Evaluation) -> str:
     more = len(cases) - SHOWN_CASES
     tail = f"<p>… {more:,} more cases (to_pandas() has them all)</p>" if more > 0 else ""
     return (f'<div class="fragola-evaluation" style="overflow-x:auto;max-width:100%">'
-            f"<p><b>Evaluation</b> · {escape(evaluation.overview())}</p>"
+            f"<p><b>Evaluation</b> · {escape(evaluation.overview(summary))}</p>"
             + ("" if diff is None else f"<p>against the baseline: {escape(diff.overview())}</p>")
             + '<table style="table-layout:auto">'
             f'<thead><tr><th style="text-align:left">case</th>{head}</tr>'

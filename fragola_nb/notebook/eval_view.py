@@ -133,16 +133,17 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                 return
             self._sent_at = time.monotonic()
             evaluation = self.evaluation
+            lines = evaluation.summary()  # once: the title and the head are made from it
             variants = [{"name": visible(line["variant"]), "rate": line["pass_rate"],
                          "ran": line["ran"], "rows": line["rows"], "rate_text": facts["rate"],
                          "cost": facts["cost"] or None, "left": facts["left"]}
-                        for line, facts in zip(evaluation.summary(), head_facts(evaluation),
+                        for line, facts in zip(lines, head_facts(evaluation, lines),
                                                strict=True)]
             diff = evaluation.baseline
             with self.matrix.hold_sync():  # one message for the three
                 self.matrix.cells = matrix_cells(evaluation)
                 self.matrix.head = {
-                    "title": visible(evaluation.overview()), "done": evaluation.done,
+                    "title": visible(evaluation.overview(lines)), "done": evaluation.done,
                     "repeat": evaluation.repeat, "variants": variants,
                     "baseline": None if diff is None else diff.totals,
                     "against": "" if diff is None else visible(diff.overview())}
