@@ -202,3 +202,40 @@ async def test_the_header_shows_the_pass_rate_before_and_after(model: ScriptedMo
     bad.diff(good)
     assert head_facts(bad)[0]["rate"] == "100% → 0% passed"
     assert "100% → 0% passed" in evaluation_html(bad)
+
+
+async def test_a_replay_costs_nothing_and_shows_no_dollar_figure(model: ScriptedModel,
+                                                                 tmp_path: Path) -> None:
+    model.brain = odd_fails
+    path = tmp_path / "lesson.jsonl"
+    recorder = Fragola.record(path, model="gpt-4o-mini", api_key="k", base_url=model.base_url,
+                              max_retries=0)
+    paid = recorder.agent("tutor")
+    await paid.user_message("capital of France, case 0")
+    assert paid.usage.cost is not None and paid.usage.cost > 0  # recorded on a "real" API
+    assert "$" in paid.usage.summary()
+    replayed = Fragola.replay(path)
+    try:
+        agent = replayed.agent("tutor")
+        await agent.user_message("capital of France, case 0")
+        assert agent.usage.calls[0].offline and agent.usage.cost == 0.0
+        assert agent.usage.unpaid == pytest.approx(paid.usage.cost)
+        assert "$" not in agent.usage.summary()
+    finally:
+        await replayed.aclose()
+
+
+async def test_a_saved_offline_session_loads_back_unpaid(tmp_path: Path) -> None:
+    from fragola_nb import load_session, save_session
+
+    fragola = Fragola.scripted(model="priced-model", prices=PRICES)
+    try:
+        agent = fragola.agent("tutor")
+        await agent.user_message("hello")
+        save_session(tmp_path / "s.json", agent)
+        loaded = load_session(tmp_path / "s.json", fragola)["tutor"]
+        assert loaded.usage == agent.usage and loaded.usage.calls[0].offline
+        assert loaded.usage.cost == 0.0 and loaded.usage.unpaid == agent.usage.unpaid
+        assert "not paid" in loaded.usage.summary()
+    finally:
+        await fragola.aclose()
