@@ -54,7 +54,7 @@ def evaluation_html(evaluation: Evaluation) -> str:
     known = evaluation.known
     summary = evaluation.summary()
     head = "".join(f"<th>{escape(name)}</th>" for name in evaluation.variants)
-    lines = ["<td>" + "<br>".join(escape(f[k]) for k in ("rate", "cost", "left") if f[k])
+    lines = ['<td style="white-space:nowrap">' + "<br>".join(escape(f[k]) for k in ("rate", "cost", "left") if f[k])
              + "</td>" for f in head_facts(evaluation, summary)]
     cases: dict[int, EvalRow] = {}
     for row in evaluation:
