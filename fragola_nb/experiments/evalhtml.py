@@ -54,8 +54,9 @@ def evaluation_html(evaluation: Evaluation) -> str:
     known = evaluation.known
     summary = evaluation.summary()
     head = "".join(f"<th>{escape(name)}</th>" for name in evaluation.variants)
-    lines = ['<td style="white-space:nowrap">' + "<br>".join(escape(f[k]) for k in ("rate", "cost", "left") if f[k])
-             + "</td>" for f in head_facts(evaluation, summary)]
+    lines = ['<td style="white-space:nowrap">'  # a line each, each whole
+             + "<br>".join(escape(f[k]) for k in ("rate", "cost", "left") if f[k]) + "</td>"
+             for f in head_facts(evaluation, summary)]
     cases: dict[int, EvalRow] = {}
     for row in evaluation:
         cases.setdefault(row.case, row)
