@@ -59,6 +59,10 @@ class Fragola:
     (see ``docs/limits.md``).
     """
 
+    answers_from_cache = False
+    """True when made by ``Fragola.cached``: once a budget is spent, its calls that the cache
+    answers (at no cost) still run; the others are not sent."""
+
     def __init__(
         self,
         model: str | None = None,
@@ -253,6 +257,7 @@ class Fragola:
         recording.check_recording(options, "Fragola.cached")
         fragola = cls(model, **options)  # bad options fail before the file is touched
         fragola._model.wrap_http = recording.cacher(path)
+        fragola.answers_from_cache = True
         return fragola
 
     @classmethod

@@ -32,7 +32,7 @@ import math
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -92,13 +92,16 @@ class Meter:
         return time.monotonic() - self._began
 
     def add(self, usage: Usage) -> None:
-        """Count the calls of ``usage`` (those that reported usage) against the budget."""
+        """Count the calls of ``usage`` (those that reported usage) against the budget; a
+        call ``Fragola.cached``'s file answered spent nothing, neither tokens nor money."""
         with self._lock:
             for call in usage.calls:
-                if not call.reported:
+                if not call.reported or call.cached:
                     continue
                 self.tokens += call.total_tokens
-                cost = Usage((call,), self._prices).cost
+                # An offline call (the scripted model, a replay) counts at its price: a
+                # usd budget can be tried out offline, though nothing is paid.
+                cost = Usage((replace(call, offline=False),), self._prices).cost
                 if cost is not None:
                     self.usd += Decimal(str(cost))
 

@@ -53,6 +53,7 @@ from fragola_nb.core.timing import ToolTiming
 from fragola_nb.core.tools import Tool, serialize_result
 from fragola_nb.core.usage import CallUsage, Usage
 from fragola_nb.models.client.reported import Exchange
+from fragola_nb.models.recording.cache import HITS_ONLY, NotCached
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -86,16 +87,24 @@ async def run(agent: Agent, run: Run) -> Outcome:
         if calls_made >= run.budget:
             return "step_limit"
         spent = limits.spent_reason(agent.fragola, agent.model)
-        if spent is not None:
+        if spent is not None and not agent.fragola.answers_from_cache:
             agent._spent = spent
             return "budget"
         step = agent._step_count + 1
         await emit(agent, "before_step", StepEvent(agent.context, step))
+        # Spent, on Fragola.cached: a call its file answers costs nothing and is made; one it
+        # would send is not (NotCached), and the turn ends "budget" as above.
+        hits_only = HITS_ONLY.set(spent is not None)
         try:
             message = await call_model(agent, run)
+        except NotCached:
+            agent._spent = spent
+            return "budget"
         except limits.BudgetSpent as spent_meanwhile:  # while the request waited its turn
             agent._spent = spent_meanwhile.reason
             return "budget"
+        finally:
+            HITS_ONLY.reset(hits_only)
         if message is None:
             return "stopped"
         agent._step_count += 1
@@ -152,23 +161,26 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     try:
         with probes.model_call(agent, seen):
             # Checked as each try goes out: the model the request names (a listener may have
-            # switched it) priced under a usd budget, and no budget spent while it waited.
+            # switched it) priced under a usd budget, and no budget spent while it waited
+            # (once spent, on Fragola.cached, only hits are answered: the cache sends nothing).
             reply = seen.reply = await agent.fragola._model.reply(
                 request, on_chunk, exchange, _throttle_teller(agent),
-                lambda: limits.check_send(agent.fragola, model))
+                lambda: None if HITS_ONLY.get() else limits.check_send(agent.fragola, model))
     except BaseException:
         # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
         # tokens once the server began to answer: a call, with its usage if it said any
         # (else unknown, and the cost None). An HTTP error or no connection cost nothing.
         if exchange.answered:
-            cut = Usage((_call_usage(request, exchange.usage, clock, exchange),),
+            cut = Usage((_call_usage(request, exchange.usage, clock, exchange,
+                                    agent.fragola.offline),),
                         agent.fragola.prices)
             agent._usage += cut
             limits.count(agent.fragola, cut)
         raise
     message = reply.message
     # Counted at once: the tokens are spent whatever the listeners below do.
-    usage = Usage((_call_usage(request, reply.usage, clock, exchange),), agent.fragola.prices)
+    usage = Usage((_call_usage(request, reply.usage, clock, exchange,
+                                       agent.fragola.offline),), agent.fragola.prices)
     agent._usage += usage
     limits.count(agent.fragola, usage)
     if agent._listeners.has("ai_message"):
@@ -196,10 +208,11 @@ class _Clock:
 
 
 def _call_usage(request: dict[str, Any], reported: dict[str, int] | None, clock: _Clock,
-                exchange: Exchange) -> CallUsage:
+                exchange: Exchange, offline: bool = False) -> CallUsage:
     """The call's usage, under the model it asked for (the name prices are given for), and
     its timing (``fragola_nb.core.timing``): an answer that came in one piece (not streamed) has
-    its time to first token equal to its duration."""
+    its time to first token equal to its duration. ``offline``: the scripted model or a replay
+    answered (nothing paid)."""
     model = str(request.get("model") or "")
     seconds = clock.seconds()
     ttft = None if exchange.first_at is None else min(seconds, clock.seconds(exchange.first_at))
@@ -207,10 +220,10 @@ def _call_usage(request: dict[str, Any], reported: dict[str, int] | None, clock:
         ttft = seconds
     if reported is None:
         return CallUsage(model, reported=False, started=clock.started, ttft=ttft,
-                         seconds=seconds, cached=exchange.cached)
+                         seconds=seconds, cached=exchange.cached, offline=offline)
     return CallUsage(model, reported["prompt_tokens"], reported["completion_tokens"],
                      reported["total_tokens"], reported["cached_tokens"], True, clock.started,
-                     ttft, seconds, exchange.cached)
+                     ttft, seconds, exchange.cached, offline)
 
 
 def _throttle_teller(agent: Agent) -> Callable[[float], Awaitable[None]]:

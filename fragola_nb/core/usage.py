@@ -78,7 +78,10 @@ class CallUsage:
     two calls with the same counts are equal however long they took.
 
     ``cached`` is True when ``Fragola.cached`` answered the call from its file: the counts
-    are those of the call that was paid for once, and ``Usage.cost`` leaves it out."""
+    are those of the call that was paid for once, and ``Usage.cost`` leaves it out.
+    ``offline`` is True when the scripted model or a replay answered it (``Fragola.scripted``,
+    ``Fragola.from_env`` without a key, ``Fragola.replay``): nothing was paid, and
+    ``Usage.cost`` leaves it out too (``Usage.unpaid`` is what it is priced at)."""
 
     model: str
     prompt_tokens: int = 0
@@ -90,6 +93,7 @@ class CallUsage:
     ttft: float | None = field(default=None, compare=False)
     seconds: float | None = field(default=None, compare=False)
     cached: bool = False
+    offline: bool = False
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -116,11 +120,14 @@ def call_read_back(fields: Any) -> CallUsage:
     names = ("model", *COUNTS, "reported")
     # Rows written before the timing fields have none; a row has them all or none. Rows
     # written before ``cached`` have none either: their calls were paid for.
-    cached = fields.get("cached", False)
-    if not isinstance(cached, bool):
-        raise ValueError("a call's 'cached' must be true or false")
-    timed = set(fields) - set(names) - {"cached"}
-    if set(fields) - timed - {"cached"} != set(names) or timed not in (set(), set(TIMING_FIELDS)):
+    # Nor ``offline``: their calls were made on a model API.
+    cached, offline = fields.get("cached", False), fields.get("offline", False)
+    for name, flag in (("cached", cached), ("offline", offline)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"a call's {name!r} must be true or false")
+    flags = {"cached", "offline"}
+    timed = set(fields) - set(names) - flags
+    if set(fields) - timed - flags != set(names) or timed not in (set(), set(TIMING_FIELDS)):
         raise ValueError(f"a call's usage must have the fields {', '.join(names)} "
                          f"(and {', '.join(TIMING_FIELDS)})")
     for name in timed:
@@ -136,7 +143,8 @@ def call_read_back(fields: Any) -> CallUsage:
                              f"{MAX_COUNT}, not {shown}")
     return CallUsage(fields["model"], fields["prompt_tokens"], fields["completion_tokens"],
                      fields["total_tokens"], fields["cached_tokens"], fields["reported"],
-                     fields.get("started"), fields.get("ttft"), fields.get("seconds"), cached)
+                     fields.get("started"), fields.get("ttft"), fields.get("seconds"), cached,
+                     offline)
 
 
 @dataclass(frozen=True)
@@ -149,7 +157,9 @@ class Usage:
     nothing); ``unreported``: the calls without usage;
     ``cost``: USD paid, or None when a paid call is unreported or a model's price is unknown
     (a call answered by ``Fragola.cached``'s file costs nothing: ``cached_calls`` counts
-    them, ``saved`` is what they cost when they were made);
+    them, ``saved`` is what they cost when they were made; so does a call the scripted model
+    or a replay answered: ``offline_calls`` counts them, ``unpaid`` is their price);
+    ``cost_text()`` says it in one short phrase;
     ``by_model``: the same per model. ``a + b`` adds two, ``sum(usages)`` many.
 
     ``tools``: the tool calls that ran, oldest first, with their durations (``ToolTiming``);
@@ -223,9 +233,35 @@ class Usage:
 
     @functools.cached_property
     def cost(self) -> float | None:
-        """USD paid, summed over the calls each priced on its own (a cached call is free);
-        None when any paid call's price is unknown."""
-        return _priced([call for call in self.calls if not call.cached], self.prices)
+        """USD paid, summed over the calls each priced on its own (a cached call and an
+        offline one are free); None when any paid call's price is unknown."""
+        return _priced([call for call in self.calls if not call.cached and not call.offline],
+                       self.prices)
+
+    @functools.cached_property
+    def offline_calls(self) -> int:
+        """How many calls the scripted model or a replay answered, at no cost."""
+        return sum(1 for call in self.calls if call.offline and not call.cached)
+
+    @functools.cached_property
+    def unpaid(self) -> float | None:
+        """USD the offline calls would cost at their model's price (0.0 when there is none;
+        None when a price is unknown): what a lesson run offline is "priced as"."""
+        return _priced([call for call in self.calls if call.offline and not call.cached],
+                       self.prices)
+
+    def cost_text(self) -> str:
+        """The cost as every view shows it: ``"$0.0012"`` paid; for offline calls (no key, no
+        cost) no dollar figure, unless their model was given a price (``prices=``), then
+        ``"priced as $0.000011, not paid"``; ``""`` when unknown or nothing to say."""
+        offline = [call for call in self.calls if call.offline and not call.cached]
+        shown = []
+        if len(offline) < self.requests and self.cost is not None:
+            shown.append(format_cost(self.cost))
+        unpaid = self.unpaid
+        if offline and unpaid is not None and all(c.model in self.prices for c in offline):
+            shown.append(f"priced as {format_cost(unpaid)}, not paid")
+        return " + ".join(shown)
 
     @functools.cached_property
     def cached_calls(self) -> int:
@@ -286,9 +322,9 @@ class Usage:
         if self.unreported == self.requests:  # no count known: "0 tokens" would be made up
             return f"{self.requests} call{'s' if self.requests > 1 else ''} without usage"
         parts = [f"{self.total_tokens:,} tokens"]
-        cost = self.cost
-        if cost is not None:
-            parts.append(format_cost(cost))
+        cost = self.cost_text()
+        if cost:
+            parts.append(cost)
         if self.unreported:
             parts.append(f"{self.unreported} of {self.requests} calls without usage")
         if self.cached_calls:  # free: the cost above leaves them out
@@ -309,12 +345,16 @@ def _cached_note(cached: int, calls: int) -> str:
 
 
 def format_cost(cost: float) -> str:
-    """``$1.23`` from a dollar up; below, up to six decimals (``$0.000435``, ``$0.05``)."""
-    if cost >= 1:
+    """A dollar figure as short as it stays readable: whole dollars from $1,000 (``$1,234``),
+    cents from a dollar (``$12.34``), below that two significant digits (``$0.0001``,
+    ``$0.00044``, ``$0.05``, ``$0.50``), ``<$0.000001`` for less, ``$0.00`` for nothing."""
+    if cost >= 999.995:
+        return f"${cost:,.0f}"
+    if cost >= 0.995 or cost == 0:
         return f"${cost:,.2f}"
-    if 0 < cost < 0.000001:
+    if cost < 0.000001:
         return "<$0.000001"
-    text = f"{cost:.6f}".rstrip("0")
+    text = f"{float(f'{cost:.2g}'):.8f}".rstrip("0")
     return "$" + (text if len(text.split(".")[1]) >= 2 else f"{cost:.2f}")
 
 

@@ -4,7 +4,10 @@ Cells are aligned by the case's input (the message sent) and the variant's name,
 added, removed or reordered between the runs line up. A cell's figure is the share of its
 repeats that passed; the change is ``improved`` (higher now), ``regressed`` (lower),
 ``unchanged``, ``new`` (not in the baseline, or not run there) or ``gone`` (in the baseline
-only, or not run now).
+only, or not run now). A cell whose verdicts did not change can still have other answers
+(a prompt changed, and every case still passes): ``answers_changed`` counts those cells, and
+``rates`` holds each variant's pass rate before and after, as the matrix's header shows it
+(``"100% → 0%"``).
 
 >>> diff = evaluation.diff("last_run.json")      # doctest: +SKIP
 >>> diff.totals                                  # doctest: +SKIP
@@ -18,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from fragola_nb.base.figures import percent
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
 
@@ -42,6 +46,8 @@ class CellChange:
     before: float | None
     after: float | None
     change: Change
+    answers_changed: bool = False
+    """The answers differ from the baseline's (repeat by repeat), whatever the verdicts."""
 
 
 class EvaluationDiff:
@@ -53,8 +59,9 @@ class EvaluationDiff:
         for key, (case, rows) in new.items():
             after = _share(rows)
             before = _share(old[key][1]) if key in old else None
+            other = key in old and _answers(old[key][1]) != _answers(rows)
             changes.append(CellChange(rows[0].input, key[1], case, before, after,
-                                      _change(before, after)))
+                                      _change(before, after), other))
         for key, (case, rows) in old.items():
             if key not in new:
                 changes.append(CellChange(rows[0].input, key[1], case, _share(rows), None,
@@ -63,6 +70,14 @@ class EvaluationDiff:
         self.totals = {kind: sum(1 for c in changes if c.change == kind) for kind in CHANGES}
         """How many cells of each kind."""
         self._by_cell = {(c.case, c.variant): c for c in changes if c.change != "gone"}
+        self.answers_changed = sum(1 for c in changes if c.answers_changed
+                                   and c.change == "unchanged")
+        """Cells ``unchanged`` in their verdicts whose answers differ from the baseline's."""
+        old_lines = {line["variant"]: line["pass_rate"] for line in baseline.summary()}
+        self.rates = {line["variant"]: (old_lines.get(line["variant"]), line["pass_rate"])
+                      for line in current.summary()}
+        """Each variant of this run: its pass rate in the baseline (None when it was not
+        there) and now."""
 
     def of(self, case: int, variant: str) -> CellChange | None:
         """The change of the current run's cell (case index, variant)."""
@@ -81,15 +96,19 @@ class EvaluationDiff:
         return self.cells("improved")
 
     def overview(self) -> str:
-        return ", ".join(f"{count} {kind}" for kind, count in self.totals.items())
+        """``"0 improved, 1 regressed, 39 unchanged (other answers in 39), 0 new, 0 gone"``."""
+        other = self.answers_changed
+        return ", ".join(f"{count} {kind}" + (f" (other answers in {other})"
+                                              if kind == "unchanged" and other else "")
+                         for kind, count in self.totals.items())
 
     def __repr__(self) -> str:
         return f"EvaluationDiff({self.overview()})"
 
     def _repr_html_(self) -> str:
-        shown = [c for c in self.changes if c.change != "unchanged"][:50]
+        shown = [c for c in self.changes if c.change != "unchanged" or c.answers_changed][:50]
         rows = "".join(
-            f"<tr><td>{escape(c.change)}</td><td>{escape(c.variant)}</td>"
+            f"<tr><td>{escape(_said(c))}</td><td>{escape(c.variant)}</td>"
             f'<td style="overflow-wrap:anywhere;text-align:left">'
             f"{escape(_short(text_of(c.input)))}</td>"
             f"<td>{_pct(c.before)}</td><td>{_pct(c.after)}</td></tr>" for c in shown)
@@ -123,8 +142,16 @@ def _change(before: float | None, after: float | None) -> Change:
     return "regressed" if after < before else "unchanged"
 
 
+def _said(cell: CellChange) -> str:
+    return "unchanged, other answers" if cell.change == "unchanged" else cell.change
+
+
+def _answers(rows: Iterable[EvalRow]) -> list[str | None]:
+    return [row.answer for row in sorted(rows, key=lambda row: row.repeat) if row.finished]
+
+
 def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
+    return percent(value)
 
 
 def _short(text: str, limit: int = 120) -> str:

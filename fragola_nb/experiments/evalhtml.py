@@ -5,17 +5,18 @@ grader text is escaped, never HTML."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from fragola_nb.base.figures import percent
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
-from fragola_nb.core.usage import format_cost
+from fragola_nb.experiments.evalsummary import rate_text
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evalrows import EvalRow
     from fragola_nb.experiments.evaluation import Evaluation
 
-__all__ = ["evaluation_html", "marks"]
+__all__ = ["evaluation_html", "head_facts", "marks"]
 
 SHOWN_CASES = 50
 """Cases in the static matrix; the rest are counted (``to_pandas()`` has them all)."""
@@ -28,15 +29,34 @@ def marks(rows: list[EvalRow]) -> str:
     return "".join(_MARK[row.passed] for row in rows)
 
 
+def head_facts(evaluation: Evaluation, lines: list[dict[str, Any]] | None = None
+               ) -> list[dict[str, str]]:
+    """Per variant, what the matrix's header says under its name, each a line of its own
+    (the live view and the static table alike): ``rate`` (``"80% passed"``, ``"88% of 16
+    run"``, ``"100% → 0%"`` against a baseline), ``cost`` (answers and judges: what was
+    paid) and ``left`` (``"44 not run"`` once done, ``"16/60"`` while it runs). ``lines``: its
+    ``summary()``, when already made."""
+    rates = evaluation.baseline.rates if evaluation.baseline is not None else {}
+    facts = []
+    for line in evaluation.summary() if lines is None else lines:
+        rate = rate_text(line)
+        before = rates.get(line["variant"], (None, None))[0]
+        if before is not None:
+            rate = f"{percent(before)} → {rate}"
+        left = line["rows"] - line["ran"]
+        facts.append({"rate": rate, "cost": line["cost_text"],
+                      "left": "" if not left else f"{line['ran']:,}/{line['rows']:,}"
+                      if not evaluation.done else f"{left:,} not run"})
+    return facts
+
+
 def evaluation_html(evaluation: Evaluation) -> str:
     known = evaluation.known
+    summary = evaluation.summary()
     head = "".join(f"<th>{escape(name)}</th>" for name in evaluation.variants)
-    lines = []
-    for line in evaluation.summary():
-        rate = line["pass_rate"]
-        cost = line["cost"]
-        lines.append(f"<td>{'–' if rate is None else f'{rate:.0%}'}"
-                     f"{'' if cost is None else ' · ' + format_cost(cost)}</td>")
+    lines = ['<td style="white-space:nowrap">'  # a line each, each whole
+             + "<br>".join(escape(f[k]) for k in ("rate", "cost", "left") if f[k]) + "</td>"
+             for f in head_facts(evaluation, summary)]
     cases: dict[int, EvalRow] = {}
     for row in evaluation:
         cases.setdefault(row.case, row)
@@ -49,8 +69,11 @@ def evaluation_html(evaluation: Evaluation) -> str:
             scores = [row.score for row in rows if row.score is not None]
             score = f" {sum(scores) / len(scores):.2f}" if scores else ""
             change = diff.of(index, variant) if diff is not None else None
-            note = (f' <span class="fx-eval-change">{escape(change.change)}</span>'
-                    if change is not None and change.change != "unchanged" else "")
+            note = ("" if change is None else
+                    f' <span class="fx-eval-change">{escape(change.change)}</span>'
+                    if change.change != "unchanged" else
+                    ' <span class="fx-eval-change">other answers</span>'
+                    if change.answers_changed else "")
             reasons = "; ".join(f"{g.name}: {g.reason}" for row in rows for g in row.grades
                                 if not g.passed and g.reason)
             title = f' title="{escape(redact_text(reasons, known)[:300])}"' if reasons else ""
@@ -62,8 +85,9 @@ def evaluation_html(evaluation: Evaluation) -> str:
     more = len(cases) - SHOWN_CASES
     tail = f"<p>… {more:,} more cases (to_pandas() has them all)</p>" if more > 0 else ""
     return (f'<div class="fragola-evaluation" style="overflow-x:auto;max-width:100%">'
-            f"<p><b>Evaluation</b> · {escape(evaluation.overview())}</p>"
-            '<table style="table-layout:auto">'
+            f"<p><b>Evaluation</b> · {escape(evaluation.overview(summary))}</p>"
+            + ("" if diff is None else f"<p>against the baseline: {escape(diff.overview())}</p>")
+            + '<table style="table-layout:auto">'
             f'<thead><tr><th style="text-align:left">case</th>{head}</tr>'
             f"<tr><td>pass rate</td>{''.join(lines)}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>{tail}</div>")

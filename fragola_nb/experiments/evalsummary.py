@@ -3,6 +3,9 @@
 pass@k is the share of cases that passed in at least one of their k repeats, pass^k the
 share that passed in all of them (k = the repeats each case has run; a row not run does not
 count). With ``repeat=1`` both equal the pass rate.
+
+``rate_text`` is how every view writes a line's pass rate: ``"80% passed"``, or, when some
+rows did not run (a stop, a budget), ``"88% of 16 run"``: the rate is over the rows that ran.
 """
 
 from __future__ import annotations
@@ -10,10 +13,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fragola_nb.base.figures import percent
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.evalrows import EvalRow
 
-__all__ = ["variant_summary"]
+__all__ = ["rate_text", "variant_summary"]
+
+
+def rate_text(line: dict[str, Any]) -> str:
+    """A summary line's pass rate in words: ``"80% passed"``, ``"88% of 16 run"`` when rows
+    are missing (not run, or still running), ``"not run"`` when none ran."""
+    if not line["ran"]:
+        return "not run"
+    if line["ran"] < line["rows"]:
+        return f"{percent(line['pass_rate'])} of {line['ran']:,} run"
+    return f"{percent(line['pass_rate'])} passed"
 
 
 def variant_summary(variant: str, rows: Sequence[EvalRow],
@@ -40,6 +54,8 @@ def variant_summary(variant: str, rows: Sequence[EvalRow],
         "tokens": None if usage.unreported else usage.total_tokens,
         "cost": usage.cost,
         "judge_cost": judged.cost if judged.calls else 0.0,
+        "total_cost": (usage + judged).cost,
+        "cost_text": (usage + judged).cost_text(),
         "cached_calls": sum(1 for call in usage.calls if getattr(call, "cached", False)),
         "p50_seconds": _quantile(seconds, 0.50),
         "p95_seconds": _quantile(seconds, 0.95),

@@ -17,9 +17,11 @@ client (``REPEAT_INDEX``), so a ``Fragola.cached`` model keeps one answer per re
 
 ``budget=`` (a ``Budget``) covers every run and judge of the call: once spent, nothing more
 is sent, the runs in flight end with outcome ``"budget"`` and the rows not started are
-``"not run: budget"``. ``stop()``, ``stop_sync()``, an interrupt and ``resume=PATH`` behave
-as for batch (see ``evalfile``). A case's conversation (``turns``, a ``SimulatedUser``) and
-``decide=`` run by ``conversation``; ``backend="ray"`` runs the rows on Ray (``evalray``).
+``"not run: budget"``. On ``Fragola.cached`` the rows its file answers keep filling in (a
+hit costs nothing); a row that would send a request ends ``"not run: budget"``.
+``stop()``, ``stop_sync()``, an interrupt and ``resume=PATH`` behave as for batch (see
+``evalfile``). A case's conversation (``turns``, a ``SimulatedUser``) and ``decide=`` run by
+``conversation``; ``backend="ray"`` runs the rows on Ray (``evalray``).
 """
 
 from __future__ import annotations
@@ -201,8 +203,9 @@ class _Run:
         return self.meter.spent or (own.spent if own is not None else None)
 
     async def _work(self) -> None:
+        cached = self.agent.fragola.answers_from_cache  # hits go on: they cost nothing
         for index in self.todo:  # one iterator shared by the workers
-            if self.stopping or self._spent():
+            if self.stopping or (self._spent() and not cached):
                 return
             case, variant, repeat = self.jobs[index]
             row = self.evaluation[index]

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, overload
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redacted, redacted_texts
 from fragola_nb.base.textfile import utf8
-from fragola_nb.core.usage import ModelPrice, Usage, format_cost
+from fragola_nb.core.usage import ModelPrice, Usage
 from fragola_nb.experiments.comparison import import_pandas
 from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.evalsummary import rate_text
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaldiff import EvaluationDiff
@@ -146,7 +147,8 @@ class Evaluation(Sequence[EvalRow]):
     def summary(self) -> list[dict[str, Any]]:
         """Per variant: rows run, pass rate (and each grader's own), mean score, pass@k
         (cases passed by at least one of their k repeats) and pass^k (by all k), tokens,
-        cost, the judges' cost, and p50/p95 seconds."""
+        cost (the answers'), the judges' cost, ``total_cost`` (both: what was paid) and
+        ``cost_text`` (it in words, as the views show it), and p50/p95 seconds."""
         from fragola_nb.experiments.evalsummary import variant_summary
 
         return [variant_summary(variant, [r for r in self._rows if r.variant == variant],
@@ -212,20 +214,19 @@ class Evaluation(Sequence[EvalRow]):
                    stopped=bool(meta.get("stopped")))
 
     # -- shown ------------------------------------------------------------------------------
-    def overview(self) -> str:
-        """``"10 cases × 2 variants × 3 repeats: base 80% passed, short 60% passed; …"``."""
+    def overview(self, lines: list[dict[str, Any]] | None = None) -> str:
+        """``"10 cases × 2 variants × 3 repeats: base 80% passed, short 88% of 16 run; …"``:
+        each variant's pass rate (over the rows that ran), then the tokens and the cost of
+        the answers and the judges together (``summary()`` splits them). ``lines``: the
+        ``summary()`` already made (a view reads it once per update)."""
         repeats = f" × {self.repeat} repeats" if self.repeat > 1 else ""
         head = (f"{self.cases} case{'s' if self.cases != 1 else ''} × {len(self.variants)} "
                 f"variant{'s' if len(self.variants) != 1 else ''}{repeats}")
-        parts = []
-        for line in self.summary():
-            rate = line["pass_rate"]
-            parts.append(f"{line['variant']} " + ("not run" if rate is None
-                                                  else f"{rate:.0%} passed"))
-        usage = self.usage
-        money = usage.cost
-        tail = f"{usage.total_tokens:,} tokens" + (f", {format_cost(money)}"
-                                                   if money is not None else "")
+        parts = [f"{line['variant']} {rate_text(line)}"
+                 for line in (self.summary() if lines is None else lines)]
+        usage = self.usage + self.judge_usage  # one cost: what was paid, judges included
+        money = usage.cost_text()
+        tail = f"{usage.total_tokens:,} tokens" + (f", {money}" if money else "")
         if not self.done:
             tail += ", running"
         elif self.stopped:

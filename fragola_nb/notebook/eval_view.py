@@ -3,7 +3,8 @@
 The matrix is one anywidget (``EvalMatrix``, ``evaluation.js``/``evaluation.css``). It gets
 compact data: ``cases`` (each case's input, shortened, sent once), ``cells`` (one small list
 per case × variant: a letter per repeat, the mean score, the change against a baseline) and
-``head`` (per variant: pass rate, cost). The JavaScript draws only the rows in sight (a
+``head`` (per variant: its name and the lines under it, written by the kernel: pass rate,
+cost, rows left; see ``evalhtml.head_facts``). The JavaScript draws only the rows in sight (a
 1,000-case evaluation is 1,000 rows), with ``textContent`` only, and filters them (failed
 only, changed only).
 
@@ -35,7 +36,7 @@ import traitlets
 
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of, visible
-from fragola_nb.core.usage import format_cost
+from fragola_nb.experiments.evalhtml import head_facts
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.notebook.compare_view import LiveWidget
@@ -64,7 +65,8 @@ def cell_marks(rows: list[EvalRow]) -> str:
 
 def matrix_cells(evaluation: Evaluation) -> list[list[Any]]:
     """The cells in case order, then variant: ``[marks, mean score or None, change]``
-    (``change``: ``""`` without a baseline or when unchanged)."""
+    (``change``: ``""`` without a baseline or when unchanged; ``"other answers"`` when the
+    verdicts did not change but the answers did)."""
     variants = {name: i for i, name in enumerate(evaluation.variants)}
     width = len(variants)
     grouped: dict[int, list[EvalRow]] = {}
@@ -77,10 +79,10 @@ def matrix_cells(evaluation: Evaluation) -> list[list[Any]]:
         rows = sorted(grouped.get(index, []), key=lambda r: r.repeat)
         scores = [row.score for row in rows if row.score is not None]
         change = diff.of(index // width, evaluation.variants[index % width]) if diff else None
+        said = ("" if change is None else change.change if change.change != "unchanged"
+                else "other answers" if change.answers_changed else "")
         cells.append([cell_marks(rows),
-                      round(sum(scores) / len(scores), 3) if scores else None,
-                      change.change if change is not None and change.change != "unchanged"
-                      else ""])
+                      round(sum(scores) / len(scores), 3) if scores else None, said])
     return cells
 
 
@@ -134,19 +136,20 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                 return
             self._sent_at = time.monotonic()
             evaluation = self.evaluation
-            variants = []
-            for line in evaluation.summary():
-                cost = line["cost"]
-                variants.append({"name": visible(line["variant"]), "rate": line["pass_rate"],
-                                 "ran": line["ran"], "rows": line["rows"],
-                                 "cost": None if cost is None else format_cost(cost)})
+            lines = evaluation.summary()  # once: the title and the head are made from it
+            variants = [{"name": visible(line["variant"]), "rate": line["pass_rate"],
+                         "ran": line["ran"], "rows": line["rows"], "rate_text": facts["rate"],
+                         "cost": facts["cost"] or None, "left": facts["left"]}
+                        for line, facts in zip(lines, head_facts(evaluation, lines),
+                                               strict=True)]
             diff = evaluation.baseline
             with self.matrix.hold_sync():  # one message for the three
                 self.matrix.cells = matrix_cells(evaluation)
                 self.matrix.head = {
-                    "title": visible(evaluation.overview()), "done": evaluation.done,
+                    "title": visible(evaluation.overview(lines)), "done": evaluation.done,
                     "repeat": evaluation.repeat, "variants": variants,
-                    "baseline": None if diff is None else diff.totals}
+                    "baseline": None if diff is None else diff.totals,
+                    "against": "" if diff is None else visible(diff.overview())}
 
     def detach(self, why: str = "this matrix no longer follows the evaluation") -> None:
         with self._lock:

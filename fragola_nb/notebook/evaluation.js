@@ -15,11 +15,9 @@ function h(tag, cls, text) {
 
 const MARK = { p: "✓", f: "✗", q: "·", r: "◌", s: "■", n: "–" };
 const SAYS = { p: "passed", f: "failed", q: "queued", r: "running", s: "stopped", n: "not run" };
-const CHANGE = { improved: "▲ improved", regressed: "▼ regressed", new: "new", gone: "gone" };
-
-function percent(rate) {
-  return rate === null || rate === undefined ? "–" : Math.round(rate * 100) + "%";
-}
+const CHANGE = { improved: "▲ improved", regressed: "▼ regressed", new: "new", gone: "gone",
+  "other answers": "≠ answers" };
+const CHANGE_SAYS = { "other answers": "the same verdicts as the baseline, other answers" };
 
 // The cell detail's trajectory: the counts, the fork's own tool calls as a compact numbered
 // list (name(arguments) → result), then the turns of a conversation. Text only.
@@ -67,7 +65,14 @@ function render({ model, el }) {
   changedBox.type = "checkbox";
   changedOnly.append(changedBox, h("span", "", " changed only"));
   const count = h("span", "fragola-eval-count");
-  tools.append(failedOnly, changedOnly, count);
+  // Hidden columns (many variants, a narrow notebook) are named, and a click scrolls to them.
+  const more = h("button", "fragola-eval-more");
+  more.type = "button";
+  more.hidden = true;
+  more.title = "scroll the variants sideways";
+  tools.append(failedOnly, changedOnly, count, more);
+  const against = h("div", "fragola-eval-against");
+  const frame = h("div", "fragola-eval-frame"); // holds the shadows on the hidden side
   const scroller = h("div", "fragola-eval-scroller");
   const table = h("div", "fragola-eval-table");
   table.setAttribute("role", "table");
@@ -79,41 +84,110 @@ function render({ model, el }) {
   body.append(spacer, rowsBox);
   table.append(head, body);
   scroller.append(table);
+  frame.append(scroller);
   const detail = h("div", "fragola-eval-detail");
   const detached = h("div", "fragola-eval-detached");
-  el.replaceChildren(top, tools, scroller, detail, detached);
+  el.replaceChildren(top, against, tools, frame, detail, detached);
 
   const link = { live: false, waited: false };
   let shown = []; // the case indexes the filters let through
   let drawn = ""; // what the drawn rows show: redraw them only when it changes
   let queued = false;
 
-  // Every row is a grid of its own: the variants' columns get one fixed width (room for a
-  // mark per repeat, the score and a change's badge), so the rows line up whatever they hold.
-  const columns = (n) => {
+  // Every row is a grid of its own, with the head's columns: each variant's column is as wide
+  // as its header (name, pass rate, cost, each on a line: the kernel writes them) or its
+  // cells (a mark per repeat, the score, a change's badge), whichever is wider. Widths are
+  // measured in the page and only grow while the view lives, so a run's updates never make
+  // the columns jump back and forth.
+  let widths = [];
+  let template = "";
+  const cellWidth = () => {
     const info = model.get("head") || {};
-    const em = Math.max(8.5, (info.repeat || 1) * 1.7 + 3.8 + (info.baseline ? 6.5 : 0));
-    return "minmax(9em, 1fr) " + (em.toFixed(1) + "em ").repeat(n).trim();
+    const em = parseFloat(getComputedStyle(head).fontSize) || 13;
+    return Math.ceil(Math.max(8.5, (info.repeat || 1) * 1.7 + 3.8 + (info.baseline ? 6.5 : 0)) * em);
   };
+  const columns = (n) => {
+    if (widths.length !== n) return "minmax(9em, 1fr) " + "max-content ".repeat(n).trim();
+    return "minmax(9em, 1fr) " + widths.map((w) => w + "px").join(" ");
+  };
+
+  function fit() {
+    const boxes = head.querySelectorAll(".fragola-eval-vhead");
+    if (!head.isConnected || !head.clientWidth) return; // not laid out yet: measured later
+    head.style.gridTemplateColumns = "minmax(9em, 1fr) " + "max-content ".repeat(boxes.length).trim();
+    const least = cellWidth();
+    const next = [...boxes].map((b, i) =>
+      Math.max(Math.ceil(b.getBoundingClientRect().width) + 2, least,
+        widths.length === boxes.length ? widths[i] : 0));
+    widths = next;
+    const now = columns(next.length);
+    head.style.gridTemplateColumns = now;
+    if (now !== template) { template = now; drawn = ""; queueRows(); }
+    queueCue();
+  }
+
+  // Which variants are in sight, when some are not: "variants 1–3 of 8 · scroll →".
+  let cueQueued = false;
+  const cue = () => {
+    cueQueued = false;
+    if (!scroller.clientWidth) return;
+    const overflow = scroller.scrollWidth > scroller.clientWidth + 1;
+    const atStart = scroller.scrollLeft <= 1;
+    const atEnd = scroller.scrollLeft + scroller.clientWidth >= scroller.scrollWidth - 1;
+    frame.classList.toggle("fragola-eval-more-right", overflow && !atEnd);
+    frame.classList.toggle("fragola-eval-more-left", overflow && !atStart);
+    const heads = [...head.querySelectorAll(".fragola-eval-vhead")];
+    const seen = scroller.getBoundingClientRect();
+    let first = 0, last = 0;
+    heads.forEach((c, i) => {
+      const r = c.getBoundingClientRect();
+      if (r.left >= seen.left - 1 && r.right <= seen.right + 1) { if (!first) first = i + 1; last = i + 1; }
+    });
+    if (!overflow || (first === 1 && last === heads.length)) { more.hidden = true; more.textContent = ""; return; }
+    more.hidden = false;
+    const where = !first ? heads.length + " variants" // none whole in a very narrow output
+      : (first === last ? "variant " + first : "variants " + first + "–" + last) + " of " +
+        heads.length + " in sight";
+    more.textContent = where + " · scroll " + (atEnd ? "←" : atStart ? "→" : "↔");
+  };
+  const queueCue = () => {
+    if (cueQueued) return;
+    cueQueued = true;
+    requestAnimationFrame(cue);
+  };
+  more.addEventListener("click", () => {
+    const atEnd = scroller.scrollLeft + scroller.clientWidth >= scroller.scrollWidth - 1;
+    const step = Math.max(scroller.clientWidth * 0.8, 200);
+    scroller.scrollBy({ left: atEnd ? -scroller.scrollWidth : step, behavior: "smooth" });
+  });
+  scroller.addEventListener("scroll", queueCue, { passive: true });
 
   function drawHead() {
     const info = model.get("head") || {};
     const variants = info.variants || [];
     top.textContent = "Evaluation · " + (info.title || "");
+    against.textContent = info.against ? "against the baseline: " + info.against : "";
+    if (widths.length !== variants.length) widths = [];
     head.style.gridTemplateColumns = columns(variants.length);
     const cells = [h("div", "fragola-eval-case", "case")];
     for (const v of variants) {
       const box = h("div", "fragola-eval-vhead");
       box.setAttribute("role", "columnheader");
-      box.append(h("bdi", "fragola-eval-vname", v.name));
-      const facts = percent(v.rate) + " passed" + (v.cost ? " · " + v.cost : "") +
-        (info.done ? "" : " · " + v.ran + "/" + v.rows);
-      box.append(h("div", "fragola-eval-vfacts", facts));
+      const name = h("bdi", "fragola-eval-vname", v.name);
+      name.title = v.name;
+      box.append(name);
+      // one line each: the pass rate (room after it for an interval), the cost, rows left
+      const facts = h("div", "fragola-eval-vfacts");
+      facts.append(h("div", "fragola-eval-vrate", v.rate_text));
+      if (v.cost) facts.append(h("div", "fragola-eval-vcost", v.cost));
+      if (v.left) facts.append(h("div", "fragola-eval-vleft", v.left));
+      box.append(facts);
       cells.push(box);
     }
     head.replaceChildren(...cells);
     changedOnly.hidden = !info.baseline;
     if (!info.baseline) changedBox.checked = false;
+    fit();
   }
 
   function filter() {
@@ -163,7 +237,11 @@ function render({ model, el }) {
       box.append(mark);
     }
     if (score !== null && score !== undefined) box.append(h("span", "fragola-eval-score", Number(score).toFixed(2)));
-    if (change) box.append(h("span", "fragola-eval-change fragola-eval-change-" + change.replace(/[^a-z]/g, ""), CHANGE[change] || change));
+    if (change) {
+      const badge = h("span", "fragola-eval-change fragola-eval-change-" + change.replace(/[^a-z]/g, ""), CHANGE[change] || change);
+      badge.title = CHANGE_SAYS[change] || change;
+      box.append(badge);
+    }
     return box;
   }
 
@@ -176,6 +254,7 @@ function render({ model, el }) {
     const height = body.clientHeight || 400;
     const first = Math.max(0, Math.floor(body.scrollTop / ROW) - EXTRA);
     const last = Math.min(shown.length, Math.ceil((body.scrollTop + height) / ROW) + EXTRA);
+    if (widths.length !== width) requestAnimationFrame(fit); // not measured yet
     const key = first + ":" + last + ":" + link.live + ":" + selected.join(",");
     if (key === drawn) return;
     drawn = key;
@@ -244,8 +323,9 @@ function render({ model, el }) {
     model.save_changes();
   });
   body.addEventListener("scroll", queueRows, { passive: true });
-  const resized = typeof ResizeObserver === "function" ? new ResizeObserver(queueRows) : null;
-  if (resized) resized.observe(body);
+  const resized = typeof ResizeObserver === "function"
+    ? new ResizeObserver(() => { requestAnimationFrame(fit); queueRows(); }) : null;
+  if (resized) { resized.observe(body); resized.observe(scroller); }
   const refilter = () => { filter(); queueRows(); };
   failedBox.addEventListener("change", refilter);
   changedBox.addEventListener("change", refilter);

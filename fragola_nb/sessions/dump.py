@@ -195,6 +195,8 @@ def _stores(stores: Iterable[Store[Any]]) -> list[dict[str, Any]]:
 
 def _call_usage(call: CallUsage) -> dict[str, Any]:
     cached = {"cached": True} if call.cached else {}  # its cost stays out once loaded
+    if call.offline:  # the scripted model or a replay: not paid either
+        cached["offline"] = True
     if not call.reported:
         return {"model": call.model, "reported": False, **cached, **call_timing(call)}
     record = {"model": call.model, "prompt_tokens": call.prompt_tokens,

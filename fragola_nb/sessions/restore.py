@@ -274,12 +274,13 @@ def pending_call(call: dict[str, Any], tool: Tool, who: str) -> PendingCall:
 def _call_usage(record: dict[str, Any]) -> CallUsage:
     # The timing fields a file holds (an older file: none, the call's timing is unknown).
     started, ttft, seconds = (record.get(name) for name in TIMING_FIELDS)
-    cached = record.get("cached") is True
+    cached, offline = record.get("cached") is True, record.get("offline") is True
     if record.get("reported") is False:
-        return CallUsage(record["model"], 0, 0, 0, 0, False, started, ttft, seconds, cached)
+        return CallUsage(record["model"], 0, 0, 0, 0, False, started, ttft, seconds, cached,
+                         offline)
     return CallUsage(record["model"], record["prompt_tokens"], record["completion_tokens"],
                      record["total_tokens"], record.get("cached_tokens", 0), True, started,
-                     ttft, seconds, cached)
+                     ttft, seconds, cached, offline)
 
 
 def build_agents(document: dict[str, Any], fragola: Fragola, tools: Mapping[str, Tool],

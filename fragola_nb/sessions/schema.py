@@ -104,14 +104,15 @@ _OPTIONS = _strict({
 # files have none).
 _seconds = {"type": "number", "minimum": 0}
 _TIMING = {"started": _seconds, "ttft": _seconds, "seconds": _seconds}
-_CACHED = {"cached": {"const": True}}  # answered from Fragola.cached's file: not paid for
+# answered from Fragola.cached's file, or offline (the scripted model, a replay): not paid for
+_CACHED = {"cached": {"const": True}, "offline": {"const": True}}
 _CALL_USAGE = {
     "oneOf": [
         _strict({"model": _text, "prompt_tokens": _count, "completion_tokens": _count,
                  "total_tokens": _count, "cached_tokens": _count, **_CACHED, **_TIMING},
-                "cached_tokens", "cached", *_TIMING),
+                "cached_tokens", "cached", "offline", *_TIMING),
         _strict({"model": _text, "reported": {"const": False}, **_CACHED, **_TIMING},
-                "cached", *_TIMING),
+                "cached", "offline", *_TIMING),
     ]
 }
 # One tool call that ran, timed (``fragola_nb.core.timing.ToolTiming``).

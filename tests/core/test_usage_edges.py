@@ -78,8 +78,9 @@ async def test_from_env_offline_keeps_the_prices(monkeypatch: pytest.MonkeyPatch
         agent = fragola.agent("a")
         await agent.user_message("Hello.")
         usage = agent.usage
-        assert usage.cost == pytest.approx(
+        assert usage.unpaid == pytest.approx(  # offline: priced, not paid
             (usage.prompt_tokens * 1.0 + usage.completion_tokens * 2.0) / 1e6)
+        assert usage.cost == 0.0 and "not paid" in usage.summary()
     finally:
         await fragola.aclose()
 

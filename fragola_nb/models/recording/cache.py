@@ -59,13 +59,25 @@ from fragola_nb.models.recording.recordfile import Appender, Exchange, read_reco
 from fragola_nb.models.recording.replayer import DEFAULT_IGNORED
 from fragola_nb.models.recording.transport import chat_body, credentials_of, exchanged
 
-__all__ = ["REPEAT_INDEX", "Cache", "caching_through"]
+__all__ = ["HITS_ONLY", "REPEAT_INDEX", "Cache", "NotCached", "caching_through"]
 
 REPEAT_INDEX: contextvars.ContextVar[int] = contextvars.ContextVar(
     "fragola_nb_repeat_index", default=0)
 """Which sample of a repeated run this task makes (0 for the first): part of the cache key,
 so ``repeat=3`` makes three real calls and then replays all three. ``evaluate``, ``batch``
 and ``compare`` set it per run."""
+
+HITS_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "fragola_nb_hits_only", default=False)
+"""Set by the run loop for a call made once a budget is spent: a hit is still answered (it
+costs nothing), a miss is not sent (``NotCached``)."""
+
+
+class NotCached(BaseException):
+    """A request the cache cannot answer while only hits may be (``HITS_ONLY``): nothing was
+    sent. A ``BaseException``, as the run loop's own stop is, so that the openai client
+    neither retries it nor wraps it; the run loop ends the turn with outcome ``"budget"``."""
+
 
 Key = tuple[str | None, str, int]  # base URL (None: any), keyed hash of the request, repeat
 
@@ -223,6 +235,9 @@ class CachingTransport(httpx2.AsyncBaseTransport):
             if isinstance(found, Exchange):
                 return _served(found)
             if found is None:
+                if HITS_ONLY.get():  # a budget is spent: only what costs nothing is answered
+                    self._cache.settle(key, None, secrets)
+                    raise NotCached(key[1][:80])
                 break
             # Shielded: a waiter cancelled must not cancel the future the others wait on.
             await asyncio.shield(asyncio.wrap_future(found))
