@@ -53,6 +53,7 @@ if typing.TYPE_CHECKING:
     from fragola_nb.experiments.evaluation import Evaluation
     from fragola_nb.experiments.graders import Grade, GradedRow
     from fragola_nb.experiments.ray.backend import RayBackend
+    from fragola_nb.experiments.verdicts import Versus
     from fragola_nb.models.client.ratelimit import RateLimit
     from fragola_nb.presets.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
     from fragola_nb.presets.mcptools import (
@@ -122,6 +123,7 @@ _LAZY = {
     "Evaluation": "experiments.evaluation",
     "Grade": "experiments.graders",
     "GradedRow": "experiments.graders",
+    "Versus": "experiments.verdicts",
     "JsonResult": "core.jsonmode",
     "Session": "sessions",
     "export_html": "sessions",
@@ -207,6 +209,7 @@ __all__ = [
     "ToolCallPayload",
     "TurnRefused",
     "Usage",
+    "Versus",
     "Veto",
     "create_store",
     "diff",

@@ -8,7 +8,8 @@ Any callable ``(row) -> Grade | bool | float | None`` (sync or async) is a grade
 given a ``GradedRow``. A number passes when it is at least 0.5; None gives no grade; a grader
 that raises gives a failed grade whose reason is the error in one line. See
 ``fragola_nb.experiments.graders`` (the rules), ``fragola_nb.experiments.checkers`` (the
-built-ins) and ``fragola_nb.experiments.judge``.
+built-ins), ``fragola_nb.experiments.judge`` and ``fragola_nb.experiments.labels``
+(``human()``: a person's labels as grades).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from fragola_nb.experiments.graders import (
     tool_calls_of,
 )
 from fragola_nb.experiments.judge import judge
+from fragola_nb.experiments.labels import human
 
 __all__ = [
     "Grade",
@@ -43,6 +45,7 @@ __all__ = [
     "equals",
     "grade",
     "grader_name",
+    "human",
     "json_schema",
     "judge",
     "max_cost",

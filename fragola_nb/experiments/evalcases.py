@@ -8,6 +8,7 @@ which fill ``{name}`` fields in the input and reach graders as ``row.vars``::
     cases = ["2 + 2?", {"input": "Capital of {country}?", "expected": "Paris",
                         "country": "France"}]
 
+``tags`` (a list of strings) group the cases in ``summary(by="tag")``.
 A DataFrame gives one case per row, its columns as the keys (``input`` required). A ``{name}``
 the case does not define is a ``BadUsage`` naming the case; ``{{`` and ``}}`` are braces.
 """
@@ -37,6 +38,7 @@ class Case:
     template: str | list[dict[str, Any]]
     expected: Any = None
     vars: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -91,14 +93,29 @@ def _case(index: int, record: Any) -> Case:
     names = [name for name in record if not isinstance(name, str)]
     if names:
         raise BadUsage(f"{where}: keys must be strings, got {names[0]!r}")
-    variables = {k: v for k, v in record.items() if k not in ("input", "expected")}
+    variables = {k: v for k, v in record.items() if k not in ("input", "expected", "tags")}
+    tags = _tags(record.get("tags"), where)
     template = record["input"]
     try:
         check_content(template)
         sent = _filled(template, variables)
     except BadUsage as exc:
         raise BadUsage(f"{where}: {exc}") from None
-    return Case(index, sent, template, record.get("expected"), variables)
+    return Case(index, sent, template, record.get("expected"), variables, tags)
+
+
+def _tags(tags: Any, where: str) -> tuple[str, ...]:
+    """A case's ``tags``: a list of strings (a string alone is one tag), in order, once each."""
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        tags = [tags]
+    if isinstance(tags, Mapping) or not isinstance(tags, Iterable):
+        raise BadUsage(f"{where}: tags must be a list of strings, got {tags!r:.80}")
+    listed = list(tags)
+    if not all(isinstance(tag, str) for tag in listed):
+        raise BadUsage(f"{where}: tags must be a list of strings, got {listed!r:.80}")
+    return tuple(dict.fromkeys(str(tag) for tag in listed))
 
 
 def _filled(template: Any, variables: Mapping[str, Any]) -> Any:

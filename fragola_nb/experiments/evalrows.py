@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,11 +16,12 @@ from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
 from fragola_nb.experiments.graders import Grade
 from fragola_nb.experiments.grading import passed_and_score
+from fragola_nb.experiments.labels import Label, label_read_back
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
-__all__ = ["EvalRow", "RowStatus", "grade_read_back"]
+__all__ = ["EvalRow", "RowStatus", "flaky_cells", "grade_read_back"]
 
 RowStatus = Literal["queued", "running", "done", "failed", "stopped", "not run"]
 """``queued``/``running`` while the evaluation runs; then ``done`` (a final answer),
@@ -36,7 +37,8 @@ class EvalRow:
     has not run. ``score``: the mean of the grades' scores, a grade without one counting 1
     when it passed and 0 when not (None without grades). ``usage`` is the graded fork's own
     calls; ``judge_usage`` the calls of its ``judge`` graders, counted apart. ``cached``: at
-    least one of its model calls was answered from a cache (``Fragola.cached``).
+    least one of its model calls was answered from a cache (``Fragola.cached``). ``tags``:
+    its case's; ``label``: a person's ``Label`` (``Evaluation.label``), else None.
     """
 
     case: int
@@ -54,6 +56,9 @@ class EvalRow:
     judge_usage: Usage | None = field(default=None, repr=False)
     fork: Agent | None = field(default=None, repr=False, compare=False)
     resumed: bool = False
+    tags: tuple[str, ...] = ()
+    label: Label | None = None
+    """A person's verdict (``Evaluation.label``), None when unlabelled."""
 
     @property
     def finished(self) -> bool:
@@ -111,7 +116,9 @@ class EvalRow:
                             "reason": g.reason} for g in self.grades],
                 "tokens": self.tokens, "cost": self.cost, "cached": self.cached,
                 "seconds": self.seconds, "usage": calls(self.usage),
-                "judge_usage": calls(self.judge_usage)}
+                "judge_usage": calls(self.judge_usage), "tags": list(self.tags),
+                "label": None if self.label is None else {"passed": self.label.passed,
+                                                           "note": self.label.note}}
 
     @classmethod
     def from_record(cls, data: Any, prices: Mapping[str, ModelPrice]) -> EvalRow:
@@ -130,6 +137,9 @@ class EvalRow:
             for name in ("answer", "error"):
                 if not isinstance(data.get(name), (str, type(None))):
                     raise ValueError(f"{name} is a string or null")
+            tags = data.get("tags") or []
+            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                raise ValueError("tags is a list of strings")
             seconds = data.get("seconds")
             if not isinstance(seconds, (int, float, type(None))) or isinstance(seconds, bool):
                 raise ValueError("seconds is a number or null")
@@ -138,7 +148,8 @@ class EvalRow:
                        status=status, answer=data.get("answer"), error=data.get("error"),
                        grades=tuple(grade_read_back(g) for g in data.get("grades") or ()),
                        seconds=seconds, usage=_usage(data.get("usage"), prices),
-                       judge_usage=_usage(data.get("judge_usage"), prices), resumed=True)
+                       judge_usage=_usage(data.get("judge_usage"), prices), resumed=True,
+                       tags=tuple(tags), label=label_read_back(data.get("label")))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"a field is missing or of the wrong type ({exc})") from None
 
@@ -184,3 +195,12 @@ def check_repeat(repeat: Any) -> int:
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise BadUsage(f"repeat must be a whole number >= 1, got {repeat!r}")
     return repeat
+
+
+def flaky_cells(rows: Iterable[EvalRow]) -> set[tuple[int, str]]:
+    """The (case, variant) cells whose repeats disagree: some passed, some did not."""
+    seen: dict[tuple[int, str], set[bool]] = {}
+    for row in rows:
+        if row.finished:
+            seen.setdefault((row.case, row.variant), set()).add(bool(row.passed))
+    return {cell for cell, verdicts in seen.items() if len(verdicts) > 1}

@@ -2,18 +2,40 @@
 
 pass@k is the share of cases that passed in at least one of their k repeats, pass^k the
 share that passed in all of them (k = the repeats each case has run; a row not run does not
-count). With ``repeat=1`` both equal the pass rate.
+count). With ``repeat=1`` both equal the pass rate. ``pass_rate_ci`` and ``mean_score_ci``
+are 95% intervals (see ``intervals``); ``cases`` counts the cases that ran.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.intervals import case_values, clustered, rate_interval
 
-__all__ = ["variant_summary"]
+__all__ = ["summary_lines", "variant_summary"]
+
+
+def summary_lines(rows: Sequence[EvalRow], variants: Sequence[str], graders: Sequence[str],
+                  by: str | None) -> list[dict[str, Any]]:
+    """``Evaluation.summary(by)``: a line per variant, or per tag and variant (a case with
+    no tag is under the tag None)."""
+    if by is None:
+        return [variant_summary(v, [r for r in rows if r.variant == v], graders)
+                for v in variants]
+    if by != "tag":
+        raise BadUsage(f"summary(by=...) takes None or 'tag', not {by!r:.60}")
+    tags: dict[str | None, None] = {}
+    for row in rows:
+        for tag in row.tags or (None,):
+            tags.setdefault(tag)
+    return [{"tag": tag, **variant_summary(v, [r for r in rows if r.variant == v and (
+        tag in r.tags if tag is not None else not r.tags)], graders)}
+            for tag in tags for v in variants]
 
 
 def variant_summary(variant: str, rows: Sequence[EvalRow],
@@ -25,6 +47,7 @@ def variant_summary(variant: str, rows: Sequence[EvalRow],
         by_case.setdefault(row.case, []).append(bool(row.passed))
     scores = [row.score for row in ran if row.score is not None]
     seconds = sorted(row.seconds for row in ran if row.seconds is not None)
+    passes, scored = case_values(ran, "pass"), case_values(ran, "score")
     usage = sum((row.usage for row in rows if row.usage is not None), Usage())
     judged = sum((row.judge_usage for row in rows if row.judge_usage is not None), Usage())
     return {
@@ -32,9 +55,12 @@ def variant_summary(variant: str, rows: Sequence[EvalRow],
         "rows": len(rows),
         "ran": len(ran),
         "failed": sum(1 for row in ran if row.status == "failed"),
+        "cases": len(passes),
         "pass_rate": _share(sum(1 for row in ran if row.passed), len(ran)),
+        "pass_rate_ci": rate_interval(passes),
         "graders": {name: _grader_rate(ran, name) for name in graders},
         "mean_score": sum(scores) / len(scores) if scores else None,
+        "mean_score_ci": clustered([math.fsum(v) / len(v) for v in scored.values()]),
         "pass_at_k": _share(sum(1 for v in by_case.values() if any(v)), len(by_case)),
         "pass_all_k": _share(sum(1 for v in by_case.values() if all(v)), len(by_case)),
         "tokens": None if usage.unreported else usage.total_tokens,

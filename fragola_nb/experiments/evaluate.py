@@ -47,6 +47,7 @@ from fragola_nb.experiments.comparison import (
 from fragola_nb.experiments.evalcases import Case, check_cases
 from fragola_nb.experiments.evalfile import EvalResumeFile, run_header
 from fragola_nb.experiments.evalrows import EvalRow, check_repeat
+from fragola_nb.experiments.evalsetup import make_setup
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import check_graders
 from fragola_nb.experiments.grading import graded_row, grades_of, unique_names
@@ -102,6 +103,7 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
         bases = {name: apply_variant(base.detached_fork(f"{agent.name}-{name}"), override)
                  for name, override in overrides}
         run = _Run(agent, checked, bases, chosen, names, repeat, file, meter, known)
+        run.evaluation.setup = make_setup(checked, bases, agent.fragola.model, names, repeat)
         with undone_on_error(agent):
             agent.experiment_began(run.stop, f"evaluation of {len(run.jobs):,} runs")
         try:
@@ -135,7 +137,7 @@ class _Run:
             kept = file.rows.get((case.index, variant, r)) if file is not None else None
             rows.append(kept if kept is not None and kept.input == case.input else EvalRow(
                 case=case.index, input=case.input, variant=variant, repeat=r,
-                expected=case.expected, vars=case.vars))
+                expected=case.expected, vars=case.vars, tags=case.tags))
         self.evaluation = Evaluation(rows, variants=list(bases), graders=names, repeat=repeat)
         self.evaluation.known = known
         self.evaluation.done = False

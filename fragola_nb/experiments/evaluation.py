@@ -26,7 +26,10 @@ from fragola_nb.experiments.comparison import import_pandas
 from fragola_nb.experiments.evalrows import EvalRow
 
 if TYPE_CHECKING:
+    from fragola_nb.core.fragola import Fragola
     from fragola_nb.experiments.evaldiff import EvaluationDiff
+    from fragola_nb.experiments.labels import Agreement
+    from fragola_nb.experiments.verdicts import Versus
 
 __all__ = ["Evaluation"]
 
@@ -62,6 +65,11 @@ class Evaluation(Sequence[EvalRow]):
         self.known: frozenset[str] = frozenset()
         """Credentials in use when it ran (set by ``evaluate``): hidden in what ``save``
         writes and the views show, should a model or a tool have echoed one."""
+        self.setup: dict[str, Any] | None = None
+        """What it ran with (set by ``evaluate``, kept by ``save``): a hash of the cases and,
+        per variant, instructions, model, settings, tools and graders (see ``evalsetup``)."""
+        self.pairs_usage = Usage()
+        """The calls of ``judge_pairs``, apart from the graded calls and the judges'."""
 
     # -- the rows ---------------------------------------------------------------------------
     @overload
@@ -90,9 +98,10 @@ class Evaluation(Sequence[EvalRow]):
 
     @property
     def judge_usage(self) -> Usage:
-        """The calls of the ``judge`` graders, apart from the graded calls."""
+        """The calls of the ``judge`` graders and of ``judge_pairs``, apart from the graded
+        calls."""
         return sum((row.judge_usage for row in self._rows if row.judge_usage is not None),
-                   Usage())
+                   self.pairs_usage)
 
     # -- live views ---------------------------------------------------------------------------
     def subscribe(self, observer: Callable[[int | None], None]) -> None:
@@ -113,14 +122,22 @@ class Evaluation(Sequence[EvalRow]):
     # -- as data ----------------------------------------------------------------------------
     def table(self) -> list[dict[str, Any]]:
         """One dict per row: case, input, variant, repeat, status, passed, score, grades
-        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds."""
+        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds,
+        tags, label (``{"passed", "note"}`` or None) and flaky (its cell's repeats
+        disagree)."""
+        from fragola_nb.experiments.evalrows import flaky_cells
+
+        flaky = flaky_cells(self._rows)
         return [{"case": row.case, "input": row.input, "variant": row.variant,
                  "repeat": row.repeat, "status": row.status, "passed": row.passed,
                  "score": row.score,
                  "grades": {g.name: {"passed": g.passed, "score": g.score, "reason": g.reason}
                             for g in row.grades},
                  "answer": row.answer, "error": row.error, "tokens": row.tokens,
-                 "cost": row.cost, "cached": row.cached, "seconds": row.seconds}
+                 "cost": row.cost, "cached": row.cached, "seconds": row.seconds,
+                 "tags": list(row.tags), "flaky": (row.case, row.variant) in flaky,
+                 "label": None if row.label is None else {"passed": row.label.passed,
+                                                          "note": row.label.note}}
                 for row in self._rows]
 
     def to_pandas(self) -> Any:
@@ -138,15 +155,62 @@ class Evaluation(Sequence[EvalRow]):
         frame = pandas.DataFrame.from_records(records)
         return frame.astype({"tokens": "Int64"}) if len(frame) else frame
 
-    def summary(self) -> list[dict[str, Any]]:
-        """Per variant: rows run, pass rate (and each grader's own), mean score, pass@k
-        (cases passed by at least one of their k repeats) and pass^k (by all k), tokens,
-        cost, the judges' cost, and p50/p95 seconds."""
-        from fragola_nb.experiments.evalsummary import variant_summary
+    def summary(self, by: str | None = None) -> list[dict[str, Any]]:
+        """Per variant: rows run, cases run, pass rate (and each grader's own) with its 95%
+        interval ``pass_rate_ci``, mean score with ``mean_score_ci``, pass@k (cases passed
+        by at least one of their k repeats) and pass^k (by all k), tokens, cost, the
+        judges' cost, and p50/p95 seconds. ``by="tag"``: a line per tag and variant."""
+        from fragola_nb.experiments.evalsummary import summary_lines
 
-        return [variant_summary(variant, [r for r in self._rows if r.variant == variant],
-                                self.graders)
-                for variant in self.variants]
+        return summary_lines(self._rows, self.variants, self.graders, by)
+
+    def versus(self, a: str, b: str, metric: str = "pass") -> Versus:
+        """``b`` against ``a``, case by case (``metric``: ``"pass"`` or ``"score"``): the
+        mean difference, its paired 95% interval, a paired test's p-value, wins / ties /
+        losses, the cases needed to tell, and the verdict (see ``Versus``)."""
+        from fragola_nb.experiments.evalversus import versus
+
+        return versus(self, a, b, metric)
+
+    def verdicts(self, alpha: float = 0.05) -> list[Versus]:
+        """``versus(first, other)`` for every other variant, each with ``p_adjusted`` (Holm
+        across the comparisons) and its verdict taken on it at ``alpha``."""
+        from fragola_nb.experiments.evalversus import verdicts
+
+        return verdicts(self, alpha)
+
+    def label(self, row: EvalRow | int, passed: bool | None, note: str = "") -> EvalRow:
+        """A person's verdict on ``row`` (an ``EvalRow`` of this evaluation or its index):
+        shown on the row (``row.label``), kept by ``save``, read by ``agreement`` and
+        ``graders.human()``; ``passed=None`` takes it off. Returns the labelled row."""
+        from fragola_nb.experiments.evalversus import labelled
+
+        index, done = labelled(self, row, passed, note)
+        self.set_row(index, done)
+        return done
+
+    def agreement(self, grader: str) -> Agreement:
+        """How the grader named ``grader`` agrees with the human labels on the labelled
+        rows it graded: ``n``, ``kappa`` (Cohen's) and the 2 × 2 counts."""
+        from fragola_nb.experiments.labels import agreement
+
+        if grader not in self.graders:
+            raise BadUsage(f"no grader named {grader!r} in this evaluation (its graders: "
+                           f"{', '.join(map(repr, self.graders)) or 'none'})")
+        return agreement(self._rows, grader)
+
+    async def judge_pairs(self, a: str, b: str, rubric: str, model: str | None = None,
+                          fragola: Fragola | None = None, both_orders: bool = True) -> Versus:
+        """A model, shown the answers of ``a`` and ``b`` to each case (in both orders unless
+        ``both_orders=False``), picks the better by ``rubric`` or a tie: a ``Versus`` with
+        metric ``"preference"`` and ``position_flips`` (see ``pairjudge``)."""
+        from fragola_nb.experiments.pairjudge import judge_pairs
+
+        versus = await judge_pairs(self, a, b, rubric, model=model, fragola=fragola,
+                                   both_orders=both_orders)
+        if versus.usage is not None:
+            self.pairs_usage += versus.usage
+        return versus
 
     def diff(self, baseline: Evaluation | str | os.PathLike[str]) -> EvaluationDiff:
         """This run against ``baseline`` (an ``Evaluation`` or a file ``save`` wrote),
@@ -168,7 +232,8 @@ class Evaluation(Sequence[EvalRow]):
         records = redacted([row.record() for row in self._rows], self.known)
         meta = {"format": FORMAT, "variants": list(self.variants),
                 "graders": list(self.graders), "repeat": self.repeat,
-                "seconds": self.seconds, "stopped": self.stopped}
+                "seconds": self.seconds, "stopped": self.stopped,
+                "setup": redacted(self.setup, self.known)}
         if records:
             records[0] = {**records[0], "run": meta}
         text = json.dumps(records, ensure_ascii=False, indent=1)
@@ -200,11 +265,19 @@ class Evaluation(Sequence[EvalRow]):
             except ValueError as exc:
                 raise BadUsage(f"{source}, row {number}, is not an evaluation row: {exc}"
                                ) from None
-        return cls(rows, variants=[str(v) for v in meta.get("variants") or ()],
-                   graders=[str(g) for g in meta.get("graders") or ()],
-                   repeat=int(meta.get("repeat") or 1),
-                   seconds=float(meta.get("seconds") or 0.0),
-                   stopped=bool(meta.get("stopped")))
+        loaded = cls(rows, variants=[str(v) for v in meta.get("variants") or ()],
+                     graders=[str(g) for g in meta.get("graders") or ()],
+                     repeat=int(meta.get("repeat") or 1),
+                     seconds=float(meta.get("seconds") or 0.0),
+                     stopped=bool(meta.get("stopped")))
+        setup = meta.get("setup")
+        loaded.setup = setup if isinstance(setup, dict) else None
+        from fragola_nb.experiments.labels import remember
+
+        for row in rows:
+            if row.label is not None:
+                remember(row)  # for graders.human()
+        return loaded
 
     # -- shown ------------------------------------------------------------------------------
     def overview(self) -> str:

@@ -1,0 +1,107 @@
+"""``Evaluation.versus``, ``verdicts`` and ``label``: the checks of their arguments and the
+rows they read (the statistics are in ``verdicts``, the labels in ``labels``)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.intervals import case_values
+from fragola_nb.experiments.labels import Label, remember
+from fragola_nb.experiments.verdicts import Versus, paired, with_holm
+
+if TYPE_CHECKING:
+    from fragola_nb.experiments.evaluation import Evaluation
+
+__all__ = ["METRICS", "check_pair", "labelled", "verdict_lines", "verdicts", "versus"]
+
+METRICS = ("pass", "score")
+
+
+def check_pair(evaluation: Evaluation, a: Any, b: Any, what: str) -> None:
+    known = ", ".join(map(repr, evaluation.variants)) or "none"
+    for name in (a, b):
+        if not isinstance(name, str) or name not in evaluation.variants:
+            raise BadUsage(f"{what}: no variant named {name!r:.60} in this evaluation (its "
+                           f"variants: {known})")
+    if a == b:
+        raise BadUsage(f"{what}: a and b are the same variant, {a!r}: name two")
+
+
+def versus(evaluation: Evaluation, a: str, b: str, metric: str = "pass") -> Versus:
+    """``Evaluation.versus``: ``b`` against ``a`` on ``metric``, case by case."""
+    check_pair(evaluation, a, b, "versus")
+    if metric not in METRICS:
+        raise BadUsage(f"versus(metric=...) takes 'pass' or 'score', not {metric!r:.60}")
+    return paired(a, b, metric,
+                  case_values((r for r in evaluation if r.variant == a), metric),
+                  case_values((r for r in evaluation if r.variant == b), metric),
+                  binary=metric == "pass")
+
+
+def verdicts(evaluation: Evaluation, alpha: float = 0.05) -> list[Versus]:
+    """``Evaluation.verdicts``: each variant against the first, Holm-adjusted."""
+    if (isinstance(alpha, bool) or not isinstance(alpha, numbers.Real)
+            or not math.isfinite(alpha) or not 0 < alpha < 1):
+        raise BadUsage(f"verdicts(alpha=...) takes a number between 0 and 1, not {alpha!r:.60}")
+    first, *others = evaluation.variants or ("",)
+    return with_holm([versus(evaluation, first, other) for other in others], float(alpha))
+
+
+def verdict_lines(evaluation: Evaluation) -> list[str]:
+    """What the reprs and views show: each variant's pass rate with its interval, then a
+    line per verdict (none while it runs, nor with one variant)."""
+    from fragola_nb.experiments.evalsummary import summary_lines
+
+    parts = []
+    for line in summary_lines(list(evaluation), evaluation.variants, evaluation.graders, None):
+        parts.append(f"{line['variant']} {rate_text(line['pass_rate'], line['pass_rate_ci'])}"
+                     f" of {line['cases']} case{'s' if line['cases'] != 1 else ''}")
+    lines = ["pass rate, 95% interval: " + "; ".join(parts)] if parts else []
+    if evaluation.done and len(evaluation.variants) > 1:
+        lines += [v.line() for v in verdicts(evaluation)]
+    return lines
+
+
+def rate_text(rate: float | None, ci: tuple[float, float] | None) -> str:
+    """``"40% [17–67%]"``: a pass rate and its interval, in whole percents."""
+    if rate is None:
+        return "–"
+    return f"{rate:.0%}" + ("" if ci is None else f" [{ci[0]:.0%}–{ci[1]:.0%}]".replace(
+        "%–", "–"))
+
+
+def labelled(evaluation: Evaluation, row: EvalRow | int, passed: bool | None,
+             note: str) -> tuple[int, EvalRow]:
+    """``Evaluation.label``: the row's index, and the row with its label set (or taken off
+    with ``passed=None``)."""
+    if isinstance(row, EvalRow):
+        index = next((i for i, r in enumerate(evaluation) if r is row), None)
+        if index is None:
+            index = next((i for i, r in enumerate(evaluation) if (r.case, r.variant, r.repeat)
+                          == (row.case, row.variant, row.repeat)), None)
+        if index is None:
+            raise BadUsage("label(row, ...): that row is not one of this evaluation's")
+    elif isinstance(row, int) and not isinstance(row, bool):
+        if not -len(evaluation) <= row < len(evaluation):
+            raise BadUsage(f"label({row}, ...): no row {row} (the evaluation has "
+                           f"{len(evaluation)} rows)")
+        index = row % len(evaluation)
+    else:
+        raise BadUsage(f"label(row, ...) takes an EvalRow or its index, not "
+                       f"{type(row).__name__}")
+    if passed is not None and not isinstance(passed, bool):
+        raise BadUsage(f"label(row, passed): passed is True, False or None, not {passed!r:.60}")
+    if not isinstance(note, str):
+        raise BadUsage(f"label(row, passed, note=...) takes a string, not {type(note).__name__}")
+    current = evaluation[index]
+    if not current.finished and passed is not None:
+        raise BadUsage(f"label({index}, ...): the row is {current.status}: only a row that ran "
+                       "can be labelled")
+    done = replace(current, label=None if passed is None else Label(passed, note.strip()))
+    remember(done)
+    return index, done
