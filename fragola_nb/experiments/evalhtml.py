@@ -5,11 +5,12 @@ grader text is escaped, never HTML."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
 from fragola_nb.core.usage import format_cost
+from fragola_nb.experiments.evalrows import flaky_cells
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evalrows import EvalRow
@@ -31,17 +32,19 @@ def marks(rows: list[EvalRow]) -> str:
 def evaluation_html(evaluation: Evaluation) -> str:
     known = evaluation.known
     head = "".join(f"<th>{escape(name)}</th>" for name in evaluation.variants)
-    lines = []
+    lines, intervals = [], []
     for line in evaluation.summary():
         rate = line["pass_rate"]
         cost = line["cost"]
         lines.append(f"<td>{'–' if rate is None else f'{rate:.0%}'}"
                      f"{'' if cost is None else ' · ' + format_cost(cost)}</td>")
+        intervals.append(f"<td>{escape(interval_text(line))}</td>")
     cases: dict[int, EvalRow] = {}
     for row in evaluation:
         cases.setdefault(row.case, row)
     body = []
     diff = evaluation.baseline
+    flaky = flaky_cells(evaluation)
     for index, first in list(cases.items())[:SHOWN_CASES]:
         cells = []
         for variant in evaluation.variants:
@@ -53,6 +56,7 @@ def evaluation_html(evaluation: Evaluation) -> str:
                     if change is not None and change.change != "unchanged" else "")
             reasons = "; ".join(f"{g.name}: {g.reason}" for row in rows for g in row.grades
                                 if not g.passed and g.reason)
+            note += cell_flags(rows, (index, variant) in flaky)
             title = f' title="{escape(redact_text(reasons[:300], known))}"' if reasons else ""
             cells.append(f'<td style="white-space:nowrap"{title}>{escape(marks(rows))}'
                          f"{escape(score)}{note}</td>")
@@ -62,11 +66,41 @@ def evaluation_html(evaluation: Evaluation) -> str:
     more = len(cases) - SHOWN_CASES
     tail = f"<p>… {more:,} more cases (to_pandas() has them all)</p>" if more > 0 else ""
     return (f'<div class="fragola-evaluation" style="overflow-x:auto;max-width:100%">'
-            f"<p><b>Evaluation</b> · {escape(evaluation.overview())}</p>"
+            f"<p><b>Evaluation</b> · {escape(evaluation.overview())}</p>{verdicts_html(evaluation)}"
             '<table style="table-layout:auto">'
             f'<thead><tr><th style="text-align:left">case</th>{head}</tr>'
-            f"<tr><td>pass rate</td>{''.join(lines)}</tr></thead>"
+            f"<tr><td>pass rate</td>{''.join(lines)}</tr>"
+            f"<tr><td>95% interval</td>{''.join(intervals)}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>{tail}</div>")
+
+
+def interval_text(line: dict[str, Any]) -> str:
+    """``"49–94% of 10 cases"``: a summary line's pass-rate interval."""
+    ci = line["pass_rate_ci"]
+    if ci is None:
+        return "–"
+    return f"{ci[0]:.0%}–{ci[1]:.0%}".replace("%–", "–") + (
+        f" of {line['cases']} case{'s' if line['cases'] != 1 else ''}")
+
+
+def cell_flags(rows: list[EvalRow], flaky: bool) -> str:
+    """The marks of a flaky cell (its repeats disagree) and of its labelled rows."""
+    out = ' <span class="fx-eval-flaky" title="its repeats disagree">≈ flaky</span>' if flaky \
+        else ""
+    labels = [row.label for row in rows if row.label is not None]
+    if labels:
+        said = " ".join("✓" if label.passed else "✗" for label in labels)
+        out += f' <span class="fx-eval-label" title="labelled by hand">labelled {said}</span>'
+    return out
+
+
+def verdicts_html(evaluation: Evaluation) -> str:
+    """Each verdict (``Evaluation.verdicts``) as a line of text, escaped."""
+    from fragola_nb.experiments.evalversus import verdict_texts
+
+    said = verdict_texts(evaluation)
+    return ("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in said) + "</ul>"
+            if said else "")
 
 
 def _short(text: str, limit: int = 160) -> str:

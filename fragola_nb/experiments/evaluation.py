@@ -301,7 +301,10 @@ class Evaluation(Sequence[EvalRow]):
         return f"{head}: {', '.join(parts)}; {tail}; {self.seconds:.1f} s"
 
     def __repr__(self) -> str:
-        return f"Evaluation({self.overview()})"
+        # the overview, then each pass rate's interval and each verdict (evalversus)
+        from fragola_nb.experiments.evalversus import verdict_lines
+
+        return "\n  ".join([f"Evaluation({self.overview()})", *verdict_lines(self)])
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         # The live matrix when the notebook layer is loaded; else None, and IPython uses

@@ -17,7 +17,8 @@ from fragola_nb.experiments.verdicts import Versus, paired, with_holm
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaluation import Evaluation
 
-__all__ = ["METRICS", "check_pair", "labelled", "verdict_lines", "verdicts", "versus"]
+__all__ = ["METRICS", "check_pair", "labelled", "rate_text", "verdict_lines", "verdict_texts",
+           "verdicts", "versus"]
 
 METRICS = ("pass", "score")
 
@@ -62,9 +63,14 @@ def verdict_lines(evaluation: Evaluation) -> list[str]:
         parts.append(f"{line['variant']} {rate_text(line['pass_rate'], line['pass_rate_ci'])}"
                      f" of {line['cases']} case{'s' if line['cases'] != 1 else ''}")
     lines = ["pass rate, 95% interval: " + "; ".join(parts)] if parts else []
-    if evaluation.done and len(evaluation.variants) > 1:
-        lines += [v.line() for v in verdicts(evaluation)]
-    return lines
+    return lines + verdict_texts(evaluation)
+
+
+def verdict_texts(evaluation: Evaluation) -> list[str]:
+    """``Versus.line()`` of each of ``verdicts()``, once the evaluation has ended."""
+    if not evaluation.done or len(evaluation.variants) < 2:
+        return []
+    return [v.line() for v in verdicts(evaluation)]
 
 
 def rate_text(rate: float | None, ci: tuple[float, float] | None) -> str:

@@ -16,6 +16,7 @@ resamples above. ``cases_needed`` is the number of cases that would detect this 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -161,12 +162,19 @@ def _binomial(successes: int, trials: int) -> float:
 
 
 def _sign_flip(differences: Sequence[float]) -> float:
-    """Two-sided paired sign-flip permutation test of a zero mean difference."""
+    return _sign_flip_of(tuple(float(d) for d in differences))
+
+
+@functools.lru_cache(maxsize=256)
+def _sign_flip_of(differences: tuple[float, ...]) -> float:
+    """Two-sided paired sign-flip permutation test of a zero mean difference. Kept for the
+    same differences: the exact test on 16 cases takes scipy about a second, and a view
+    asks again after every label."""
     from scipy import stats  # type: ignore[import-untyped,unused-ignore]
 
     n = len(differences)
     result = stats.permutation_test(
-        ([float(d) for d in differences],), _mean, vectorized=True,
+        (list(differences),), _mean, vectorized=True,
         permutation_type="samples", alternative="two-sided",
         n_resamples=2 ** n if n <= EXACT_UP_TO else RESAMPLES, rng=SEED)
     return float(min(1.0, result.pvalue))
