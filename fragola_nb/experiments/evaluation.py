@@ -186,7 +186,8 @@ class Evaluation(Sequence[EvalRow]):
         from fragola_nb.experiments.evalversus import labelled
 
         index, done = labelled(self, row, passed, note)
-        self.set_row(index, done)
+        self._rows[index] = done
+        self.notify(None)  # as diff does: the views redraw at once, a saved table too
         return done
 
     def agreement(self, grader: str) -> Agreement:

@@ -34,6 +34,9 @@ EXACT_UP_TO = 16
 RESAMPLES = 10_000
 SEED = 0
 """The permutation test's resamples are seeded: the same data give the same p-value."""
+FEWEST_CASES = 6
+"""No exact two-sided test at 5% decides on fewer cases (its least p-value is 2 / 2ⁿ): the
+line never says fewer would tell, whatever ``cases_needed``'s normal approximation gives."""
 MCNEMAR = "exact McNemar"
 EXACT = "exact sign-flip permutation"
 SAMPLED = f"sign-flip permutation, {RESAMPLES:,} resamples"
@@ -79,7 +82,8 @@ class Versus:
         p = f"p = {_p(self.p_value)}"
         if self.p_adjusted is not None:
             p += f" (Holm: {_p(self.p_adjusted)})"
-        tell = (f" (about {self.cases_needed:,} cases would tell)"
+        need = max(self.cases_needed or 0, FEWEST_CASES)
+        tell = (f" (about {need:,} cases would tell)"
                 if self.verdict == "not distinguishable" and self.cases_needed else "")
         flips = (f", {self.position_flips} position flip{'s' if self.position_flips != 1 else ''}"
                  if self.position_flips else "")

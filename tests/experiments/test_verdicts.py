@@ -259,3 +259,18 @@ def test_summary_by_tag_gives_a_line_per_tag_and_variant() -> None:
     assert lines[0]["pass_rate_ci"] == pytest.approx((wilson.low, wilson.high))
     with pytest.raises(BadUsage, match="None or 'tag'"):
         run.summary(by="variant")
+
+
+def test_the_line_never_says_fewer_than_six_cases_would_tell() -> None:
+    # four cases, b far above a: the normal approximation says 1 case, but an exact
+    # two-sided test on 4 cases cannot go below p = 2/16
+    run = evaluation({"a": [[False, False, False]] * 4,
+                      "b": [[True, True, False], [True, True, True], [True, False, True],
+                            [True, True, True]]})
+    versus = run.versus("a", "b")
+
+    d = np.array([2 / 3, 1, 2 / 3, 1])
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    assert versus.cases_needed == math.ceil((z * np.std(d, ddof=1) / d.mean()) ** 2) == 1
+    assert versus.p_value == pytest.approx(2 / 16)
+    assert versus.line().endswith("not distinguishable (about 6 cases would tell)")
