@@ -166,6 +166,8 @@ def _binomial(successes: int, trials: int) -> float:
 
 
 def _sign_flip(differences: Sequence[float]) -> float:
+    if len(differences) < 2:  # one case: both of its signs are as far from 0, p = 1
+        return 1.0
     return _sign_flip_of(tuple(float(d) for d in differences))
 
 

@@ -274,3 +274,13 @@ def test_the_line_never_says_fewer_than_six_cases_would_tell() -> None:
     assert versus.cases_needed == math.ceil((z * np.std(d, ddof=1) / d.mean()) ** 2) == 1
     assert versus.p_value == pytest.approx(2 / 16)
     assert versus.line().endswith("not distinguishable (about 6 cases would tell)")
+
+
+def test_one_case_with_repeats_is_compared_without_an_error() -> None:
+    run = evaluation({"a": [[False, True]], "b": [[True, True]]})
+    versus = run.versus("a", "b")
+
+    assert (versus.n, versus.delta, versus.ci, versus.p_value) == (1, 0.5, None, 1.0)
+    assert versus.test == "exact sign-flip permutation" and versus.cases_needed is None
+    assert versus.line() == "b vs a: +50 pts, p = 1, not distinguishable"
+    assert "b vs a: +50 pts" in repr(run)
