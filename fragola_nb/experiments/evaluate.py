@@ -33,6 +33,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redacted
 from fragola_nb.core.limits import Meter, check_budget, spending
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batch import _wrap_text, verdict
@@ -103,7 +104,9 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
         bases = {name: apply_variant(base.detached_fork(f"{agent.name}-{name}"), override)
                  for name, override in overrides}
         run = _Run(agent, checked, bases, chosen, names, repeat, file, meter, known)
-        run.evaluation.setup = make_setup(checked, bases, agent.fragola.model, names, repeat)
+        # hidden at once: setup_changes, reprs and files show it (a key in instructions too)
+        run.evaluation.setup = redacted(make_setup(checked, bases, agent.fragola.model, names,
+                                                   repeat), known)
         with undone_on_error(agent):
             agent.experiment_began(run.stop, f"evaluation of {len(run.jobs):,} runs")
         try:

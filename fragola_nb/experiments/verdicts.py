@@ -84,7 +84,7 @@ class Versus:
             p += f" (Holm: {_p(self.p_adjusted)})"
         need = max(self.cases_needed or 0, FEWEST_CASES)
         tell = (f" (about {need:,} cases would tell)"
-                if self.verdict == "not distinguishable" and self.cases_needed else "")
+                if self.verdict == "not distinguishable" and self.delta else "")
         flips = (f", {self.position_flips} position flip{'s' if self.position_flips != 1 else ''}"
                  if self.position_flips else "")
         return (f"{self.b} vs {self.a}: {_amount(self.delta, self.metric)}{where}, {p}, "

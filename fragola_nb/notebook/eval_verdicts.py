@@ -2,10 +2,12 @@
 
 ``verdict_data`` is the ``verdicts`` trait: each variant's pass rate with its 95% interval
 (drawn as a bar under the variant's name) and a line per verdict, drawn on top of the matrix
-(``Evaluation.verdicts``, once the evaluation has ended). ``matrix_flags`` is the ``flags``
-trait: the cells whose repeats disagree (flaky) and the labels of their rows. A label set in
-a cell's detail (✓, ✗ and a note) comes as a message, read by ``label_message`` (a pure
-function), and the view calls ``Evaluation.label``: the widget decides nothing.
+(``Evaluation.verdicts``, once the evaluation has ended; with a baseline, each variant's
+verdict against it and what changed in the setup, as the diff's repr says). ``matrix_flags``
+is the ``flags`` trait: the cells whose repeats disagree (flaky) and the labels of their
+rows. A label set in a cell's detail (✓, ✗ and a note) comes as a message, read by
+``label_message`` (a pure function), and the view calls ``Evaluation.label``: the widget
+decides nothing.
 
 >>> label_message(evaluation, {"do": "label", "at": [0, 1, 0], "passed": False,
 ...                            "note": "wrong"})                     # doctest: +SKIP
@@ -43,12 +45,16 @@ def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = 
             "rate": rate, "low": None if ci is None else ci[0],
             "high": None if ci is None else ci[1], "cases": line["cases"],
             "text": rate_text(rate, ci)})
-    lines = []
+    said: list[tuple[str, bool]] = []
     if evaluation.done and len(evaluation.variants) > 1:
-        known = evaluation.known
-        lines = [{"text": visible(redact_text(v.line(), known)),
-                  "decided": v.verdict != "not distinguishable"}
-                 for v in verdicts(evaluation)]
+        said += [(v.line(), v.verdict != "not distinguishable") for v in verdicts(evaluation)]
+    diff = evaluation.baseline
+    if diff is not None:  # against the baseline: each variant's verdict, what changed
+        said += [(v.line(), v.verdict != "not distinguishable") for v in diff.versus.values()]
+        said += [(f"setup: {change}", False) for change in diff.setup_changes]
+    known = evaluation.known
+    lines = [{"text": visible(redact_text(text, known)), "decided": decided}
+             for text, decided in said]
     return {"intervals": intervals, "lines": lines}
 
 

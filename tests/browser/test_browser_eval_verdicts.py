@@ -37,7 +37,8 @@ def brain(request):
 
 agent = Fragola.scripted(brain=brain).agent("geo")
 cases = [f"case {{i}}: capital of France?" for i in range(12)]
-variants = {{"brief": {{}}, "formal": {{"instructions": "formal"}}, EVIL: {{"instructions": "evil"}}}}
+variants = {{"brief": {{}}, "formal": {{"instructions": "formal"}},
+            EVIL: {{"instructions": "evil"}}}}
 '''
 RUN, LABELLED = 2, 3
 PWNED = "() => window.__pwned === undefined"

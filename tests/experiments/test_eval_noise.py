@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from experiments.test_evaluate import VARIANTS, brain, eval_agent, last_user
+from experiments.test_evaluate import KEY, VARIANTS, brain, eval_agent, last_user
 from scipy import stats
 
 from fragola_nb import BadUsage, Fragola
@@ -50,6 +50,21 @@ async def test_setup_changes_say_in_words_what_changed_and_survive_save(
     assert "sk-secret-header" not in json.dumps(second.setup)
     assert "instructions changed: LOUD {+and proud+}" in diff._repr_html_()
     assert second.diff(second).setup_changes == []
+
+
+async def test_a_key_in_the_instructions_is_hidden_in_the_setup_and_its_changes(
+        model: ScriptedModel) -> None:
+    model.brain = brain
+    keyed = Fragola(api_key=KEY, base_url=model.base_url, max_retries=0).agent(name="k")
+    first = await keyed.evaluate(["one"], {"v": {"instructions": f"use {KEY}"}},
+                                 progress=False)
+    second = await keyed.evaluate(["one"], {"v": {"instructions": f"use {KEY} now"}},
+                                  progress=False)
+    diff = second.diff(first)
+
+    assert diff.setup_changes == ["variant 'v': instructions changed: use [redacted] {+now+}"]
+    for shown in (json.dumps(second.setup), repr(diff), diff._repr_html_(), repr(second)):
+        assert KEY not in shown
 
 
 async def test_a_file_without_a_setup_says_so(model: ScriptedModel, tmp_path: Path) -> None:

@@ -282,5 +282,6 @@ def test_one_case_with_repeats_is_compared_without_an_error() -> None:
 
     assert (versus.n, versus.delta, versus.ci, versus.p_value) == (1, 0.5, None, 1.0)
     assert versus.test == "exact sign-flip permutation" and versus.cases_needed is None
-    assert versus.line() == "b vs a: +50 pts, p = 1, not distinguishable"
+    assert versus.line() == ("b vs a: +50 pts, p = 1, not distinguishable (about 6 cases would "
+                             "tell)")
     assert "b vs a: +50 pts" in repr(run)

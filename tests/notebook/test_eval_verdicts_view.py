@@ -76,6 +76,25 @@ async def test_the_head_shows_each_interval_and_the_verdicts_as_repr_does(
     assert "<img src=x" not in html  # the hostile name is escaped in the static table
 
 
+async def test_with_a_baseline_the_view_says_each_variants_verdict_and_the_setups_changes(
+        model: ScriptedModel, views: list[EvalView]) -> None:
+    model.brain = brain
+    agent = make_agent(model, name="geo")
+    before = await agent.evaluate(["q1", "q2"], {"v": {"instructions": "be wrong"}},
+                                  [contains("Paris")], progress=False)
+    now = await agent.evaluate(["q1", "q2"], {"v": {}}, [contains("Paris")], progress=False)
+    diff = now.diff(before)
+
+    lines = [line["text"] for line in views[-1].matrix.verdicts["lines"]]
+    assert lines == [diff.versus["v"].line(),
+                     "setup: variant 'v': instructions changed: [-be wrong-]"]
+    # two cases, both better: the same difference everywhere (sd 0, no cases_needed), yet
+    # no exact test decides on two cases
+    assert lines[0] == ("v now vs v before: +100 pts [+100, +100], p = 0.5, not "
+                        "distinguishable (about 6 cases would tell)")
+    assert lines[0] in repr(diff)
+
+
 async def test_flaky_cells_and_labels_are_marked_and_a_detail_labels_its_row(
         model: ScriptedModel, views: list[EvalView]) -> None:
     model.brain = brain
