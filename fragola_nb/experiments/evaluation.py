@@ -24,12 +24,10 @@ from fragola_nb.base.textfile import utf8
 from fragola_nb.core.usage import ModelPrice, Usage, format_cost
 from fragola_nb.experiments.comparison import import_pandas
 from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.evalversus import Judgements
 
 if TYPE_CHECKING:
-    from fragola_nb.core.fragola import Fragola
     from fragola_nb.experiments.evaldiff import EvaluationDiff
-    from fragola_nb.experiments.labels import Agreement
-    from fragola_nb.experiments.verdicts import Versus
 
 __all__ = ["Evaluation"]
 
@@ -38,9 +36,10 @@ _log = logging.getLogger("fragola_nb")
 FORMAT = "fragola_nb.evaluation/1"
 
 
-class Evaluation(Sequence[EvalRow]):
+class Evaluation(Sequence[EvalRow], Judgements):
     """The rows of one ``agent.evaluate`` call, with ``table()``, ``summary()``,
-    ``to_pandas()``, ``save(path)``/``Evaluation.load(path)`` and ``diff(baseline)``."""
+    ``to_pandas()``, ``save(path)``/``Evaluation.load(path)`` and ``diff(baseline)``; and
+    (``Judgements``) ``versus``, ``verdicts``, ``label``, ``agreement``, ``judge_pairs``."""
 
     def __init__(self, rows: Iterable[EvalRow], *, variants: Sequence[str],
                  graders: Sequence[str], repeat: int, seconds: float = 0.0,
@@ -163,55 +162,6 @@ class Evaluation(Sequence[EvalRow]):
         from fragola_nb.experiments.evalsummary import summary_lines
 
         return summary_lines(self._rows, self.variants, self.graders, by)
-
-    def versus(self, a: str, b: str, metric: str = "pass") -> Versus:
-        """``b`` against ``a``, case by case (``metric``: ``"pass"`` or ``"score"``): the
-        mean difference, its paired 95% interval, a paired test's p-value, wins / ties /
-        losses, the cases needed to tell, and the verdict (see ``Versus``)."""
-        from fragola_nb.experiments.evalversus import versus
-
-        return versus(self, a, b, metric)
-
-    def verdicts(self, alpha: float = 0.05) -> list[Versus]:
-        """``versus(first, other)`` for every other variant, each with ``p_adjusted`` (Holm
-        across the comparisons) and its verdict taken on it at ``alpha``."""
-        from fragola_nb.experiments.evalversus import verdicts
-
-        return verdicts(self, alpha)
-
-    def label(self, row: EvalRow | int, passed: bool | None, note: str = "") -> EvalRow:
-        """A person's verdict on ``row`` (an ``EvalRow`` of this evaluation or its index):
-        shown on the row (``row.label``), kept by ``save``, read by ``agreement`` and
-        ``graders.human()``; ``passed=None`` takes it off. Returns the labelled row."""
-        from fragola_nb.experiments.evalversus import labelled
-
-        index, done = labelled(self, row, passed, note)
-        self._rows[index] = done
-        self.notify(None)  # as diff does: the views redraw at once, a saved table too
-        return done
-
-    def agreement(self, grader: str) -> Agreement:
-        """How the grader named ``grader`` agrees with the human labels on the labelled
-        rows it graded: ``n``, ``kappa`` (Cohen's) and the 2 × 2 counts."""
-        from fragola_nb.experiments.labels import agreement
-
-        if grader not in self.graders:
-            raise BadUsage(f"no grader named {grader!r} in this evaluation (its graders: "
-                           f"{', '.join(map(repr, self.graders)) or 'none'})")
-        return agreement(self._rows, grader)
-
-    async def judge_pairs(self, a: str, b: str, rubric: str, model: str | None = None,
-                          fragola: Fragola | None = None, both_orders: bool = True) -> Versus:
-        """A model, shown the answers of ``a`` and ``b`` to each case (in both orders unless
-        ``both_orders=False``), picks the better by ``rubric`` or a tie: a ``Versus`` with
-        metric ``"preference"`` and ``position_flips`` (see ``pairjudge``)."""
-        from fragola_nb.experiments.pairjudge import judge_pairs
-
-        versus = await judge_pairs(self, a, b, rubric, model=model, fragola=fragola,
-                                   both_orders=both_orders)
-        if versus.usage is not None:
-            self.pairs_usage += versus.usage
-        return versus
 
     def diff(self, baseline: Evaluation | str | os.PathLike[str]) -> EvaluationDiff:
         """This run against ``baseline`` (an ``Evaluation`` or a file ``save`` wrote),

@@ -1,12 +1,14 @@
-"""``Evaluation.versus``, ``verdicts`` and ``label``: the checks of their arguments and the
-rows they read (the statistics are in ``verdicts``, the labels in ``labels``)."""
+"""``Evaluation.versus``, ``verdicts``, ``label``, ``agreement`` and ``judge_pairs``
+(``Judgements``, a base of ``Evaluation``): the checks of their arguments and the rows they
+read (the statistics are in ``verdicts``, the labels in ``labels``, the pairwise judge in
+``pairjudge``)."""
 
 from __future__ import annotations
 
 import math
 import numbers
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.experiments.evalrows import EvalRow
@@ -15,10 +17,12 @@ from fragola_nb.experiments.labels import Label, remember
 from fragola_nb.experiments.verdicts import Versus, paired, with_holm
 
 if TYPE_CHECKING:
+    from fragola_nb.core.fragola import Fragola
     from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.labels import Agreement
 
-__all__ = ["METRICS", "check_pair", "labelled", "rate_text", "verdict_lines", "verdict_texts",
-           "verdicts", "versus"]
+__all__ = ["METRICS", "Judgements", "check_pair", "labelled", "rate_text", "verdict_lines",
+           "verdict_texts", "verdicts", "versus"]
 
 METRICS = ("pass", "score")
 
@@ -111,3 +115,59 @@ def labelled(evaluation: Evaluation, row: EvalRow | int, passed: bool | None,
     done = replace(current, label=None if passed is None else Label(passed, note.strip()))
     remember(done)
     return index, done
+
+
+class Judgements:
+    """What ``Evaluation`` can say of its variants and rows beyond the figures: paired
+    comparisons, verdicts, human labels and a pairwise judge."""
+
+    def versus(self, a: str, b: str, metric: str = "pass") -> Versus:
+        """``b`` against ``a``, case by case (``metric``: ``"pass"`` or ``"score"``): the
+        mean difference, its paired 95% interval, a paired test's p-value, wins / ties /
+        losses, the cases needed to tell, and the verdict (see ``Versus``)."""
+        return versus(_this(self), a, b, metric)
+
+    def verdicts(self, alpha: float = 0.05) -> list[Versus]:
+        """``versus(first, other)`` for every other variant, each with ``p_adjusted`` (Holm
+        across the comparisons) and its verdict taken on it at ``alpha``."""
+        return verdicts(_this(self), alpha)
+
+    def label(self, row: EvalRow | int, passed: bool | None, note: str = "") -> EvalRow:
+        """A person's verdict on ``row`` (an ``EvalRow`` of this evaluation or its index):
+        shown on the row (``row.label``), kept by ``save``, read by ``agreement`` and
+        ``graders.human()``; ``passed=None`` takes it off. Returns the labelled row."""
+        this = _this(self)
+        index, done = labelled(this, row, passed, note)
+        this.set_row(index, done)
+        this.notify(None)  # as diff does: the views redraw at once, a saved table too
+        return done
+
+    def agreement(self, grader: str) -> Agreement:
+        """How the grader named ``grader`` agrees with the human labels on the labelled
+        rows it graded: ``n``, ``kappa`` (Cohen's) and the 2 × 2 counts."""
+        from fragola_nb.experiments.labels import agreement
+
+        this = _this(self)
+        if grader not in this.graders:
+            raise BadUsage(f"no grader named {grader!r} in this evaluation (its graders: "
+                           f"{', '.join(map(repr, this.graders)) or 'none'})")
+        return agreement(this, grader)
+
+    async def judge_pairs(self, a: str, b: str, rubric: str,
+                          model: str | None = None, fragola: Fragola | None = None,
+                          both_orders: bool = True) -> Versus:
+        """A model, shown the answers of ``a`` and ``b`` to each case (in both orders unless
+        ``both_orders=False``), picks the better by ``rubric`` or a tie: a ``Versus`` with
+        metric ``"preference"`` and ``position_flips`` (see ``pairjudge``)."""
+        from fragola_nb.experiments.pairjudge import judge_pairs
+
+        this = _this(self)
+        versus = await judge_pairs(this, a, b, rubric, model=model, fragola=fragola,
+                                   both_orders=both_orders)
+        if versus.usage is not None:
+            this.pairs_usage += versus.usage
+        return versus
+
+
+def _this(judgements: Judgements) -> Evaluation:
+    return cast("Evaluation", judgements)  # Judgements is a base of Evaluation only

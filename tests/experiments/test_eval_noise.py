@@ -138,7 +138,7 @@ async def test_labels_show_on_rows_are_saved_and_refuse_bad_input(model: Scripte
 
     done = run.label(run[1], False, note="  shouts <b>too</b> much ")
     assert done is run[1] and run[1].label == Label(False, "shouts <b>too</b> much")
-    assert run.label(0, True).label == Label(True, "") and seen == [None, None]
+    assert run.label(0, True).label == Label(True, "") and seen == [1, None, 0, None]
     assert run.table()[1]["label"] == {"passed": False, "note": "shouts <b>too</b> much"}
     loaded = Evaluation.load(run.save(tmp_path / "labelled.json"))
     assert [r.label for r in loaded] == [r.label for r in run]
