@@ -15,7 +15,7 @@ from typing import Any
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.intervals import case_values, clustered, rate_interval
+from fragola_nb.experiments.intervals import clustered, rate_interval
 
 __all__ = ["summary_lines", "variant_summary"]
 
@@ -43,11 +43,16 @@ def variant_summary(variant: str, rows: Sequence[EvalRow],
     """The summary line of ``variant``: see ``Evaluation.summary``."""
     ran = [row for row in rows if row.finished]
     by_case: dict[int, list[bool]] = {}
-    for row in ran:
+    scored: dict[int, list[float]] = {}  # each case's scores: its interval
+    scores = []
+    for row in ran:  # a row's passed and score are worked out from its grades: once each
         by_case.setdefault(row.case, []).append(bool(row.passed))
-    scores = [row.score for row in ran if row.score is not None]
+        score = row.score
+        if score is not None:
+            scores.append(score)
+            scored.setdefault(row.case, []).append(score)
     seconds = sorted(row.seconds for row in ran if row.seconds is not None)
-    passes, scored = case_values(ran, "pass"), case_values(ran, "score")
+    passes = {case: [1.0 if ok else 0.0 for ok in v] for case, v in by_case.items()}
     usage = sum((row.usage for row in rows if row.usage is not None), Usage())
     judged = sum((row.judge_usage for row in rows if row.judge_usage is not None), Usage())
     return {
@@ -56,7 +61,7 @@ def variant_summary(variant: str, rows: Sequence[EvalRow],
         "ran": len(ran),
         "failed": sum(1 for row in ran if row.status == "failed"),
         "cases": len(passes),
-        "pass_rate": _share(sum(1 for row in ran if row.passed), len(ran)),
+        "pass_rate": _share(sum(sum(v) for v in by_case.values()), len(ran)),
         "pass_rate_ci": rate_interval(passes),
         "graders": {name: _grader_rate(ran, name) for name in graders},
         "mean_score": sum(scores) / len(scores) if scores else None,

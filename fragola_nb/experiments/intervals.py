@@ -15,8 +15,8 @@ n − 1) · sd / √n, clipped to [0, 1]. scipy is imported here, when a figure 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evalrows import EvalRow
@@ -96,7 +96,7 @@ def wilson(passed: int, n: int) -> tuple[float, float] | None:
     return float(found.low), float(found.high)
 
 
-def rate_interval(values: dict[object, list[float]]) -> tuple[float, float] | None:
+def rate_interval(values: Mapping[Any, Sequence[float]]) -> tuple[float, float] | None:
     """The pass rate's interval: Wilson when every case ran once, else clustered by case."""
     if not values:
         return None
