@@ -54,6 +54,7 @@ if typing.TYPE_CHECKING:
     from fragola_nb.experiments.graders import Grade, GradedRow
     from fragola_nb.experiments.ray.backend import RayBackend
     from fragola_nb.experiments.simuser import SimulatedUser
+    from fragola_nb.experiments.verdicts import Versus
     from fragola_nb.models.client.ratelimit import RateLimit
     from fragola_nb.presets.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
     from fragola_nb.presets.mcptools import (
@@ -124,6 +125,7 @@ _LAZY = {
     "Grade": "experiments.graders",
     "GradedRow": "experiments.graders",
     "SimulatedUser": "experiments.simuser",
+    "Versus": "experiments.verdicts",
     "JsonResult": "core.jsonmode",
     "Session": "sessions",
     "export_html": "sessions",
@@ -210,6 +212,7 @@ __all__ = [
     "ToolCallPayload",
     "TurnRefused",
     "Usage",
+    "Versus",
     "Veto",
     "create_store",
     "diff",

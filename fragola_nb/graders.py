@@ -9,8 +9,9 @@ given a ``GradedRow``. A number passes when it is at least 0.5; None gives no gr
 that raises gives a failed grade whose reason is the error in one line. See
 ``fragola_nb.experiments.graders`` (the rules), ``fragola_nb.experiments.checkers`` (the
 built-ins), ``fragola_nb.experiments.trajectory`` (how the agent got there: ``tool_sequence``,
-``tool_args``, ``never_called``, ``max_tool_calls``, ``max_model_calls``, ``tool_call_f1``) and
-``fragola_nb.experiments.judge``.
+``tool_args``, ``never_called``, ``max_tool_calls``, ``max_model_calls``, ``tool_call_f1``),
+``fragola_nb.experiments.judge`` and ``fragola_nb.experiments.labels`` (``human()``: a
+person's labels as grades).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from fragola_nb.experiments.graders import (
     tool_calls_of,
 )
 from fragola_nb.experiments.judge import judge
+from fragola_nb.experiments.labels import human
 from fragola_nb.experiments.trajectory import (
     max_model_calls,
     max_tool_calls,
@@ -53,6 +55,7 @@ __all__ = [
     "equals",
     "grade",
     "grader_name",
+    "human",
     "json_schema",
     "judge",
     "max_cost",

@@ -10,6 +10,7 @@ which fill ``{name}`` fields in the input and reach graders as ``row.vars``::
 
 A case may give ``turns`` (a list of user messages, each sent in order to the same fork) or
 ``user`` (a ``SimulatedUser``) instead of ``input``: a conversation (``conversation``).
+``tags`` (a list of strings) group the cases in ``summary(by="tag")``.
 
 A DataFrame gives one case per row, its columns as the keys (``input`` required). A ``{name}``
 the case does not define is a ``BadUsage`` naming the case; ``{{`` and ``}}`` are braces.
@@ -44,6 +45,7 @@ class Case:
     """A conversation's user messages (filled), else ``(input,)``."""
     user: Any = None
     """A ``SimulatedUser``, or None."""
+    tags: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -107,9 +109,10 @@ def _case(index: int, record: Any) -> Case:
     if names:
         raise BadUsage(f"{where}: keys must be strings, got {names[0]!r}")
     variables = {k: v for k, v in record.items() if k not in ("input", "expected", "turns",
-                                                                "user")}
+                                                                "user", "tags")}
+    tags = _tags(record.get("tags"), where)
     if given[0] == "user":
-        return _user_case(index, record, variables)
+        return _user_case(index, record, variables, tags)
     templates = [record["input"]] if given[0] == "input" else _turn_list(record["turns"], where)
     try:
         sent = []
@@ -118,7 +121,8 @@ def _case(index: int, record: Any) -> Case:
             sent.append(_filled(template, variables))
     except BadUsage as exc:
         raise BadUsage(f"{where}: {exc}") from None
-    return Case(index, sent[0], templates[0], record.get("expected"), variables, tuple(sent))
+    return Case(index, sent[0], templates[0], record.get("expected"), variables, tuple(sent),
+                tags=tags)
 
 
 def _turn_list(turns: Any, where: str) -> list[Any]:
@@ -131,13 +135,29 @@ def _turn_list(turns: Any, where: str) -> list[Any]:
     return listed
 
 
-def _user_case(index: int, record: Mapping[str, Any], variables: dict[str, Any]) -> Case:
+def _user_case(index: int, record: Mapping[str, Any], variables: dict[str, Any],
+               tags: tuple[str, ...]) -> Case:
     from fragola_nb.experiments.simuser import SimulatedUser
 
     user = record["user"]
     if not isinstance(user, SimulatedUser):
         raise BadUsage(f"case {index}: 'user' is a SimulatedUser, not a {type(user).__name__}")
-    return Case(index, user.goal, user.goal, record.get("expected"), variables, (), user)
+    return Case(index, user.goal, user.goal, record.get("expected"), variables, (), user,
+                tags)
+
+
+def _tags(tags: Any, where: str) -> tuple[str, ...]:
+    """A case's ``tags``: a list of strings (a string alone is one tag), in order, once each."""
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        tags = [tags]
+    if isinstance(tags, Mapping) or not isinstance(tags, Iterable):
+        raise BadUsage(f"{where}: tags must be a list of strings, got {tags!r:.80}")
+    listed = list(tags)
+    if not all(isinstance(tag, str) for tag in listed):
+        raise BadUsage(f"{where}: tags must be a list of strings, got {listed!r:.80}")
+    return tuple(dict.fromkeys(str(tag) for tag in listed))
 
 
 def _filled(template: Any, variables: Mapping[str, Any]) -> Any:

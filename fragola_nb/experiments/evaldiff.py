@@ -12,6 +12,11 @@ only, or not run now). A cell whose verdicts did not change can still have other
 >>> diff = evaluation.diff("last_run.json")      # doctest: +SKIP
 >>> diff.totals                                  # doctest: +SKIP
 {'improved': 2, 'regressed': 1, 'unchanged': 17, 'new': 0, 'gone': 0}
+
+A cell whose repeats disagree (in either run) is ``flaky``: a flip there may be chance, not
+a regression. ``versus`` compares each variant present in both runs, case by case
+(``Versus``: the baseline as ``a``, this run as ``b``); ``setup_changes`` says in words what
+changed in the setup (instructions, model, settings, tools, graders, cases).
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from fragola_nb.base.figures import percent
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
+from fragola_nb.experiments.evalrows import flaky_cells
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evalrows import EvalRow
     from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.verdicts import Versus
 
 __all__ = ["CHANGES", "CellChange", "EvaluationDiff"]
 
@@ -48,6 +55,8 @@ class CellChange:
     change: Change
     answers_changed: bool = False
     """The answers differ from the baseline's (repeat by repeat), whatever the verdicts."""
+    flaky: bool = False
+    """Its repeats disagree, in this run or in the baseline: a change may be chance."""
 
 
 class EvaluationDiff:
@@ -55,17 +64,19 @@ class EvaluationDiff:
 
     def __init__(self, baseline: Evaluation, current: Evaluation) -> None:
         old, new = _cells(baseline), _cells(current)
+        shaky = (_keyed(baseline, flaky_cells(baseline))
+                 | _keyed(current, flaky_cells(current)))
         changes = []
         for key, (case, rows) in new.items():
             after = _share(rows)
             before = _share(old[key][1]) if key in old else None
             other = key in old and _answers(old[key][1]) != _answers(rows)
             changes.append(CellChange(rows[0].input, key[1], case, before, after,
-                                      _change(before, after), other))
+                                      _change(before, after), other, key in shaky))
         for key, (case, rows) in old.items():
             if key not in new:
                 changes.append(CellChange(rows[0].input, key[1], case, _share(rows), None,
-                                          "gone"))
+                                          "gone", flaky=key in shaky))
         self.changes = tuple(changes)
         self.totals = {kind: sum(1 for c in changes if c.change == kind) for kind in CHANGES}
         """How many cells of each kind."""
@@ -78,6 +89,22 @@ class EvaluationDiff:
                       for line in current.summary()}
         """Each variant of this run: its pass rate in the baseline (None when it was not
         there) and now."""
+        from fragola_nb.experiments.evalsetup import setup_changes
+        from fragola_nb.experiments.intervals import case_values
+        from fragola_nb.experiments.verdicts import paired
+
+        self.setup_changes: list[str] = setup_changes(baseline, current)
+        """What differs from the baseline's setup, in words (``"variant 'a': instructions
+        changed: ..."``, ``"3 cases added"``); empty when nothing did."""
+        self.versus: dict[str, Versus] = {
+            variant: paired(f"{variant} before", f"{variant} now", "pass",
+                            case_values((r for r in baseline if r.variant == variant), "pass",
+                                        key="input"),
+                            case_values((r for r in current if r.variant == variant), "pass",
+                                        key="input"), binary=True)
+            for variant in current.variants if variant in baseline.variants}
+        """Per variant in both runs: this run (``b``) against the baseline (``a``), over
+        the cases both ran."""
 
     def of(self, case: int, variant: str) -> CellChange | None:
         """The change of the current run's cell (case index, variant)."""
@@ -95,28 +122,45 @@ class EvaluationDiff:
     def improved(self) -> list[CellChange]:
         return self.cells("improved")
 
+    @property
+    def flaky(self) -> list[CellChange]:
+        """The cells whose repeats disagree (in either run)."""
+        return [c for c in self.changes if c.flaky]
+
     def overview(self) -> str:
-        """``"0 improved, 1 regressed, 39 unchanged (other answers in 39), 0 new, 0 gone"``."""
+        """``"0 improved, 1 regressed, 39 unchanged (other answers in 39), 0 new, 0 gone"``,
+        and how many of the changed cells are flaky."""
         other = self.answers_changed
-        return ", ".join(f"{count} {kind}" + (f" (other answers in {other})"
+        text = ", ".join(f"{count} {kind}" + (f" (other answers in {other})"
                                               if kind == "unchanged" and other else "")
                          for kind, count in self.totals.items())
+        shaky = sum(1 for c in self.changes if c.flaky and c.change in ("improved",
+                                                                        "regressed"))
+        return text + (f" ({shaky} of the changed cells flaky)" if shaky else "")
+
+    def lines(self) -> list[str]:
+        """The verdict of each variant against the baseline, then the setup's changes."""
+        return ([v.line() for v in self.versus.values()]
+                + [f"setup: {change}" for change in self.setup_changes])
 
     def __repr__(self) -> str:
-        return f"EvaluationDiff({self.overview()})"
+        return "\n  ".join([f"EvaluationDiff({self.overview()})", *self.lines()])
 
     def _repr_html_(self) -> str:
         shown = [c for c in self.changes if c.change != "unchanged" or c.answers_changed][:50]
         rows = "".join(
-            f"<tr><td>{escape(_said(c))}</td><td>{escape(c.variant)}</td>"
+            f"<tr><td>{escape(_said(c))}{' (flaky)' if c.flaky else ''}</td>"
+            f"<td>{escape(c.variant)}</td>"
             f'<td style="overflow-wrap:anywhere;text-align:left">'
             f"{escape(_short(text_of(c.input)))}</td>"
             f"<td>{_pct(c.before)}</td><td>{_pct(c.after)}</td></tr>" for c in shown)
         table = ("<table><thead><tr><th>change</th><th>variant</th><th>case</th>"
                  f"<th>before</th><th>after</th></tr></thead><tbody>{rows}</tbody></table>"
                  if shown else "")
+        said = "".join(f"<li>{escape(line)}</li>" for line in self.lines())
         return (f'<div class="fragola-evaldiff"><p><b>EvaluationDiff</b> · '
-                f"{escape(self.overview())}</p>{table}</div>")
+                f"{escape(self.overview())}</p>{f'<ul>{said}</ul>' if said else ''}"
+                f"{table}</div>")
 
 
 def _cells(evaluation: Evaluation) -> dict[tuple[str, str], tuple[int, list[EvalRow]]]:
@@ -125,6 +169,13 @@ def _cells(evaluation: Evaluation) -> dict[tuple[str, str], tuple[int, list[Eval
         key = (json.dumps(row.input, ensure_ascii=False, sort_keys=True), row.variant)
         cells.setdefault(key, (row.case, []))[1].append(row)
     return cells
+
+
+def _keyed(evaluation: Evaluation, cells: set[tuple[int, str]]) -> set[tuple[str, str]]:
+    """``cells`` (case index, variant) by the case's input, as ``_cells`` keys them."""
+    inputs = {row.case: json.dumps(row.input, ensure_ascii=False, sort_keys=True)
+              for row in evaluation}
+    return {(inputs[case], variant) for case, variant in cells if case in inputs}
 
 
 def _share(rows: Iterable[EvalRow]) -> float | None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.figures import percent
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
+from fragola_nb.experiments.evalrows import flaky_cells
 from fragola_nb.experiments.evalsummary import rate_text
 
 if TYPE_CHECKING:
@@ -57,11 +58,13 @@ def evaluation_html(evaluation: Evaluation) -> str:
     lines = ['<td style="white-space:nowrap">'  # a line each, each whole
              + "<br>".join(escape(f[k]) for k in ("rate", "cost", "left") if f[k]) + "</td>"
              for f in head_facts(evaluation, summary)]
+    intervals = [f"<td>{escape(interval_text(line))}</td>" for line in summary]
     cases: dict[int, EvalRow] = {}
     for row in evaluation:
         cases.setdefault(row.case, row)
     body = []
     diff = evaluation.baseline
+    flaky = flaky_cells(evaluation)
     for index, first in list(cases.items())[:SHOWN_CASES]:
         cells = []
         for variant in evaluation.variants:
@@ -76,6 +79,7 @@ def evaluation_html(evaluation: Evaluation) -> str:
                     if change.answers_changed else "")
             reasons = "; ".join(f"{g.name}: {g.reason}" for row in rows for g in row.grades
                                 if not g.passed and g.reason)
+            note += cell_flags(rows, (index, variant) in flaky)
             title = f' title="{escape(redact_text(reasons, known)[:300])}"' if reasons else ""
             cells.append(f'<td style="white-space:nowrap"{title}>{escape(marks(rows))}'
                          f"{escape(score)}{note}</td>")
@@ -87,10 +91,41 @@ def evaluation_html(evaluation: Evaluation) -> str:
     return (f'<div class="fragola-evaluation" style="overflow-x:auto;max-width:100%">'
             f"<p><b>Evaluation</b> · {escape(evaluation.overview(summary))}</p>"
             + ("" if diff is None else f"<p>against the baseline: {escape(diff.overview())}</p>")
+            + verdicts_html(evaluation)
             + '<table style="table-layout:auto">'
             f'<thead><tr><th style="text-align:left">case</th>{head}</tr>'
-            f"<tr><td>pass rate</td>{''.join(lines)}</tr></thead>"
+            f"<tr><td>pass rate</td>{''.join(lines)}</tr>"
+            f"<tr><td>95% interval</td>{''.join(intervals)}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>{tail}</div>")
+
+
+def interval_text(line: dict[str, Any]) -> str:
+    """``"49–94% of 10 cases"``: a summary line's pass-rate interval."""
+    ci = line["pass_rate_ci"]
+    if ci is None:
+        return "–"
+    return f"{percent(ci[0])}–{percent(ci[1])}".replace("%–", "–") + (
+        f" of {line['cases']} case{'s' if line['cases'] != 1 else ''}")
+
+
+def cell_flags(rows: list[EvalRow], flaky: bool) -> str:
+    """The marks of a flaky cell (its repeats disagree) and of its labelled rows."""
+    out = ' <span class="fx-eval-flaky" title="its repeats disagree">≈ flaky</span>' if flaky \
+        else ""
+    labels = [row.label for row in rows if row.label is not None]
+    if labels:
+        said = " ".join("✓" if label.passed else "✗" for label in labels)
+        out += f' <span class="fx-eval-label" title="labelled by hand">labelled {said}</span>'
+    return out
+
+
+def verdicts_html(evaluation: Evaluation) -> str:
+    """Each verdict (``Evaluation.verdicts``) as a line of text, escaped."""
+    from fragola_nb.experiments.evalversus import verdict_texts
+
+    said = verdict_texts(evaluation)
+    return ("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in said) + "</ul>"
+            if said else "")
 
 
 def _short(text: str, limit: int = 160) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,11 +16,12 @@ from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
 from fragola_nb.experiments.graders import Grade
 from fragola_nb.experiments.grading import passed_and_score
+from fragola_nb.experiments.labels import Label, label_read_back
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
-__all__ = ["EvalRow", "RowStatus", "grade_read_back"]
+__all__ = ["EvalRow", "RowStatus", "flaky_cells", "grade_read_back"]
 
 RowStatus = Literal["queued", "running", "done", "failed", "stopped", "not run"]
 """``queued``/``running`` while the evaluation runs; then ``done`` (a final answer),
@@ -36,7 +37,8 @@ class EvalRow:
     has not run. ``score``: the mean of the grades' scores, a grade without one counting 1
     when it passed and 0 when not (None without grades). ``usage`` is the graded fork's own
     calls; ``judge_usage`` the calls of its ``judge`` graders, counted apart. ``cached``: at
-    least one of its model calls was answered from a cache (``Fragola.cached``).
+    least one of its model calls was answered from a cache (``Fragola.cached``). ``tags``:
+    its case's; ``label``: a person's ``Label`` (``Evaluation.label``), else None.
 
     ``tool_calls``: the fork's own tool calls in order, ``{"name", "arguments", "result"}``;
     ``model_calls``: the model requests it made. A conversation (a case's ``turns`` or
@@ -67,6 +69,9 @@ class EvalRow:
     turns: tuple[Any, ...] = field(default=(), repr=False)
     """The user messages of a conversation, as sent (a ``turns`` case's, or a simulated
     user's)."""
+    tags: tuple[str, ...] = ()
+    label: Label | None = None
+    """A person's verdict (``Evaluation.label``), None when unlabelled."""
 
     @property
     def finished(self) -> bool:
@@ -134,7 +139,9 @@ class EvalRow:
                                 "result": _jsonable(c.get("result"))} for c in self.tool_calls],
                 "model_calls": self.model_calls, "answers": list(self.answers),
                 "ended": self.ended, "turns": _jsonable(list(self.turns)),
-                "user_usage": calls(self.user_usage)}
+                "user_usage": calls(self.user_usage), "tags": list(self.tags),
+                "label": None if self.label is None else {"passed": self.label.passed,
+                                                           "note": self.label.note}}
 
     @classmethod
     def from_record(cls, data: Any, prices: Mapping[str, ModelPrice]) -> EvalRow:
@@ -153,6 +160,9 @@ class EvalRow:
             for name in ("answer", "error"):
                 if not isinstance(data.get(name), (str, type(None))):
                     raise ValueError(f"{name} is a string or null")
+            tags = data.get("tags") or []
+            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                raise ValueError("tags is a list of strings")
             seconds = data.get("seconds")
             if not isinstance(seconds, (int, float, type(None))) or isinstance(seconds, bool):
                 raise ValueError("seconds is a number or null")
@@ -162,6 +172,7 @@ class EvalRow:
                        grades=tuple(grade_read_back(g) for g in data.get("grades") or ()),
                        seconds=seconds, usage=_usage(data.get("usage"), prices),
                        judge_usage=_usage(data.get("judge_usage"), prices), resumed=True,
+                       tags=tuple(tags), label=label_read_back(data.get("label")),
                        **_conversation(data, prices))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"a field is missing or of the wrong type ({exc})") from None
@@ -229,3 +240,12 @@ def check_repeat(repeat: Any) -> int:
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise BadUsage(f"repeat must be a whole number >= 1, got {repeat!r}")
     return repeat
+
+
+def flaky_cells(rows: Iterable[EvalRow]) -> set[tuple[int, str]]:
+    """The (case, variant) cells whose repeats disagree: some passed, some did not."""
+    seen: dict[tuple[int, str], set[bool]] = {}
+    for row in rows:
+        if row.finished:
+            seen.setdefault((row.case, row.variant), set()).add(bool(row.passed))
+    return {cell for cell, verdicts in seen.items() if len(verdicts) > 1}

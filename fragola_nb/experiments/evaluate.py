@@ -36,6 +36,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redacted
 from fragola_nb.core.limits import Meter, check_budget, spending
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batch import _wrap_text
@@ -51,6 +52,7 @@ from fragola_nb.experiments.conversation import Decide, Script, Talk, converse
 from fragola_nb.experiments.evalcases import Case, check_cases
 from fragola_nb.experiments.evalfile import EvalResumeFile, run_header
 from fragola_nb.experiments.evalrows import EvalRow, check_repeat
+from fragola_nb.experiments.evalsetup import make_setup
 from fragola_nb.experiments.evaltalk import talk_verdict, with_talk
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import check_graders
@@ -113,6 +115,9 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
                  for name, override in overrides}
         run = _Run(agent, checked, bases, chosen, names, repeat, file, meter, known)
         run.decide = decide
+        # hidden at once: setup_changes, reprs and files show it (a key in instructions too)
+        run.evaluation.setup = redacted(make_setup(checked, bases, agent.fragola.model, names,
+                                                   repeat), known)
         with undone_on_error(agent):
             agent.experiment_began(run.stop, f"evaluation of {len(run.jobs):,} runs")
         try:
@@ -152,7 +157,7 @@ class _Run:
             rows.append(kept if kept is not None and kept.input == case.input else EvalRow(
                 case=case.index, input=case.input, variant=variant, repeat=r,
                 expected=case.expected, vars=case.vars,
-                turns=case.turns if len(case.turns) > 1 else ()))
+                turns=case.turns if len(case.turns) > 1 else (), tags=case.tags))
         self.evaluation = Evaluation(rows, variants=list(bases), graders=names, repeat=repeat)
         self.evaluation.known = known
         self.evaluation.done = False

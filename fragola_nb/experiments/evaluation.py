@@ -25,6 +25,7 @@ from fragola_nb.core.usage import ModelPrice, Usage
 from fragola_nb.experiments.comparison import import_pandas
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evalsummary import rate_text
+from fragola_nb.experiments.evalversus import Judgements
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaldiff import EvaluationDiff
@@ -36,9 +37,10 @@ _log = logging.getLogger("fragola_nb")
 FORMAT = "fragola_nb.evaluation/1"
 
 
-class Evaluation(Sequence[EvalRow]):
+class Evaluation(Sequence[EvalRow], Judgements):
     """The rows of one ``agent.evaluate`` call, with ``table()``, ``summary()``,
-    ``to_pandas()``, ``save(path)``/``Evaluation.load(path)`` and ``diff(baseline)``."""
+    ``to_pandas()``, ``save(path)``/``Evaluation.load(path)`` and ``diff(baseline)``; and
+    (``Judgements``) ``versus``, ``verdicts``, ``label``, ``agreement``, ``judge_pairs``."""
 
     def __init__(self, rows: Iterable[EvalRow], *, variants: Sequence[str],
                  graders: Sequence[str], repeat: int, seconds: float = 0.0,
@@ -63,6 +65,11 @@ class Evaluation(Sequence[EvalRow]):
         self.known: frozenset[str] = frozenset()
         """Credentials in use when it ran (set by ``evaluate``): hidden in what ``save``
         writes and the views show, should a model or a tool have echoed one."""
+        self.setup: dict[str, Any] | None = None
+        """What it ran with (set by ``evaluate``, kept by ``save``): a hash of the cases and,
+        per variant, instructions, model, settings, tools and graders (see ``evalsetup``)."""
+        self.pairs_usage = Usage()
+        """The calls of ``judge_pairs``, apart from the graded calls and the judges'."""
 
     # -- the rows ---------------------------------------------------------------------------
     @overload
@@ -91,9 +98,10 @@ class Evaluation(Sequence[EvalRow]):
 
     @property
     def judge_usage(self) -> Usage:
-        """The calls of the ``judge`` graders, apart from the graded calls."""
+        """The calls of the ``judge`` graders and of ``judge_pairs``, apart from the graded
+        calls."""
         return sum((row.judge_usage for row in self._rows if row.judge_usage is not None),
-                   Usage())
+                   self.pairs_usage)
 
     # -- live views ---------------------------------------------------------------------------
     def subscribe(self, observer: Callable[[int | None], None]) -> None:
@@ -115,8 +123,12 @@ class Evaluation(Sequence[EvalRow]):
     def table(self) -> list[dict[str, Any]]:
         """One dict per row: case, input, variant, repeat, status, passed, score, grades
         (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds,
-        and the trajectory: tool_calls, model_calls, answers (each turn's), ended; no credential
+        and the trajectory: tool_calls, model_calls, answers (each turn's), ended; tags, label
+        (``{"passed", "note"}`` or None) and flaky (its cell's repeats disagree); no credential
         (``fragola_nb.base.redact``: a key a server quoted back in an answer)."""
+        from fragola_nb.experiments.evalrows import flaky_cells
+
+        flaky = flaky_cells(self._rows)
         rows = [{"case": row.case, "input": row.input, "variant": row.variant,
                  "repeat": row.repeat, "status": row.status, "passed": row.passed,
                  "score": row.score,
@@ -125,7 +137,10 @@ class Evaluation(Sequence[EvalRow]):
                  "answer": row.answer, "error": row.error, "tokens": row.tokens,
                  "cost": row.cost, "cached": row.cached, "seconds": row.seconds,
                  "tool_calls": [dict(c) for c in row.tool_calls], "model_calls": row.model_calls,
-                 "answers": list(row.answers), "ended": row.ended}
+                 "answers": list(row.answers), "ended": row.ended,
+                 "tags": list(row.tags), "flaky": (row.case, row.variant) in flaky,
+                 "label": None if row.label is None else {"passed": row.label.passed,
+                                                          "note": row.label.note}}
                 for row in self._rows]
         return list(redacted_texts(rows, self.known))
 
@@ -144,16 +159,16 @@ class Evaluation(Sequence[EvalRow]):
         frame = pandas.DataFrame.from_records(records)
         return frame.astype({"tokens": "Int64"}) if len(frame) else frame
 
-    def summary(self) -> list[dict[str, Any]]:
-        """Per variant: rows run, pass rate (and each grader's own), mean score, pass@k
-        (cases passed by at least one of their k repeats) and pass^k (by all k), tokens,
-        cost (the answers'), the judges' cost, ``total_cost`` (both: what was paid) and
-        ``cost_text`` (it in words, as the views show it), and p50/p95 seconds."""
-        from fragola_nb.experiments.evalsummary import variant_summary
+    def summary(self, by: str | None = None) -> list[dict[str, Any]]:
+        """Per variant: rows run, cases run, pass rate (and each grader's own) with its 95%
+        interval ``pass_rate_ci``, mean score with ``mean_score_ci``, pass@k (cases passed
+        by at least one of their k repeats) and pass^k (by all k), tokens, cost (the
+        answers'), the judges' cost, the simulated users' cost, ``total_cost`` (all of them:
+        what was paid) and ``cost_text`` (it in words, as the views show it), and p50/p95
+        seconds. ``by="tag"``: a line per tag and variant."""
+        from fragola_nb.experiments.evalsummary import summary_lines
 
-        return [variant_summary(variant, [r for r in self._rows if r.variant == variant],
-                                self.graders)
-                for variant in self.variants]
+        return summary_lines(self._rows, self.variants, self.graders, by)
 
     def diff(self, baseline: Evaluation | str | os.PathLike[str]) -> EvaluationDiff:
         """This run against ``baseline`` (an ``Evaluation`` or a file ``save`` wrote),
@@ -175,7 +190,8 @@ class Evaluation(Sequence[EvalRow]):
         records = redacted([row.record() for row in self._rows], self.known)
         meta = {"format": FORMAT, "variants": list(self.variants),
                 "graders": list(self.graders), "repeat": self.repeat,
-                "seconds": self.seconds, "stopped": self.stopped}
+                "seconds": self.seconds, "stopped": self.stopped,
+                "setup": redacted(self.setup, self.known)}
         if records:
             records[0] = {**records[0], "run": meta}
         text = json.dumps(records, ensure_ascii=False, indent=1)
@@ -207,11 +223,19 @@ class Evaluation(Sequence[EvalRow]):
             except ValueError as exc:
                 raise BadUsage(f"{source}, row {number}, is not an evaluation row: {exc}"
                                ) from None
-        return cls(rows, variants=[str(v) for v in meta.get("variants") or ()],
-                   graders=[str(g) for g in meta.get("graders") or ()],
-                   repeat=int(meta.get("repeat") or 1),
-                   seconds=float(meta.get("seconds") or 0.0),
-                   stopped=bool(meta.get("stopped")))
+        loaded = cls(rows, variants=[str(v) for v in meta.get("variants") or ()],
+                     graders=[str(g) for g in meta.get("graders") or ()],
+                     repeat=int(meta.get("repeat") or 1),
+                     seconds=float(meta.get("seconds") or 0.0),
+                     stopped=bool(meta.get("stopped")))
+        setup = meta.get("setup")
+        loaded.setup = setup if isinstance(setup, dict) else None
+        from fragola_nb.experiments.labels import remember
+
+        for row in rows:
+            if row.label is not None:
+                remember(row)  # for graders.human()
+        return loaded
 
     # -- shown ------------------------------------------------------------------------------
     def overview(self, lines: list[dict[str, Any]] | None = None) -> str:
@@ -234,7 +258,10 @@ class Evaluation(Sequence[EvalRow]):
         return f"{head}: {', '.join(parts)}; {tail}; {self.seconds:.1f} s"
 
     def __repr__(self) -> str:
-        return f"Evaluation({self.overview()})"
+        # the overview, then each pass rate's interval and each verdict (evalversus)
+        from fragola_nb.experiments.evalversus import verdict_lines
+
+        return "\n  ".join([f"Evaluation({self.overview()})", *verdict_lines(self)])
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         # The live matrix when the notebook layer is loaded; else None, and IPython uses

@@ -41,6 +41,7 @@ from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.notebook.compare_view import LiveWidget
 from fragola_nb.notebook.eval_trajectory import trajectory_detail
+from fragola_nb.notebook.eval_verdicts import label_message, matrix_flags, verdict_data
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.static_copy import live_text
 
@@ -98,6 +99,8 @@ class EvalMatrix(LiveWidget):
     selected = traitlets.List(traitlets.Int()).tag(sync=True)
     detail = traitlets.Dict().tag(sync=True)
     detached = traitlets.Unicode("").tag(sync=True)
+    verdicts = traitlets.Dict().tag(sync=True)  # eval_verdicts.verdict_data
+    flags = traitlets.Dict().tag(sync=True)  # eval_verdicts.matrix_flags
 
 
 
@@ -126,6 +129,7 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                              if c in firsts else "" for c in range(max(firsts, default=-1) + 1)]
         evaluation.subscribe(self._on_row)
         self.matrix.observe(self._on_selected, names="selected")
+        self.matrix.on_msg(self._on_label)
         self.refresh()
 
     def refresh(self) -> None:
@@ -134,7 +138,6 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
             self._cancel_timer()
             if self._detached:
                 return
-            self._sent_at = time.monotonic()
             evaluation = self.evaluation
             lines = evaluation.summary()  # once: the title and the head are made from it
             variants = [{"name": visible(line["variant"]), "rate": line["pass_rate"],
@@ -143,8 +146,12 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                         for line, facts in zip(lines, head_facts(evaluation, lines),
                                                strict=True)]
             diff = evaluation.baseline
-            with self.matrix.hold_sync():  # one message for the three
+            flags, verdicts = matrix_flags(evaluation), verdict_data(evaluation, lines)
+            self._sent_at = time.monotonic()  # after the figures: INTERVAL between sends
+            with self.matrix.hold_sync():  # one message for them all
                 self.matrix.cells = matrix_cells(evaluation)
+                self.matrix.flags = flags
+                self.matrix.verdicts = verdicts
                 self.matrix.head = {
                     "title": visible(evaluation.overview(lines)), "done": evaluation.done,
                     "repeat": evaluation.repeat, "variants": variants,
@@ -223,6 +230,21 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                 self.panel = AgentPanel(row.fork, namespace=self.namespace)
             self.branch.children = (self.panel,) if self.panel is not None else ()
 
+    def _on_label(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        # ✓ / ✗ and a note in a cell's detail: the evaluation labels the row, the view shows it
+        try:
+            asked = label_message(self.evaluation, content)
+            if asked is None or self._detached:
+                return
+            index, passed, note = asked
+            row = self.evaluation.label(index, passed, note)
+            with self._lock:
+                if list(self.matrix.selected) == [row.case, self.evaluation.variants.index(
+                        row.variant), row.repeat]:
+                    self.matrix.detail = self._detail(row)
+        except Exception:
+            _log.exception("fragola_nb: the evaluation matrix failed to set a label")
+
     def _row_at(self, where: list[int]) -> EvalRow | None:
         if len(where) != 3 or not 0 <= where[1] < len(self.evaluation.variants):
             return None
@@ -243,7 +265,10 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                 "answer": shown(row.answer or ""), "error": shown(row.error or ""),
                 "grades": [{"name": shown(g.name), "passed": g.passed, "score": g.score,
                             "reason": shown(g.reason or "")} for g in row.grades],
-                "note": note, "trajectory": trajectory_detail(row, shown)}
+                "note": note, "trajectory": trajectory_detail(row, shown),
+                "finished": row.finished,
+                "label": None if row.label is None else {"passed": row.label.passed,
+                                                         "note": shown(row.label.note)}}
 
 
 def _short(text: str) -> str:

@@ -52,6 +52,100 @@ function trajectorySection(t) {
   return box;
 }
 
+// -- verdicts, intervals, flaky cells and labels (the `verdicts` and `flags` traits) -------------
+
+function fraction(x) {
+  return Math.max(0, Math.min(1, Number(x) || 0));
+}
+
+// A variant's pass rate with its 95% interval: the text, and a bar (the interval) with a dot
+// (the rate). Positions are numbers computed here; no model text reaches a style.
+function intervalNode(info) {
+  const box = h("div", "fragola-eval-vci");
+  if (!info) return box;
+  box.title = "pass rate " + info.text + " (95% interval) over " + info.cases + " case" +
+    (info.cases === 1 ? "" : "s");
+  const bar = h("span", "fragola-eval-bar");
+  bar.setAttribute("aria-hidden", "true");
+  if (info.low !== null && info.low !== undefined) {
+    const range = h("span", "fragola-eval-bar-range");
+    range.style.left = (fraction(info.low) * 100).toFixed(1) + "%";
+    range.style.width = ((fraction(info.high) - fraction(info.low)) * 100).toFixed(1) + "%";
+    bar.append(range);
+  }
+  const dot = h("span", "fragola-eval-bar-dot");
+  dot.style.left = (fraction(info.rate) * 100).toFixed(1) + "%";
+  bar.append(dot);
+  const low = info.low === null || info.low === undefined ? "" : info.text.replace(/^\S+ /, "");
+  box.append(bar, h("span", "fragola-eval-vci-text", low));
+  return box;
+}
+
+function verdictNodes(data) {
+  return ((data && data.lines) || []).map((line) =>
+    h("div", "fragola-eval-verdict" + (line.decided ? " fragola-eval-verdict-decided" : ""), line.text));
+}
+
+const LABEL_SAYS = { y: "labelled passed by hand", n: "labelled failed by hand" };
+
+function flagCell(box, flags, labels) {
+  if (!flags) return;
+  if (flags[0]) {
+    box.classList.add("fragola-eval-flaky");
+    const mark = h("span", "fragola-eval-flakymark", "≈");
+    mark.title = "flaky: its repeats disagree, so a flip here may be chance";
+    box.append(mark);
+  }
+  const marks = box.querySelectorAll(".fragola-eval-mark");
+  for (let r = 0; r < marks.length; r++) {
+    const said = LABEL_SAYS[String(labels || "")[r]];
+    if (!said) continue;
+    marks[r].classList.add("fragola-eval-mark-labelled");
+    marks[r].title += " · " + said;
+  }
+}
+
+// ✓ / ✗ and a note under a row's detail: a message to the kernel, which labels the row.
+function labelControls(model, d, live) {
+  const box = h("div", "fragola-eval-labelbox");
+  if (!d.finished) return box;
+  const label = d.label || null;
+  box.append(h("span", "fragola-eval-labeltitle", label ? "your label:" : "label it:"));
+  const note = h("input", "fragola-eval-labelnote");
+  note.type = "text";
+  note.placeholder = "note (optional)";
+  note.maxLength = 2000;
+  note.value = label ? label.note : "";
+  note.setAttribute("aria-label", "label note");
+  const send = (passed) => {
+    const at = model.get("selected") || [];
+    if (at.length !== 3 || !live) return;
+    model.send({ do: "label", at: at, passed: passed, note: note.value });
+  };
+  for (const [passed, text, says] of [[true, "✓", "label: passed"], [false, "✗", "label: failed"]]) {
+    const button = h("button", "fragola-eval-labelbtn fragola-eval-label-" + (passed ? "y" : "n"), text);
+    button.type = "button";
+    button.title = says;
+    button.setAttribute("aria-label", says);
+    button.setAttribute("aria-pressed", String(!!label && label.passed === passed));
+    button.disabled = !live;
+    button.addEventListener("click", () => send(passed));
+    box.append(button);
+  }
+  box.append(note);
+  if (label) {
+    const clear = h("button", "fragola-eval-labelbtn", "clear");
+    clear.type = "button";
+    clear.disabled = !live;
+    clear.addEventListener("click", () => send(null));
+    box.append(clear);
+  }
+  note.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && label) send(label.passed);
+  });
+  return box;
+}
+
 function render({ model, el }) {
   el.classList.add("fragola-eval");
   const top = h("div", "fragola-eval-top");
@@ -87,7 +181,8 @@ function render({ model, el }) {
   frame.append(scroller);
   const detail = h("div", "fragola-eval-detail");
   const detached = h("div", "fragola-eval-detached");
-  el.replaceChildren(top, against, tools, frame, detail, detached);
+  const verdicts = h("div", "fragola-eval-verdicts");
+  el.replaceChildren(top, against, verdicts, tools, frame, detail, detached);
 
   const link = { live: false, waited: false };
   let shown = []; // the case indexes the filters let through
@@ -176,9 +271,10 @@ function render({ model, el }) {
       const name = h("bdi", "fragola-eval-vname", v.name);
       name.title = v.name;
       box.append(name);
-      // one line each: the pass rate (room after it for an interval), the cost, rows left
+      // one line each: the pass rate, its interval (a bar), the cost, rows left
       const facts = h("div", "fragola-eval-vfacts");
       facts.append(h("div", "fragola-eval-vrate", v.rate_text));
+      facts.append(intervalNode(((model.get("verdicts") || {}).intervals || [])[cells.length - 1]));
       if (v.cost) facts.append(h("div", "fragola-eval-vcost", v.cost));
       if (v.left) facts.append(h("div", "fragola-eval-vleft", v.left));
       box.append(facts);
@@ -242,6 +338,9 @@ function render({ model, el }) {
       badge.title = CHANGE_SAYS[change] || change;
       box.append(badge);
     }
+    const width = ((model.get("head") || {}).variants || []).length || 1;
+    const flags = (model.get("flags") || {})[String(c * width + v)];
+    if (flags) flagCell(box, flags, flags[1]);
     return box;
   }
 
@@ -302,6 +401,7 @@ function render({ model, el }) {
     const trajectory = trajectorySection(d.trajectory);
     if (trajectory) parts.push(trajectory);
     if (d.note) parts.push(h("div", "fragola-eval-note", d.note));
+    parts.push(labelControls(model, d, link.live));
     detail.replaceChildren(...parts);
   }
 
@@ -333,16 +433,19 @@ function render({ model, el }) {
   const onHead = () => { drawHead(); refilter(); };
   const onCells = () => refilter();
   const onSelected = () => { drawn = ""; queueRows(); };
+  const onVerdicts = () => { verdicts.replaceChildren(...verdictNodes(model.get("verdicts"))); drawHead(); };
+  const onFlags = () => { drawn = ""; queueRows(); };
   const events = [["change:head", onHead], ["change:cases", onCells], ["change:cells", onCells],
-    ["change:selected", onSelected], ["change:detail", drawDetail], ["change:detached", drawStatus]];
+    ["change:selected", onSelected], ["change:detail", drawDetail], ["change:detached", drawStatus],
+    ["change:verdicts", onVerdicts], ["change:flags", onFlags]];
   for (const [e, f] of events) model.on(e, f);
-  drawHead();
+  onVerdicts();
   filter();
   drawRows();
   drawDetail();
   drawStatus();
   const onMessage = (msg) => {
-    if (msg && msg.live && !link.live) { link.live = true; drawn = ""; drawRows(); drawStatus(); }
+    if (msg && msg.live && !link.live) { link.live = true; drawn = ""; drawRows(); drawStatus(); drawDetail(); }
   };
   model.on("msg:custom", onMessage);
   model.send({ do: "hello" });

@@ -344,6 +344,67 @@ for attempt in ("first", "again"):
 assert [line["cached_calls"] for line in run.summary()] == [6, 6] and spent == 0
 
 # %% [markdown]
+# ### Is it noise?
+#
+# With the few cases a notebook holds, two pass rates often differ by chance. Here on a real
+# model: SmolLM2-135M-Instruct, the tiny model `Fragola.local()` runs on this machine (the
+# teaching example's Part 8), asked ten questions with two prompts,
+# three times each at temperature 0.8; a grader passes an answer with a pirate word in it.
+# Its answers ship in `recordings/smollm2_experiment.jsonl`, so this runs offline with no
+# model at all (the URL below has no server: a question not in the file would fail its row).
+# With `pip install "fragola_nb[local]"`, `Fragola.local()` answers live instead.
+#
+# Every pass rate comes with its **95% interval**, and `verdicts()` compares each prompt with
+# the first **case by case** (both ran the same questions: a paired test).
+
+# %%
+import importlib.util
+
+from fragola_nb.graders import regex
+
+questions = ["Who are you?", "What do you do all day?", "Where do you live?",
+             "What is your favourite food?", "Tell me about your friends.",
+             "What are you afraid of?", "What did you do yesterday?", "Describe your home.",
+             "What do you want most in life?", "Give me one piece of advice."]
+prompts = {"plain": {}, "pirate": {"instructions": "You are a pirate. Talk like a pirate."}}
+pirate_words = [regex(r"(?i)\b(?:aye|arr+|ahoy|matey|captain|pirates?|ye)\b"), max_tokens(120)]
+live = importlib.util.find_spec("llama_cpp") is not None  # the [local] extra: the model itself
+smol = (Fragola.local() if live else
+        Fragola.cached("recordings/smollm2_experiment.jsonl", model="SmolLM2-135M-Instruct",
+                       base_url="http://127.0.0.1:9/v1"))  # port 9: nothing listens there
+crew = smol.agent(name="crew", model_settings={"temperature": 0.8, "max_tokens": 40})
+noisy = await crew.evaluate(questions, prompts, graders=pirate_words, repeat=3, progress=False)
+for line in noisy.summary():
+    low, high = line["pass_rate_ci"]
+    print(f"{line['variant']:6} passed {line['pass_rate']:4.0%}, 95% interval {low:.0%} to "
+          f"{high:.0%}, over {line['cases']} questions")
+[pirate_vs_plain] = noisy.verdicts()
+print(pirate_vs_plain)
+
+# %% [markdown]
+# The pirate prompt wins on every question, so the verdict is clear. Had we asked only four
+# questions, the same difference would not be: the test cannot tell on so few cases, and
+# the line says how many would.
+
+# %%
+few = await crew.evaluate(questions[:4], prompts, graders=pirate_words, repeat=3,
+                          progress=False)
+[on_four] = few.verdicts()
+print(on_four)
+print("flaky cells (repeats that disagree):",
+      len({(row["case"], row["variant"]) for row in noisy.table() if row["flaky"]}))
+if not live:  # the shipped answers: the verdicts are fixed
+    assert pirate_vs_plain.verdict == "pirate better" and pirate_vs_plain.wins == 10
+    assert on_four.verdict == "not distinguishable" and on_four.n == 4
+
+# %% [markdown]
+# **More repeats or more cases?** The repeats show how steady the model is on a question
+# (the flaky cells above: three tries, different verdicts), but a verdict is about questions
+# like these, and only more questions narrow it. When two prompts are *not distinguishable*,
+# add cases, about as many as the line says. The docs' Evaluation page says what each
+# figure means.
+
+# %% [markdown]
 # ## What it all cost
 #
 # `tree_usage(agent)` adds up an agent and all its forks (the comparisons' variants).

@@ -91,6 +91,8 @@ LAZY_MODULES = (
     "opentelemetry",
     "fragola_nb.experiments.ray.backend",  # agent.batch(backend="ray"), the ray extra
     "ray",
+    "scipy",  # an evaluation's intervals and paired tests (experiments/intervals, verdicts)
+    "numpy",  # scipy's, imported with it
 )
 
 

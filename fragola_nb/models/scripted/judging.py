@@ -1,6 +1,7 @@
 """How the demo brain answers a judge (``fragola_nb.graders.judge``): a fixed, explainable score.
 
-A request is a judge's when its system message holds ``[fragola_nb judge]``. The brain reads
+A request is a judge's when its system message holds ``[fragola_nb judge]`` (a pairwise
+judge's, ``[fragola_nb pairwise judge]``, is answered by ``pairing``). The brain reads
 the rubric, the scale and the answer from the judge's prompt and scores by one rule:
 
 - the text looked in is the answer, and with ``judge(..., trajectory=True)`` the calls and
@@ -21,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["JUDGE_MARKER", "judge_request", "verdict"]
+__all__ = ["JUDGE_MARKER", "judge_request", "phrases_of", "verdict"]
 
 JUDGE_MARKER = "[fragola_nb judge]"
 """In a judge's system message (``fragola_nb.experiments.judge`` writes the same text)."""
@@ -37,7 +38,13 @@ def judge_request(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     system = next((m.get("content") for m in messages
                    if m.get("role") in ("system", "developer")), None)
     asked = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), None)
-    if not isinstance(system, str) or JUDGE_MARKER not in system or not isinstance(asked, str):
+    if not isinstance(system, str) or not isinstance(asked, str):
+        return None
+    from fragola_nb.models.scripted.pairing import PAIR_MARKER, pair_verdict
+
+    if PAIR_MARKER in system:
+        return pair_verdict(system, asked)
+    if JUDGE_MARKER not in system:
         return None
     rubric = system.partition(_RUBRIC)[2].rpartition(_SCALE)[0]
     scale = re.search(rf"{re.escape(_SCALE.strip())} {_NUMBER} to {_NUMBER}", system)
@@ -54,10 +61,7 @@ def verdict(rubric: str, scale: tuple[float, float], answer: str, expected: str 
             ) -> dict[str, Any]:
     """``{"score": ..., "reason": ...}`` by the rule in the module's docstring."""
     low, high = (_plain(bound) for bound in scale)
-    phrases = [next(group for group in m.groups() if group) for m in _QUOTED.finditer(rubric)]
-    what = "phrases of the rubric"
-    if not phrases and expected and expected.strip():
-        phrases, what = [expected.strip()], "the expected answer"
+    phrases, what = phrases_of(rubric, expected)
     if not phrases:
         return {"score": high, "reason": f"scripted judge: nothing to look for in the rubric, "
                                          f"so the top of the scale, {high}"}
@@ -72,6 +76,14 @@ def verdict(rubric: str, scale: tuple[float, float], answer: str, expected: str 
     return {"score": score, "reason": f"scripted judge: {told} in the answer ({listed}): "
                                       f"{low} + {len(found)}/{len(phrases)} × ({high} - {low}) "
                                       f"= {score}"}
+
+
+def phrases_of(rubric: str, expected: str | None) -> tuple[list[str], str]:
+    """What the judge looks for: the rubric's quoted phrases, else the expected answer."""
+    phrases = [next(group for group in m.groups() if group) for m in _QUOTED.finditer(rubric)]
+    if not phrases and expected and expected.strip():
+        return [expected.strip()], "the expected answer"
+    return phrases, "phrases of the rubric"
 
 
 def _plain(number: float) -> float | int:
