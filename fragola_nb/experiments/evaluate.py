@@ -86,6 +86,10 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
     if decide is not None and not callable(decide):
         raise BadUsage(f"decide must be a callable (call) -> Decision | bool | None, not "
                        f"{type(decide).__name__}")
+    if backend != "local":  # a bad one is refused before anything is opened or sent
+        from fragola_nb.experiments.ray.backend import backend_of
+
+        backend = backend_of(backend)
     repeat = check_repeat(repeat)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise BadUsage(f"concurrency must be a whole number >= 1, got {concurrency!r}")
@@ -129,7 +133,7 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
                     _log.exception("fragola_nb: an evaluation view failed to start")
             run.open_bar(progress and not shown)
             stack.callback(run.bar.close)
-            if backend != "local":
+            if backend is not None and backend != "local":
                 from fragola_nb.experiments.evalray import run_rows_on_ray
 
                 await run_rows_on_ray(run, backend, concurrency)

@@ -137,6 +137,10 @@ def _count(n: Any, what: str) -> int:
     return n
 
 
+def _calls(n: int, kind: str) -> str:
+    return f"{n} {kind} call{'s' * (n != 1)}"
+
+
 def max_tool_calls(n: int) -> Check:
     """Passes when the fork made at most ``n`` tool calls.
 
@@ -147,7 +151,7 @@ def max_tool_calls(n: int) -> Check:
 
     def rule(row: GradedRow) -> tuple[bool, str]:
         made = len(row.tool_calls)
-        return made <= limit, f"{made} tool calls {'<=' if made <= limit else '>'} {limit}"
+        return made <= limit, f"{_calls(made, 'tool')} {'<=' if made <= limit else '>'} {limit}"
 
     return Check(f"max_tool_calls({limit})", rule)
 
@@ -163,7 +167,7 @@ def max_model_calls(n: int) -> Check:
 
     def rule(row: GradedRow) -> tuple[bool, str]:
         made = row.model_calls
-        return made <= limit, f"{made} model calls {'<=' if made <= limit else '>'} {limit}"
+        return made <= limit, f"{_calls(made, 'model')} {'<=' if made <= limit else '>'} {limit}"
 
     return Check(f"max_model_calls({limit})", rule)
 

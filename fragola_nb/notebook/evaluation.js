@@ -26,8 +26,9 @@ function trajectorySection(t) {
   const box = h("div", "fragola-eval-trajectory");
   const facts = [];
   if (t.ended) facts.push("ended: " + t.ended);
-  facts.push((t.calls || []).length + (t.more || 0) + " tool calls");
-  if (t.model_calls !== null && t.model_calls !== undefined) facts.push(t.model_calls + " model calls");
+  const counted = (n, kind) => n + " " + kind + (n === 1 ? " call" : " calls");
+  facts.push(counted((t.calls || []).length + (t.more || 0), "tool"));
+  if (t.model_calls !== null && t.model_calls !== undefined) facts.push(counted(t.model_calls, "model"));
   if (t.user_calls) facts.push(t.user_calls + " by the simulated user");
   box.append(h("div", "fragola-eval-tfacts", "trajectory · " + facts.join(" · ")));
   if ((t.calls || []).length) {

@@ -227,6 +227,8 @@ async def test_bad_conversation_cases_are_one_clear_error(model: ScriptedModel) 
                         ([{"user": "be a user"}], "'user' is a SimulatedUser")):
         with pytest.raises(BadUsage, match=text):
             await agent.evaluate(cases, progress=False)
+    with pytest.raises(BadUsage, match="backend must be"):
+        await agent.evaluate(["hi"], progress=False, backend="cluster")
     with pytest.raises(BadUsage, match="max_turns"):
         SimulatedUser("g", max_turns=0)
     assert not model.requests
