@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.parts import parts_problem
 
 __all__ = [
     "META",
@@ -50,16 +51,19 @@ def normalize_instructions(instructions: str | list[str] | None) -> str | None:
     raise BadUsage("instructions must be a string, a list of strings, or None")
 
 
-def _parts_ok(content: Any) -> bool:
-    return isinstance(content, list) and bool(content) and all(
-        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
-    )
+def _parts_ok(content: Any, role: str = "user") -> bool:
+    return parts_problem(content, role) is None
 
 
 def check_content(content: Any) -> str | list[dict[str, Any]]:
-    if isinstance(content, str) or _parts_ok(content):
+    """A user message's content: a string or parts of the kinds a user sends
+    (``fragola_nb.base.parts``)."""
+    if isinstance(content, str):
+        return content
+    problem = parts_problem(content, "user")
+    if problem is None:
         return content  # type: ignore[no-any-return]
-    raise BadUsage(f"content must be {CONTENT_HINT}")
+    raise BadUsage(f"content must be {CONTENT_HINT} ({problem})")
 
 
 def _kind(value: Any) -> str:
@@ -93,8 +97,9 @@ def message_problem(message: Any) -> str | None:
         return f"the role {role!r} is not one of {', '.join(sorted(ROLES))}"
     content = message.get("content")
     if role in ("system", "developer", "user", "tool"):
-        if not isinstance(content, str) and not _parts_ok(content):
-            return f"the content of a {role} message must be {CONTENT_HINT}"
+        if not isinstance(content, str) and not _parts_ok(content, role):
+            return (f"the content of a {role} message must be {CONTENT_HINT} "
+                    f"({parts_problem(content, role)})")
     if role == "tool":
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
@@ -108,7 +113,8 @@ def message_problem(message: Any) -> str | None:
 
 def _assistant_fields(message: dict[str, Any]) -> str | None:
     content, calls = message.get("content"), message.get("tool_calls")
-    if content is not None and not isinstance(content, str) and not _parts_ok(content):
+    if content is not None and not isinstance(content, str) \
+            and not _parts_ok(content, "assistant"):
         return "the content of an assistant message must be text, a list of parts, or None"
     refusal = message.get("refusal")
     if refusal is not None and not isinstance(refusal, str):

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any, overload
 
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redacted
-from fragola_nb.base.textfile import utf8
 from fragola_nb.core.usage import ModelPrice, Usage, format_cost
 from fragola_nb.experiments.comparison import import_pandas
-from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.evalheader import run_of
+from fragola_nb.experiments.evalrows import EvalRow, grade_record
+from fragola_nb.sessions.atomic import atomic_write
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaldiff import EvaluationDiff
@@ -113,12 +114,12 @@ class Evaluation(Sequence[EvalRow]):
     # -- as data ----------------------------------------------------------------------------
     def table(self) -> list[dict[str, Any]]:
         """One dict per row: case, input, variant, repeat, status, passed, score, grades
-        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds."""
+        (name -> passed, score and reason; a judge's raw_score and scale too), answer, error,
+        tokens, cost, cached, seconds."""
         return [{"case": row.case, "input": row.input, "variant": row.variant,
                  "repeat": row.repeat, "status": row.status, "passed": row.passed,
                  "score": row.score,
-                 "grades": {g.name: {"passed": g.passed, "score": g.score, "reason": g.reason}
-                            for g in row.grades},
+                 "grades": {g.name: _without_name(grade_record(g)) for g in row.grades},
                  "answer": row.answer, "error": row.error, "tokens": row.tokens,
                  "cost": row.cost, "cached": row.cached, "seconds": row.seconds}
                 for row in self._rows]
@@ -163,8 +164,13 @@ class Evaluation(Sequence[EvalRow]):
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the rows to ``path`` as JSON: a list of row objects (``pandas.read_json``
         reads it), the first holding the run's variants, graders and repeat in ``"run"``.
-        No fork, setting, header or key is written. Returns the path."""
+        No fork, setting, header or key is written. Written as sessions are (a temporary file
+        beside it renamed over it: a crash leaves the old file or the new one, a symbolic link
+        at ``path`` is replaced, never followed); a folder at ``path`` is a ``BadUsage``.
+        Returns the path."""
         target = _path(path, "save")
+        if target.is_dir() and not target.is_symlink():
+            raise BadUsage(f"Evaluation.save takes a file path, and {target} is a folder")
         records = redacted([row.record() for row in self._rows], self.known)
         meta = {"format": FORMAT, "variants": list(self.variants),
                 "graders": list(self.graders), "repeat": self.repeat,
@@ -172,9 +178,7 @@ class Evaluation(Sequence[EvalRow]):
         if records:
             records[0] = {**records[0], "run": meta}
         text = json.dumps(records, ensure_ascii=False, indent=1)
-        temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_bytes(utf8(text + "\n"))
-        os.replace(temporary, target)
+        atomic_write(target, text + "\n", mode=0o644)
         return target
 
     @classmethod
@@ -193,6 +197,10 @@ class Evaluation(Sequence[EvalRow]):
         meta = first.get("run") if isinstance(first, dict) else None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise BadUsage(f"{source} is not an evaluation file (Evaluation.save writes one)")
+        try:
+            header = run_of(meta)
+        except ValueError as exc:
+            raise BadUsage(f"{source} is not an evaluation file: its header's {exc}") from None
         rows = []
         for number, record in enumerate(data):
             try:
@@ -200,11 +208,7 @@ class Evaluation(Sequence[EvalRow]):
             except ValueError as exc:
                 raise BadUsage(f"{source}, row {number}, is not an evaluation row: {exc}"
                                ) from None
-        return cls(rows, variants=[str(v) for v in meta.get("variants") or ()],
-                   graders=[str(g) for g in meta.get("graders") or ()],
-                   repeat=int(meta.get("repeat") or 1),
-                   seconds=float(meta.get("seconds") or 0.0),
-                   stopped=bool(meta.get("stopped")))
+        return cls(rows, **header)
 
     # -- shown ------------------------------------------------------------------------------
     def overview(self) -> str:
@@ -246,6 +250,10 @@ class Evaluation(Sequence[EvalRow]):
         from fragola_nb.experiments.evalhtml import evaluation_html
 
         return evaluation_html(self)
+
+
+def _without_name(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key != "name"}
 
 
 def _path(path: Any, what: str) -> Path:
