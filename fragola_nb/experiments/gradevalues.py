@@ -77,7 +77,7 @@ def _scale(value: Any) -> tuple[float, float] | None:
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         return None
     low, high = (None if isinstance(end, bool) else number(end) for end in value)
-    if low is None or high is None or not low < high:
+    if low is None or high is None or not low < high or not math.isfinite(high - low):
         return None
     whole = [type(end) is int for end in value]  # (1, 5) stays whole numbers
     return (value[0] if whole[0] else low), (value[1] if whole[1] else high)
@@ -94,12 +94,14 @@ def normal_fields(name: Any, passed: Any, score: Any, reason: Any, usage: Any,
     if score is not None and (value is None or not 0.0 <= value <= 1.0):
         problems.append(f"score={shown(score)} is not a number from 0 to 1")
         value = None
-    raw = None if raw_score is None else number(raw_score)
-    if raw_score is not None and raw is None:
-        problems.append(f"raw_score={shown(raw_score)} is not a number")
     span = None if scale is None else _scale(scale)
     if scale is not None and span is None:
-        problems.append(f"scale={shown(scale)} is not (low, high) with low below high")
+        problems.append(f"scale={shown(scale)} is not (low, high), two numbers, low below high")
+    raw = None if raw_score is None else number(raw_score)
+    if raw_score is not None and raw is None:
+        problems.append(f"raw_score={shown(raw_score)} is not a number" if span is None else
+                        f"score {shown(raw_score)} is not a number on the scale "
+                        f"{span[0]:g}-{span[1]:g}")
     if raw is not None and span is not None:
         low, high = span
         fitted = (raw - low) / (high - low) if low <= raw <= high else math.nan
