@@ -115,7 +115,8 @@ def _assistant_fields(message: dict[str, Any]) -> str | None:
     content, calls = message.get("content"), message.get("tool_calls")
     if content is not None and not isinstance(content, str) \
             and not _parts_ok(content, "assistant"):
-        return "the content of an assistant message must be text, a list of parts, or None"
+        return ("the content of an assistant message must be text, a list of parts, or None "
+                f"({parts_problem(content, 'assistant')})")
     refusal = message.get("refusal")
     if refusal is not None and not isinstance(refusal, str):
         return "the refusal of an assistant message must be text or None"

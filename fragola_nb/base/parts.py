@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PART_KINDS", "parts_problem"]
+__all__ = ["PART_KINDS", "a_message", "parts_problem"]
 
 _TEXT: dict[str, type] = {"text": str}
 PART_KINDS: dict[str, dict[str, type]] = {
@@ -31,6 +31,11 @@ PART_KINDS: dict[str, dict[str, type]] = {
     "tool": _TEXT,
 }
 """The part kinds each role's content may hold, with the type of the field named like it."""
+
+
+def a_message(role: str) -> str:
+    """``"a user message"``, ``"an assistant message"``."""
+    return f"{'an' if role == 'assistant' else 'a'} {role} message"
 
 
 def parts_problem(content: Any, role: str, kinds: dict[str, type] | None = None) -> str | None:
@@ -52,7 +57,7 @@ def _part_problem(part: Any, role: str, kinds: dict[str, type]) -> str | None:
     kind = part.get("type")
     if kind not in kinds:
         shown = repr(kind) if len(repr(kind)) <= 40 else repr(kind)[:39] + "…"
-        return f"has the type {shown}; a {role} message takes {', '.join(map(repr, kinds))}"
+        return f"has the type {shown}; {a_message(role)} takes {', '.join(map(repr, kinds))}"
     if not isinstance(part.get(kind), kinds[kind]):
         return f"of type {kind!r} needs a {kind!r} field ({kinds[kind].__name__})"
     field: Any = part[kind]

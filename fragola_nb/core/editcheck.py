@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage, exception_text
-from fragola_nb.base.parts import PART_KINDS, parts_problem
+from fragola_nb.base.parts import PART_KINDS, a_message, parts_problem
 from fragola_nb.core.tools import serialize_result
 
 __all__ = ["check_edit"]
@@ -33,7 +33,7 @@ def check_edit(where: int, role: str, content: Any, result: Any, has_result: boo
     elif role in _EDITED_KINDS and not has_result and isinstance(content, list):
         problem = parts_problem(content, role, _EDITED_KINDS[role])
         if problem is not None:
-            raise BadUsage(f"edit(content=...) for messages[{where}], a {role} message: "
+            raise BadUsage(f"edit(content=...) for messages[{where}], {a_message(role)}: "
                            f"{problem}")
 
 
