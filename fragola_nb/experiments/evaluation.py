@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.redact import redacted
 from fragola_nb.core.usage import ModelPrice, Usage, format_cost
 from fragola_nb.experiments.comparison import import_pandas
@@ -166,7 +166,8 @@ class Evaluation(Sequence[EvalRow]):
         reads it), the first holding the run's variants, graders and repeat in ``"run"``.
         No fork, setting, header or key is written. Written as sessions are (a temporary file
         beside it renamed over it: a crash leaves the old file or the new one, a symbolic link
-        at ``path`` is replaced, never followed); a folder at ``path`` is a ``BadUsage``.
+        at ``path`` is replaced, never followed); a folder at ``path``, or one that cannot be
+        written, is a ``BadUsage``.
         Returns the path."""
         target = _path(path, "save")
         if target.is_dir() and not target.is_symlink():
@@ -178,7 +179,11 @@ class Evaluation(Sequence[EvalRow]):
         if records:
             records[0] = {**records[0], "run": meta}
         text = json.dumps(records, ensure_ascii=False, indent=1)
-        atomic_write(target, text + "\n", mode=0o644)
+        try:
+            atomic_write(target, text + "\n", mode=0o644)
+        except OSError as exc:  # no such folder, no permission: nothing was written
+            raise BadUsage(f"Evaluation.save cannot write {target}: "
+                           f"{exc.strerror or exception_text(exc)}") from None
         return target
 
     @classmethod

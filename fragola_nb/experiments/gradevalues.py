@@ -109,8 +109,8 @@ def normal_fields(name: Any, passed: Any, score: Any, reason: Any, usage: Any,
         if value is None:
             problems.append(f"score {raw:g} is outside the scale {low:g}-{high:g}")
     text = reason if isinstance(reason, str) else "" if reason is None else shown(reason)
-    said = "; ".join(problems)
-    if said and text != said and not text.startswith(f"{said} ("):  # made once: kept as is
+    said = "; ".join(p for p in problems if p not in text)  # made again: said once
+    if said:
         text = f"{said} ({text})" if text else said
     return {"name": name if isinstance(name, str) else "" if name is None else shown(name),
             "passed": bool(ok) and not problems, "score": value, "reason": text,

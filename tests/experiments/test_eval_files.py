@@ -99,7 +99,7 @@ def test_whatever_a_file_holds_load_reads_it_or_says_why_in_one_bad_usage(
     except BadUsage as exc:
         assert str(path) in str(exc)
     else:  # what it read back can be shown, summed up and saved again
-        assert repr(loaded) and loaded.summary() and loaded.table()
+        assert repr(loaded) and isinstance(loaded.summary(), list) and loaded.table()
         again = Evaluation.load(loaded.save(tmp_path / "again.json"))
         assert again.table() == loaded.table()
 
@@ -112,6 +112,8 @@ def test_save_into_a_folder_is_a_bad_usage_and_leaves_nothing_behind(tmp_path: P
         evaluation().save(folder)
 
     assert sorted(os.listdir(tmp_path)) == ["runs"] and os.listdir(folder) == []
+    with pytest.raises(BadUsage, match=r"cannot write .*missing.*No such file"):
+        evaluation().save(tmp_path / "missing" / "run.json")
 
 
 def test_save_follows_no_link_and_leaves_no_temporary_file(tmp_path: Path) -> None:

@@ -236,3 +236,15 @@ def test_any_grade_a_grader_makes_saves_and_loads_back_as_it_was(
     assert again[0].grades == made.grades and again.table() == evaluation.table()
     assert repr(again) == repr(evaluation) and again.summary() == evaluation.summary()
     assert made.score is None or 0 <= made.score <= 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(made=odd_grades())
+def test_a_grade_is_made_sane_once_made_again_it_is_the_same(made: Grade) -> None:
+    again = Grade(made.name, made.passed, made.score, made.reason, raw_score=made.raw_score,
+                  scale=made.scale)
+
+    assert again == made and repr(again) == repr(made)
+    assert type(made.passed) is bool and isinstance(made.reason, str)
+    assert made.score is None or (type(made.score) is float and 0 <= made.score <= 1)
+    assert made.raw_score is None or math.isfinite(made.raw_score)
