@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.parts import parts_problem
 from fragola_nb.base.surrogates import first_lone_surrogate
 
 __all__ = [
@@ -58,17 +59,18 @@ def normalize_instructions(instructions: str | list[str] | None) -> str | None:
     raise BadUsage("instructions must be a string, a list of strings, or None")
 
 
-def _parts_ok(content: Any) -> bool:
-    return isinstance(content, list) and bool(content) and all(
-        isinstance(part, dict) and isinstance(part.get("type"), str) for part in content
-    )
+def _parts_ok(content: Any, role: str = "user") -> bool:
+    return parts_problem(content, role) is None
 
 
 def check_content(content: Any) -> str | list[dict[str, Any]]:
-    """``content`` when it can be a user message: text or parts, with no lone surrogate (half
-    an emoji, which no request can carry: refused here rather than stored unsendable)."""
-    if not isinstance(content, str) and not _parts_ok(content):
-        raise BadUsage(f"content must be {CONTENT_HINT}")
+    """A user message's content: a string or parts of the kinds a user sends
+    (``fragola_nb.base.parts``), with no lone surrogate (half an emoji, which no request can
+    carry: refused here rather than stored unsendable)."""
+    if not isinstance(content, str):
+        problem = parts_problem(content, "user")
+        if problem is not None:
+            raise BadUsage(f"content must be {CONTENT_HINT} ({problem})")
     half = first_lone_surrogate(content)
     if half is not None:
         raise BadUsage(f"content holds half an emoji, a lone surrogate ('{half}'), which no "
@@ -107,8 +109,9 @@ def message_problem(message: Any) -> str | None:
         return f"the role {role!r} is not one of {', '.join(sorted(ROLES))}"
     content = message.get("content")
     if role in ("system", "developer", "user", "tool"):
-        if not isinstance(content, str) and not _parts_ok(content):
-            return f"the content of a {role} message must be {CONTENT_HINT}"
+        if not isinstance(content, str) and not _parts_ok(content, role):
+            return (f"the content of a {role} message must be {CONTENT_HINT} "
+                    f"({parts_problem(content, role)})")
     if role == "tool":
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
@@ -122,8 +125,10 @@ def message_problem(message: Any) -> str | None:
 
 def _assistant_fields(message: dict[str, Any]) -> str | None:
     content, calls = message.get("content"), message.get("tool_calls")
-    if content is not None and not isinstance(content, str) and not _parts_ok(content):
-        return "the content of an assistant message must be text, a list of parts, or None"
+    if content is not None and not isinstance(content, str) \
+            and not _parts_ok(content, "assistant"):
+        return ("the content of an assistant message must be text, a list of parts, or None "
+                f"({parts_problem(content, 'assistant')})")
     refusal = message.get("refusal")
     if refusal is not None and not isinstance(refusal, str):
         return "the refusal of an assistant message must be text or None"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.checks import FACTS, META, check_content
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.core.editcheck import check_edit
 from fragola_nb.core.events import StateUpdateEvent
 from fragola_nb.core.history import History
 from fragola_nb.core.tools import serialize_result
@@ -101,6 +102,7 @@ def edit(agent: Agent, index: Any, content: Any, result: Any, given: tuple[bool,
     if META in old:
         raise BadUsage(f"messages[{where}] is a note beside the conversation (never sent to "
                        "the model): there is nothing to edit")
+    check_edit(where, role, content, result, has_result)
     new = copy.copy(old)  # the other keys (tool_calls, tool_call_id, name) are kept
     if role == "tool":
         if not has_result:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fragola_nb.base.checks import check_content
-from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.errors import BadUsage, exception_text
 
 __all__ = ["Case", "check_cases"]
 
@@ -181,11 +181,26 @@ def _fill(text: str, variables: Mapping[str, Any]) -> str:
                 known = ", ".join(map(repr, variables)) or "none"
                 raise BadUsage(f"the input names {{{name}}}, which the case does not define "
                                f"(its keys: {known}); write {{{{ and }}}} for a brace")
-            value = variables[name]
-            if conversion:
-                value = repr(value) if conversion == "r" else str(value)
-            out.append(format(value, spec or ""))
-    except ValueError as exc:  # an unmatched brace, a bad format spec
+            out.append(_formatted(name, variables[name], spec, conversion))
+    except ValueError as exc:  # an unmatched brace
         raise BadUsage(f"the input's {{name}} fields cannot be filled: {exc} (write {{{{ and "
                        "}} for a brace)") from None
     return "".join(out)
+
+
+def _formatted(name: str, value: Any, spec: str | None, conversion: str | None) -> str:
+    """``{name!conversion:spec}`` filled with ``value``; a ``BadUsage`` naming the field when
+    the value cannot take that format (``{n:>5}`` of a list, ``{n:.2f}`` of a string) or its
+    ``__format__``, ``str`` or ``repr`` raises."""
+    field = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec
+                                                                      else "") + "}"
+    converters: dict[str, Callable[[Any], str]] = {"r": repr, "s": str, "a": ascii}
+    convert = converters.get(conversion or "s")
+    if convert is None:
+        raise BadUsage(f"the input's field {field} has the conversion !{conversion}: write "
+                       "!r, !s or !a")
+    try:
+        return format(convert(value) if conversion else value, spec or "")
+    except Exception as exc:  # a bad spec (ValueError), a type that takes none (TypeError)
+        raise BadUsage(f"the input's field {field} cannot be filled with the case's "
+                       f"{type(value).__name__} value: {exception_text(exc)}") from None

@@ -21,7 +21,7 @@ from fragola_nb.experiments.labels import Label, label_read_back
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
-__all__ = ["EvalRow", "RowStatus", "flaky_cells", "grade_read_back"]
+__all__ = ["EvalRow", "RowStatus", "flaky_cells", "grade_read_back", "grade_record"]
 
 RowStatus = Literal["queued", "running", "done", "failed", "stopped", "not run"]
 """``queued``/``running`` while the evaluation runs; then ``done`` (a final answer),
@@ -130,8 +130,7 @@ class EvalRow:
                 "vars": {k: _jsonable(v) for k, v in self.vars.items()},
                 "status": self.status, "passed": self.passed, "score": self.score,
                 "answer": self.answer, "error": self.error,
-                "grades": [{"name": g.name, "passed": g.passed, "score": g.score,
-                            "reason": g.reason} for g in self.grades],
+                "grades": [grade_record(g) for g in self.grades],
                 "tokens": self.tokens, "cost": self.cost, "cached": self.cached,
                 "seconds": self.seconds, "usage": calls(self.usage),
                 "judge_usage": calls(self.judge_usage),
@@ -197,18 +196,36 @@ def _conversation(data: Mapping[str, Any], prices: Mapping[str, ModelPrice]
             "answers": tuple(answers), "ended": data.get("ended"),
             "turns": tuple(data.get("turns") or ()),
             "user_usage": _usage(data.get("user_usage"), prices)}
+def grade_record(grade: Grade) -> dict[str, Any]:
+    """A grade as a row's record holds it (``raw_score`` and ``scale`` when it has them)."""
+    record = {"name": grade.name, "passed": grade.passed, "score": grade.score,
+              "reason": grade.reason}
+    if grade.raw_score is not None or grade.scale is not None:
+        record.update(raw_score=grade.raw_score,
+                      scale=None if grade.scale is None else list(grade.scale))
+    return record
 
 
 def grade_read_back(data: Any) -> Grade:
+    """A grade read back from ``grade_record``'s data; ``ValueError`` when it is not one
+    (what a grade made by a grader holds always is)."""
     if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
         raise ValueError("a grade is an object with a name")
     passed, score, reason = data.get("passed"), data.get("score"), data.get("reason", "")
     if not isinstance(passed, bool) or not isinstance(reason, str):
         raise ValueError("a grade's passed is true or false and its reason a string")
-    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
-                              or not math.isfinite(score)):
-        raise ValueError("a grade's score is a number or null")
-    return Grade(data["name"], passed, score, reason)
+    raw, scale = data.get("raw_score"), data.get("scale")
+    for value in (score, raw, *(scale if isinstance(scale, list) else ())):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            raise ValueError("a grade's score, raw_score and scale are numbers or null")
+    if score is not None and not 0 <= score <= 1:
+        raise ValueError("a grade's score is from 0 to 1")
+    if scale is not None and not (isinstance(scale, list) and len(scale) == 2
+                                  and None not in scale and scale[0] < scale[1]):
+        raise ValueError("a grade's scale is [low, high], low below high")
+    return Grade(data["name"], passed, score, reason, raw_score=raw,
+                 scale=None if scale is None else (scale[0], scale[1]))
 
 
 def _usage(calls: Any, prices: Mapping[str, ModelPrice]) -> Usage | None:
@@ -221,6 +238,8 @@ def _usage(calls: Any, prices: Mapping[str, ModelPrice]) -> Usage | None:
 
 def _jsonable(value: Any) -> Any:
     """``value`` if JSON can hold it, else its text (an ``expected`` may be any object)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN and infinities are not JSON: their text, as any other object
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, (list, tuple)):

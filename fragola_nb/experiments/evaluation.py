@@ -18,14 +18,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.redact import redacted, redacted_texts
-from fragola_nb.base.textfile import utf8
-from fragola_nb.core.usage import ModelPrice, Usage
+from fragola_nb.core.usage import ModelPrice, Usage, format_cost
 from fragola_nb.experiments.comparison import import_pandas
-from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.evalheader import run_of
+from fragola_nb.experiments.evalrows import EvalRow, grade_record
 from fragola_nb.experiments.evalsummary import rate_text
 from fragola_nb.experiments.evalversus import Judgements
+from fragola_nb.sessions.atomic import atomic_write
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaldiff import EvaluationDiff
@@ -122,18 +123,18 @@ class Evaluation(Sequence[EvalRow], Judgements):
     # -- as data ----------------------------------------------------------------------------
     def table(self) -> list[dict[str, Any]]:
         """One dict per row: case, input, variant, repeat, status, passed, score, grades
-        (name -> passed, score and reason), answer, error, tokens, cost, cached, seconds,
-        and the trajectory: tool_calls, model_calls, answers (each turn's), ended; tags, label
-        (``{"passed", "note"}`` or None) and flaky (its cell's repeats disagree); no credential
-        (``fragola_nb.base.redact``: a key a server quoted back in an answer)."""
+        (name -> passed, score and reason; a judge's raw_score and scale too), answer, error,
+        tokens, cost, cached, seconds, and the trajectory: tool_calls, model_calls, answers
+        (each turn's), ended; tags, label (``{"passed", "note"}`` or None) and flaky (its
+        cell's repeats disagree); no credential (``fragola_nb.base.redact``: a key a server
+        quoted back in an answer)."""
         from fragola_nb.experiments.evalrows import flaky_cells
 
         flaky = flaky_cells(self._rows)
         rows = [{"case": row.case, "input": row.input, "variant": row.variant,
                  "repeat": row.repeat, "status": row.status, "passed": row.passed,
                  "score": row.score,
-                 "grades": {g.name: {"passed": g.passed, "score": g.score, "reason": g.reason}
-                            for g in row.grades},
+                 "grades": {g.name: _without_name(grade_record(g)) for g in row.grades},
                  "answer": row.answer, "error": row.error, "tokens": row.tokens,
                  "cost": row.cost, "cached": row.cached, "seconds": row.seconds,
                  "tool_calls": [dict(c) for c in row.tool_calls], "model_calls": row.model_calls,
@@ -185,8 +186,14 @@ class Evaluation(Sequence[EvalRow], Judgements):
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the rows to ``path`` as JSON: a list of row objects (``pandas.read_json``
         reads it), the first holding the run's variants, graders and repeat in ``"run"``.
-        No fork, setting, header or key is written. Returns the path."""
+        No fork, setting, header or key is written. Written as sessions are (a temporary file
+        beside it renamed over it: a crash leaves the old file or the new one, a symbolic link
+        at ``path`` is replaced, never followed); a folder at ``path``, or one that cannot be
+        written, is a ``BadUsage``.
+        Returns the path."""
         target = _path(path, "save")
+        if target.is_dir() and not target.is_symlink():
+            raise BadUsage(f"Evaluation.save takes a file path, and {target} is a folder")
         records = redacted([row.record() for row in self._rows], self.known)
         meta = {"format": FORMAT, "variants": list(self.variants),
                 "graders": list(self.graders), "repeat": self.repeat,
@@ -195,9 +202,11 @@ class Evaluation(Sequence[EvalRow], Judgements):
         if records:
             records[0] = {**records[0], "run": meta}
         text = json.dumps(records, ensure_ascii=False, indent=1)
-        temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_bytes(utf8(text + "\n"))
-        os.replace(temporary, target)
+        try:
+            atomic_write(target, text + "\n", mode=0o644)
+        except OSError as exc:  # no such folder, no permission: nothing was written
+            raise BadUsage(f"Evaluation.save cannot write {target}: "
+                           f"{exc.strerror or exception_text(exc)}") from None
         return target
 
     @classmethod
@@ -216,6 +225,10 @@ class Evaluation(Sequence[EvalRow], Judgements):
         meta = first.get("run") if isinstance(first, dict) else None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise BadUsage(f"{source} is not an evaluation file (Evaluation.save writes one)")
+        try:
+            header = run_of(meta)
+        except ValueError as exc:
+            raise BadUsage(f"{source} is not an evaluation file: its header's {exc}") from None
         rows = []
         for number, record in enumerate(data):
             try:
@@ -223,11 +236,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
             except ValueError as exc:
                 raise BadUsage(f"{source}, row {number}, is not an evaluation row: {exc}"
                                ) from None
-        loaded = cls(rows, variants=[str(v) for v in meta.get("variants") or ()],
-                     graders=[str(g) for g in meta.get("graders") or ()],
-                     repeat=int(meta.get("repeat") or 1),
-                     seconds=float(meta.get("seconds") or 0.0),
-                     stopped=bool(meta.get("stopped")))
+        loaded = cls(rows, **header)
         setup = meta.get("setup")
         loaded.setup = setup if isinstance(setup, dict) else None
         from fragola_nb.experiments.labels import remember
@@ -279,6 +288,10 @@ class Evaluation(Sequence[EvalRow], Judgements):
         from fragola_nb.experiments.evalhtml import evaluation_html
 
         return evaluation_html(self)
+
+
+def _without_name(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key != "name"}
 
 
 def _path(path: Any, what: str) -> Path:

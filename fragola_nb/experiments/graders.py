@@ -3,11 +3,15 @@
 A grader is any callable ``(row) -> Grade | bool | float | None``, sync or async, given a
 ``GradedRow``. ``grade(row, graders)`` runs them and reads what each returns:
 
-- a ``Grade``: itself (its ``name`` filled in when empty);
-- ``True``/``False``: a grade that passed or failed;
-- a number: a score, which passes when it is at least 0.5 (a score from 0 to 1);
+- a ``Grade``: itself (its ``name`` filled in when empty), made sane when it was made (see
+  ``Grade``: an odd ``passed`` or ``score`` is a failed grade saying what it was);
+- ``True``/``False`` (numpy's too): a grade that passed or failed;
+- a number: a score from 0 to 1, which passes when it is at least 0.5 (NaN, an infinity or a
+  number outside 0..1 is a failed grade saying so);
 - ``None``: no grade (the grader does not apply to this row; it is not counted);
 - an exception: a failed grade whose reason is the error in one line, credentials redacted.
+
+Every grade's ``score`` is on one scale, 0 to 1 (a judge keeps its own in ``raw_score``).
 
 >>> short = lambda row: len(row.answer) < 80
 >>> grades = await grade(row, [contains("Paris"), short])     # doctest: +SKIP
@@ -21,7 +25,6 @@ import asyncio
 import dataclasses
 import inspect
 import json
-import math
 import numbers
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of
+from fragola_nb.experiments.gradevalues import is_bool, normal_fields, number, shown
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -44,13 +48,23 @@ PASS_SCORE = 0.5
 
 @dataclass(frozen=True)
 class Grade:
-    """What one grader said of one row: ``passed``, an optional ``score`` and a short ``reason``.
+    """What one grader said of one row: ``passed``, an optional ``score`` (0 to 1) and a
+    short ``reason``.
 
     ``usage`` is the grader's own model calls (a ``judge``'s), None for the others: they are
-    counted apart from the calls being graded.
+    counted apart from the calls being graded. ``raw_score`` and ``scale``: a score given on
+    a scale of its own (a judge's 4 on ``(1, 5)``); ``score`` is then that score on 0 to 1,
+    ``(raw_score - low) / (high - low)``.
+
+    A grade is made sane once, when it is made (``fragola_nb.experiments.gradevalues``): a
+    numpy bool or 1/0 as ``passed`` is a bool; ``passed`` that is not (None, ``"no"``), a
+    score that is NaN, infinite or not from 0 to 1, makes a failed grade whose reason says
+    what was given.
 
     >>> Grade("short", passed=False, reason="answer has 412 words")
     Grade(name='short', passed=False, score=None, reason='answer has 412 words')
+    >>> Grade("judge", True, raw_score=4, scale=(1, 5))
+    Grade(name='judge', passed=True, score=0.75, reason='', raw_score=4.0, scale=(1, 5))
     """
 
     name: str
@@ -58,6 +72,20 @@ class Grade:
     score: float | None = None
     reason: str = ""
     usage: Usage | None = field(default=None, compare=False, repr=False)
+    raw_score: float | None = None
+    scale: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        fields = normal_fields(self.name, self.passed, self.score, self.reason, self.usage,
+                               self.raw_score, self.scale)
+        for key, value in fields.items():
+            object.__setattr__(self, key, value)
+
+    def __repr__(self) -> str:
+        raw = (f", raw_score={self.raw_score!r}, scale={self.scale!r}"
+               if self.raw_score is not None or self.scale is not None else "")
+        return (f"Grade(name={self.name!r}, passed={self.passed!r}, score={self.score!r}, "
+                f"reason={self.reason!r}{raw})")
 
 
 @dataclass(frozen=True)
@@ -214,16 +242,18 @@ def _named(grade: Grade | None, name: str, rename: bool) -> Grade | None:
 
 
 def _as_grade(name: str, said: Any) -> Grade | None:
+    """What a grader returned as its grade (a ``Grade`` is made sane when it is made)."""
     if said is None:
         return None
     if isinstance(said, Grade):
         return said if said.name else dataclasses.replace(said, name=name)
-    if isinstance(said, bool):
-        return Grade(name, said)
+    if is_bool(said):  # numpy's bool too
+        return Grade(name, bool(said))
     if isinstance(said, numbers.Real):
-        score = float(said)
-        if not math.isfinite(score):
-            return Grade(name, False, reason=f"the grader returned {score}")
+        score = number(said)
+        if score is None or not 0 <= score <= 1:
+            return Grade(name, False, reason=f"the grader returned {shown(said)}, not a score "
+                                             "from 0 to 1")
         return Grade(name, score >= PASS_SCORE, score)
     return Grade(name, False, reason=f"the grader returned {type(said).__name__}, not a Grade, "
                                      f"a bool, a number or None")

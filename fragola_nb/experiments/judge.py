@@ -100,12 +100,11 @@ class Judge:
                          usage=agent.usage)
         # The model's reason is shown in tables and saved: a key it quoted back stays hidden.
         reason = redact_text(" ".join(result.data.reason.split()), fragola.credentials(settings))
+        # Kept on its scale as raw_score; Grade makes score 0-1 of it, and fails a score
+        # that is outside the scale or not a number (NaN, infinite), saying so.
         score = result.data.score
-        low, high = self.scale
-        if not (math.isfinite(score) and low <= score <= high):
-            return Grade("judge", False, score, f"score {score:g} is outside the scale {low}"
-                         f"-{high} ({reason})", usage=agent.usage)
-        return Grade("judge", score >= self.pass_mark, score, reason, usage=agent.usage)
+        return Grade("judge", score >= self.pass_mark, reason=reason, usage=agent.usage,
+                     raw_score=score, scale=self.scale)
 
     def __repr__(self) -> str:
         more = ", trajectory=True" if self.trajectory else ""
@@ -153,13 +152,16 @@ def judge(rubric: str, model: str | None = None, fragola: Fragola | None = None,
     It answers ``{"score": number, "reason": str}`` through ``agent.json``, on ``scale``
     (``(low, high)``, default ``(1, 5)``); the grade passes when the score is at least
     ``threshold``, else the scale's midpoint (3 on 1-5). A score outside the scale fails,
-    saying so; a row without an answer fails with ``no answer`` (no call is made). It runs
+    saying so (a NaN or infinite score too); a row without an answer fails with ``no
+    answer`` (no call is made). It runs
     on the graded fork's Fragola unless given ``fragola=``, on ``model=`` when given, else on
     that Fragola's model (not the graded agent's settings: every variant of an evaluation is
     judged alike); its calls are in ``Grade.usage``, apart from the graded calls.
-    ``Grade.score`` is the judge's score on the scale. ``trajectory=True``: the judge also
-    reads how the agent got there, the turns of a conversation and the fork's tool calls
-    with their results, each shortened (``trajectory_text``).
+    ``Grade.raw_score`` is the judge's score on the scale, ``Grade.scale`` the scale, and
+    ``Grade.score`` that score on 0 to 1 (``(raw_score - low) / (high - low)``), as every
+    grade's score is. ``trajectory=True``: the judge also reads how the agent got there, the
+    turns of a conversation and the fork's tool calls with their results, each shortened
+    (``trajectory_text``).
 
     On the scripted model (``Fragola.scripted()``) the score is fixed: the fraction of the
     rubric's quoted phrases (``"..."`` or backticks) found in the answer, in any letter case,

@@ -39,6 +39,7 @@ from fragola_nb.base.render import text_of, visible
 from fragola_nb.experiments.evalhtml import head_facts
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.graders import Grade
 from fragola_nb.notebook.compare_view import LiveWidget
 from fragola_nb.notebook.eval_trajectory import trajectory_detail
 from fragola_nb.notebook.eval_verdicts import label_message, matrix_flags, verdict_data
@@ -263,12 +264,21 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
         return {"input": shown(text_of(row.input)), "variant": shown(row.variant),
                 "repeat": row.repeat, "status": row.status, "passed": row.passed,
                 "answer": shown(row.answer or ""), "error": shown(row.error or ""),
-                "grades": [{"name": shown(g.name), "passed": g.passed, "score": g.score,
-                            "reason": shown(g.reason or "")} for g in row.grades],
+                "grades": [{"name": shown(g.name), "passed": g.passed,
+                            "score": None if g.score is None else round(g.score, 3),
+                            **_raw(g), "reason": shown(g.reason or "")} for g in row.grades],
                 "note": note, "trajectory": trajectory_detail(row, shown),
                 "finished": row.finished,
                 "label": None if row.label is None else {"passed": row.label.passed,
                                                          "note": shown(row.label.note)}}
+
+
+def _raw(grade: Grade) -> dict[str, str]:
+    """A judge's own score on its scale, as the detail shows it: ``{"raw": "4 of 1-5"}``."""
+    if grade.raw_score is None or grade.scale is None:
+        return {}
+    low, high = grade.scale
+    return {"raw": f"{grade.raw_score:g} of {low:g}-{high:g}"}
 
 
 def _short(text: str) -> str:

@@ -394,7 +394,7 @@ function render({ model, el }) {
       const list = h("ul", "fragola-eval-grades");
       for (const g of d.grades) {
         list.append(h("li", g.passed ? "fragola-eval-gpass" : "fragola-eval-gfail",
-          (g.passed ? "✓ " : "✗ ") + g.name + (g.score !== null && g.score !== undefined ? " (" + g.score + ")" : "") +
+          (g.passed ? "✓ " : "✗ ") + g.name + (g.raw ? " (" + g.raw + ")" : g.score !== null && g.score !== undefined ? " (" + g.score + ")" : "") +
           (g.reason ? ": " + g.reason : "")));
       }
       parts.push(list);

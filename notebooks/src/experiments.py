@@ -267,14 +267,16 @@ for line in evaluation.summary():
 # %% [markdown]
 # On the demo model the judge is no model at all: its score is fixed and explainable. It
 # looks for the rubric's quoted phrases or, with none (as here), for the case's `expected`
-# answer: score = 1 + found / phrases × (5 − 1), passing at 3. The echo names Paris and Lyon,
-# not the Seine. Each grade says why:
+# answer: 1 + found / phrases × (5 − 1) on its scale of 1 to 5 (`raw_score`), passing at 3.
+# Its `score`, as every grade's, is on 0 to 1 (5 of 5 is 1.0), so a row's mean never mixes
+# scales. The echo names Paris and Lyon, not the Seine. Each grade says why:
 
 # %%
 for row in evaluation:
     if row.variant == "french" and row.repeat == 0:
         verdict = row.grades[2]
-        print(f"{row.input:33} {verdict.score} {verdict.reason}")
+        print(f"{row.input:33} {verdict.raw_score:g} of 5, score {verdict.score:.2f}: "
+              f"{verdict.reason}")
 assert [row.passed for row in evaluation if row.variant == "french"] == [True] * 4 + [False] * 2
 
 # %% [markdown]

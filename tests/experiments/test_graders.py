@@ -245,7 +245,10 @@ async def test_the_judge_on_the_scripted_model_gives_a_fixed_score_apart_from_th
 
     reason = ('scripted judge: 2 of 3 phrases of the rubric in the answer (found "capital", '
               '"France"; missing "Paris"): 1 + 2/3 × (5 - 1) = 3.67')
-    assert grades == (Grade("judge", True, 3.67, reason), Grade("judge", False, 3.67, reason))
+    judged = {"raw_score": 3.67, "scale": (1, 5)}  # 3.67 on 1-5: a score of (3.67 - 1) / 4
+    assert grades == (Grade("judge", True, reason=reason, **judged),
+                      Grade("judge", False, reason=reason, **judged))
+    assert grades[0].score == pytest.approx(0.6675)
     assert all(g.usage is not None and g.usage.requests == 1 and g.usage.total_tokens > 0
                for g in grades)
     assert len(model.requests) == requests + 2
@@ -270,7 +273,8 @@ async def test_the_judge_reads_the_expected_answer_and_honours_model_and_fragola
                                            scale=(0, 10))])
 
         assert got == Grade("judge", False, 0, 'scripted judge: not the expected answer in the '
-                            'answer (missing "Paris"): 0 + 0/1 × (10 - 0) = 0')
+                            'answer (missing "Paris"): 0 + 0/1 × (10 - 0) = 0', raw_score=0,
+                            scale=(0, 10))
         assert len(graded_model.requests) == 1  # the graded model was not asked again
         assert model.requests[-1]["model"] == "judge-model"
         assert model.requests[-1]["tool_choice"]["type"] == "function"
@@ -288,7 +292,9 @@ async def test_the_judge_fails_without_an_answer_or_on_a_score_outside_the_scale
     grades = await grade(graded, [judge("good")])
     no_answer = await grade(dataclasses.replace(graded, answer=None), [judge("good")])
 
-    assert grades == (Grade("judge", False, 9, "score 9 is outside the scale 1-5 (great)"),)
+    assert grades == (Grade("judge", False, reason="score 9 is outside the scale 1-5 (great)",
+                            raw_score=9, scale=(1, 5)),)
+    assert grades[0].score is None
     assert no_answer == (Grade("judge", False, reason="no answer"),)
     assert len(model.requests) == 1
     with pytest.raises(BadUsage, match="low must be below high"):
