@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.redact import redacted, redacted_texts
-from fragola_nb.core.usage import ModelPrice, Usage, format_cost
+from fragola_nb.core.usage import ModelPrice, Usage
 from fragola_nb.experiments.comparison import import_pandas
 from fragola_nb.experiments.evalheader import run_of
 from fragola_nb.experiments.evalrows import EvalRow, grade_record

@@ -18,6 +18,7 @@ the panel) it returns at once. One line under the cell says which, and is update
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import time
 from typing import Any
@@ -113,9 +114,12 @@ def _kernel_refuses_clicks() -> str:
     runs it: then no panel is live either)."""
     if getattr(_shell(), "kernel", None) is None:
         return ""
-    import ipykernel
-
-    version = str(getattr(ipykernel, "__version__", ""))
+    # the installed version, read without importing ipykernel (a kernel's own package, not
+    # one fragola_nb depends on)
+    try:
+        version = importlib.metadata.version("ipykernel")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
     if version.split(".")[0].isdigit() and int(version.split(".")[0]) < 7:
         return (f"ipykernel {version} takes a click only once the cell has ended "
                 "(ipykernel 7 takes it while the cell waits)")

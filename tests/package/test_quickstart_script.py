@@ -21,7 +21,8 @@ def test_the_script_runs_the_quickstart_with_run_notebook() -> None:
     script = (ROOT / "scripts" / "quickstart.sh").read_text(encoding="utf-8")
     commands = [line for line in script.splitlines() if line and not line.startswith("#")]
 
-    assert "bash scripts/setup.sh" in commands
+    # the quickstart's own extra (tests/test_quickstart.py keeps heavy packages out of it)
+    assert "EXTRAS=quickstart PIP_OPTIONS=--no-compile bash scripts/setup.sh" in commands
     assert (".venv/bin/python scripts/run_notebook.py notebooks/quickstart.ipynb "
             "build/quickstart.ipynb") in commands
     assert "nbconvert" not in script
