@@ -98,3 +98,40 @@ async def test_the_trajectory_detail_cuts_no_key_in_half(api: QuotingAPI) -> Non
         assert found == []
     finally:
         view.close()
+
+
+HOSTILE = ("\u202e</script><script>alert(1)</script><img src=x onerror=alert(1)> "
+           "[x](javascript:alert(1)) a\u200bb")
+UNSEEN = ("\u202e", "\u200b", "\ud800")
+"""Written out by every view and text repr (``render.visible``): a bidi override, a zero-width
+space, half an emoji (which no UTF-8 message to the browser can carry)."""
+
+
+async def test_hostile_names_notes_and_answers_are_escaped_and_visible(api: QuotingAPI) -> None:
+    agent = on(api, AGENT_KEY).agent("evaluated")
+    variants: dict[str, Any] = {"plain": {}, "x\ud800" + HOSTILE[:30]: {}}
+    graders = [judge("polite?", fragola=on(api, JUDGE_KEY))]
+    baseline = await agent.evaluate([HOSTILE], variants, graders=graders, progress=False)
+    evaluation = await agent.evaluate([HOSTILE, {"turns": [HOSTILE, "again " + HOSTILE]}],
+                                      variants, graders=graders, progress=False)
+    evaluation.label(0, False, note=HOSTILE + "\ud800")
+    versus = await evaluation.judge_pairs("plain", list(variants)[1], "better? " + HOSTILE,
+                                          fragola=on(api, PAIR_KEY))
+    diff = evaluation.diff(baseline)
+    pages = {"evaluation html": evaluation._repr_html_(), "diff html": diff._repr_html_()}
+    for where, page in pages.items():
+        assert not any(bad in page for bad in ("<script", "<img", 'href="javascript')), where
+    texts = {**pages, "evaluation repr": repr(evaluation), "diff repr": repr(diff),
+             "versus repr": repr(versus), "rows": repr(list(evaluation)),
+             "verdict view": json.dumps(verdict_data(evaluation), ensure_ascii=False)}
+    view = EvalView(evaluation)
+    try:
+        for case in range(evaluation.cases):
+            for variant in range(len(variants)):
+                view.matrix.selected = [case, variant, 0]
+                texts[f"cell {case} {variant}"] = json.dumps(
+                    [view.get_state(), view.matrix.get_state()], default=repr, ensure_ascii=False)
+    finally:
+        view.close()
+    assert [(where, bad) for where, text in texts.items() for bad in UNSEEN if bad in text] == []
+    assert all(text.encode("utf-8") for text in texts.values())
