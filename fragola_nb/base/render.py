@@ -62,9 +62,10 @@ panel, the exports, the static copies, the diff and the tree write these words."
 
 # C0/C1 controls but tab and newline, bidi embeddings/overrides/isolates/marks, line and
 # paragraph separators, and zero-width characters that hide text (not the joiners U+200C/D,
-# which emoji and several scripts need).
+# which emoji and several scripts need); and half an emoji, a lone surrogate, which no
+# browser message (UTF-8) can carry.
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e"
-                        "\u2060-\u2069\ufeff]")
+                        "\u2060-\u2069\ufeff\ud800-\udfff]")
 
 
 def visible(text: str) -> str:

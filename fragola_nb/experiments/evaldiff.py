@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fragola_nb.base.figures import percent
 from fragola_nb.base.redact import redact_text
-from fragola_nb.base.render import escape, text_of
+from fragola_nb.base.render import escape, text_of, visible
 from fragola_nb.experiments.evalrows import flaky_cells
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class EvaluationDiff:
                 + [f"setup: {change}" for change in self.setup_changes])
 
     def __repr__(self) -> str:
-        return "\n  ".join([f"EvaluationDiff({self.overview()})", *self.lines()])
+        return visible("\n  ".join([f"EvaluationDiff({self.overview()})", *self.lines()]))
 
     def _repr_html_(self) -> str:
         shown = [c for c in self.changes if c.change != "unchanged" or c.answers_changed][:50]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redact_text
 from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
 from fragola_nb.experiments.graders import Grade
 from fragola_nb.experiments.grading import passed_and_score
@@ -72,6 +73,13 @@ class EvalRow:
     tags: tuple[str, ...] = ()
     label: Label | None = None
     """A person's verdict (``Evaluation.label``), None when unlabelled."""
+
+    def __repr__(self) -> str:
+        """The dataclass's repr, every credential in it hidden (an answer, a grade's reason,
+        a label's note may quote the key a server was sent)."""
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}"
+                          for f in dataclasses.fields(self) if f.repr)
+        return redact_text(f"EvalRow({shown})")
 
     @property
     def finished(self) -> bool:

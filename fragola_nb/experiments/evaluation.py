@@ -270,7 +270,9 @@ class Evaluation(Sequence[EvalRow], Judgements):
         # the overview, then each pass rate's interval and each verdict (evalversus)
         from fragola_nb.experiments.evalversus import verdict_lines
 
-        return "\n  ".join([f"Evaluation({self.overview()})", *verdict_lines(self)])
+        from fragola_nb.base.render import visible
+
+        return visible("\n  ".join([f"Evaluation({self.overview()})", *verdict_lines(self)]))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         # The live matrix when the notebook layer is loaded; else None, and IPython uses

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redact_text
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evalrows import EvalRow
@@ -36,6 +37,9 @@ class Label:
 
     passed: bool
     note: str = ""
+
+    def __repr__(self) -> str:  # a note may quote an answer, and the key a server put in it
+        return redact_text(f"Label(passed={self.passed!r}, note={self.note!r})")
 
 
 LABELS: dict[tuple[str, str | None], Label] = {}

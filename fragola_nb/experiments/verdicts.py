@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fragola_nb.base.render import visible
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.intervals import mean_sd, t_interval
 
@@ -91,7 +92,7 @@ class Versus:
                 f"{self.verdict}{tell}{flips}")
 
     def __repr__(self) -> str:
-        return f"Versus({self.line()})"
+        return visible(f"Versus({self.line()})")  # names a person chose: a bidi override too
 
 
 def verdict_of(a: str, b: str, delta: float | None, p: float | None, alpha: float) -> str:

@@ -20,10 +20,10 @@ CALLS = 40
 """Calls listed at most (the rest are counted)."""
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, shown: Callable[[Any], str]) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
                                                             default=str)
-    text = " ".join(text.split())
+    text = " ".join(shown(text).split())  # shown before it is cut: no half key is left
     return text if len(text) <= SHORT else text[:SHORT - 1] + "…"
 
 
@@ -31,15 +31,15 @@ def trajectory_detail(row: EvalRow, shown: Callable[[Any], str]) -> dict[str, An
     """``{"calls", "more", "turns", "ended", "model_calls", "user_calls"}`` for ``row``;
     every text passed through ``shown`` (credentials hidden, text made safe to show)."""
     calls = [{"name": shown(call.get("name")),
-              "arguments": shown(_short(call.get("arguments") or {})),
-              "result": None if call.get("result") is None else shown(_short(call["result"]))}
+              "arguments": _short(call.get("arguments") or {}, shown),
+              "result": None if call.get("result") is None else _short(call["result"], shown)}
              for call in row.tool_calls[:CALLS]]
     turns = []
     if row.turns:
         for number, said in enumerate(row.turns):
             reply = row.answers[number] if number < len(row.answers) else None
-            turns.append({"user": shown(_short(text_of(said))),
-                          "reply": None if reply is None else shown(_short(reply))})
+            turns.append({"user": _short(text_of(said), shown),
+                          "reply": None if reply is None else _short(reply, shown)})
     return {"calls": calls, "more": max(0, len(row.tool_calls) - CALLS), "turns": turns,
             "ended": row.ended, "model_calls": row.model_calls,
             "user_calls": None if row.user_usage is None else row.user_usage.requests}
