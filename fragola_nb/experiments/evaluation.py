@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.redact import redacted, redacted_texts
+from fragola_nb.base.render import visible
 from fragola_nb.core.usage import ModelPrice, Usage
 from fragola_nb.experiments.comparison import import_pandas
 from fragola_nb.experiments.evalheader import run_of
@@ -269,8 +270,6 @@ class Evaluation(Sequence[EvalRow], Judgements):
     def __repr__(self) -> str:
         # the overview, then each pass rate's interval and each verdict (evalversus)
         from fragola_nb.experiments.evalversus import verdict_lines
-
-        from fragola_nb.base.render import visible
 
         return visible("\n  ".join([f"Evaluation({self.overview()})", *verdict_lines(self)]))
 
