@@ -159,7 +159,9 @@ async def test_a_judge_with_trajectory_true_also_reads_the_calls(model: Scripted
     evaluation = await agent.evaluate(["How warm is it in Oslo?"], graders=[
         judge(rubric), judge(rubric, trajectory=True)], progress=False)
     (row,) = evaluation
-    assert [(g.passed, g.score) for g in row.grades] == [(False, 1), (True, 5)]
+    # the judge's 1 and 5 on its (1, 5) scale are 0 and 1 on the 0..1 scale of every score
+    assert [(g.passed, g.score, g.raw_score, g.scale) for g in row.grades] == [
+        (False, 0.0, 1.0, (1, 5)), (True, 1.0, 5.0, (1, 5))]
     asked = [r for r in model.requests if "[fragola_nb judge]" in str(r["messages"][0])]
     shown = [m["content"] for r in asked for m in r["messages"] if m["role"] == "user"]
     assert sum('1. temperature({"city": "Oslo"}) -> 12 degrees in Oslo' in s
