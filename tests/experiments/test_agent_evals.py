@@ -188,6 +188,10 @@ async def test_a_simulated_user_talks_until_done_and_its_calls_are_counted_apart
     assert cut.passed is False and cut.user_usage.requests == 1
     own = done.fork.messages_since(done.fork.fork_point)
     assert [m["content"] for m in own if m["role"] == "user"] == list(done.turns)
+    # the title's one total is what summary() says was paid: the simulated user's calls too
+    paid = evaluation.usage + done.user_usage + cut.user_usage
+    assert evaluation.summary()[0]["cost_text"] == paid.cost_text()
+    assert f"{paid.total_tokens:,} tokens, {paid.cost_text()}" in repr(evaluation)
 
 
 async def test_approvals_are_decided_by_decide_or_the_row_ends_waiting(
