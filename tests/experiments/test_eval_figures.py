@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers import make_fragola
 
-from fragola_nb import Budget, Fragola
+from fragola_nb import Budget, Fragola, RateLimit
 from fragola_nb.base.figures import percent
 from fragola_nb.core.usage import format_cost
 from fragola_nb.experiments.evalhtml import evaluation_html, head_facts
@@ -239,3 +239,24 @@ async def test_a_saved_offline_session_loads_back_unpaid(tmp_path: Path) -> None
         assert "not paid" in loaded.usage.summary()
     finally:
         await fragola.aclose()
+
+
+async def test_hits_waiting_their_turn_under_a_rate_limit_fill_in_once_the_budget_is_spent(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    # One request a second: the two cached cases wait their turn while the new one (a miss,
+    # sent first) spends the budget; as they go out they are hits, answered at no cost.
+    model.brain = odd_fails
+    path = tmp_path / "cache.jsonl"
+    cached = [f"capital of France, case {n}" for n in (2, 4)]
+    first = Fragola.cached(path, "priced-model", api_key="k", base_url=model.base_url,
+                           max_retries=0)
+    await first.agent("geo").evaluate(cached, progress=False)
+    sent = len(model.requests)
+    again = Fragola.cached(path, "priced-model", api_key="k", base_url=model.base_url,
+                           max_retries=0, rate_limit=RateLimit(rpm=60))
+    evaluation = await again.agent("geo").evaluate(
+        ["capital of France, case 0", *cached], concurrency=3, budget=Budget(tokens=1),
+        progress=False)
+    assert [row.status for row in evaluation] == ["done"] * 3, list(evaluation)
+    assert [row.cached for row in evaluation] == [False, True, True]
+    assert len(model.requests) == sent + 1  # the one paid call
