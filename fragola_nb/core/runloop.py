@@ -97,8 +97,8 @@ async def run(agent: Agent, run: Run) -> Outcome:
         hits_only = HITS_ONLY.set(spent is not None)
         try:
             message = await call_model(agent, run)
-        except NotCached:
-            agent._spent = spent
+        except NotCached:  # spent before the call, or while it waited its turn
+            agent._spent = spent or limits.spent_reason(agent.fragola, agent.model)
             return "budget"
         except limits.BudgetSpent as spent_meanwhile:  # while the request waited its turn
             agent._spent = spent_meanwhile.reason
@@ -165,7 +165,7 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
             # (once spent, on Fragola.cached, only hits are answered: the cache sends nothing).
             reply = seen.reply = await agent.fragola._model.reply(
                 request, on_chunk, exchange, _throttle_teller(agent),
-                lambda: None if HITS_ONLY.get() else limits.check_send(agent.fragola, model))
+                lambda: _check_send(agent, model))
     except BaseException:
         # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
         # tokens once the server began to answer: a call, with its usage if it said any
@@ -194,6 +194,20 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
     await emit(agent, "after_model_invocation",
                AfterModelInvocationEvent(agent.context, message, config, usage))
     return message
+
+
+def _check_send(agent: Agent, model: str) -> None:
+    """``limits.check_send`` as a try goes out; on ``Fragola.cached``, a budget spent (before
+    the call or while it waited its turn) leaves only hits: the cache answers them at no
+    cost and raises ``NotCached`` for a miss, nothing sent."""
+    if HITS_ONLY.get():
+        return
+    try:
+        limits.check_send(agent.fragola, model)
+    except limits.BudgetSpent:
+        if not agent.fragola.answers_from_cache:
+            raise
+        HITS_ONLY.set(True)  # undone by run()'s reset of the call's own setting
 
 
 class _Clock:

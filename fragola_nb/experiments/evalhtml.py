@@ -34,9 +34,9 @@ def head_facts(evaluation: Evaluation, lines: list[dict[str, Any]] | None = None
                ) -> list[dict[str, str]]:
     """Per variant, what the matrix's header says under its name, each a line of its own
     (the live view and the static table alike): ``rate`` (``"80% passed"``, ``"88% of 16
-    run"``, ``"100% → 0%"`` against a baseline), ``cost`` (answers and judges: what was
-    paid) and ``left`` (``"44 not run"`` once done, ``"16/60"`` while it runs). ``lines``: its
-    ``summary()``, when already made."""
+    run"``, ``"100% → 0%"`` against a baseline), ``cost`` (answers, judges and simulated
+    users: what was paid) and ``left`` (``"44 not run"`` once done, ``"16/60"`` while it
+    runs). ``lines``: its ``summary()``, when already made."""
     rates = evaluation.baseline.rates if evaluation.baseline is not None else {}
     facts = []
     for line in evaluation.summary() if lines is None else lines:

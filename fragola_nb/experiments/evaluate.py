@@ -102,10 +102,13 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
                        "idle agent (await or stop() what runs, decide what waits)")
     models = {str(o["model_settings"].get("model") or agent.fragola.model)
               for _, o in overrides} | set(judge_models(chosen, agent.fragola))
+    models |= {str(c.user.model or (c.user.fragola or agent.fragola).model)  # simulated users
+               for c in checked if c.user is not None}
     known = frozenset(agent.fragola.credentials(agent.options.model_settings))
     with contextlib.ExitStack() as stack:
         # Entered first: a usd budget (this one, the Fragola's) on a model without a known
-        # price (a variant's, a judge's) is refused before anything is opened or sent.
+        # price (a variant's, a judge's, a simulated user's) is refused before anything is
+        # opened or sent.
         meter = stack.enter_context(spending(check_budget(budget), fragola=agent.fragola,
                                              models=sorted(models)))
         file = None

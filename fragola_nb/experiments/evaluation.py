@@ -251,14 +251,18 @@ class Evaluation(Sequence[EvalRow], Judgements):
     def overview(self, lines: list[dict[str, Any]] | None = None) -> str:
         """``"10 cases × 2 variants × 3 repeats: base 80% passed, short 88% of 16 run; …"``:
         each variant's pass rate (over the rows that ran), then the tokens and the cost of
-        the answers and the judges together (``summary()`` splits them). ``lines``: the
+        the answers, the judges and the simulated users together (``summary()`` splits
+        them). ``lines``: the
         ``summary()`` already made (a view reads it once per update)."""
         repeats = f" × {self.repeat} repeats" if self.repeat > 1 else ""
         head = (f"{self.cases} case{'s' if self.cases != 1 else ''} × {len(self.variants)} "
                 f"variant{'s' if len(self.variants) != 1 else ''}{repeats}")
         parts = [f"{line['variant']} {rate_text(line)}"
                  for line in (self.summary() if lines is None else lines)]
-        usage = self.usage + self.judge_usage  # one cost: what was paid, judges included
+        # one cost: what was paid, the judges' and the simulated users' calls included
+        users = sum((row.user_usage for row in self._rows if row.user_usage is not None),
+                    Usage())
+        usage = self.usage + self.judge_usage + users
         money = usage.cost_text()
         tail = f"{usage.total_tokens:,} tokens" + (f", {money}" if money else "")
         if not self.done:

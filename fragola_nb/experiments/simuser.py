@@ -8,7 +8,8 @@ It is a fresh agent, on the Fragola given (``fragola=``) or else the graded fork
 ``model=`` for its calls when given; its system prompt holds the goal (and ``instructions``).
 It writes each user message; the fork's reply is its next user message; the conversation
 ends when it answers ``[done]`` (``ended = "user done"``) or after ``max_turns`` turns
-(``"max turns"``), or when a turn of the fork does not finish (``"waiting"``, ``"failed"``).
+(``"max turns"``), or when a turn of the fork does not finish (``"waiting"``, ``"failed"``),
+or when a budget cuts its own call (``"failed"``: the row is ``not run: budget``).
 Its calls are counted apart (``row.user_usage``), as a judge's are.
 
 On the scripted model (``Fragola.scripted()``) it is fixed: it says the goal's quoted phrases
@@ -84,7 +85,9 @@ class SimulatedUser:
         state = None
         ended = "max turns"
         for _ in range(self.max_turns):
-            await user.user_message(heard)
+            told = await user.user_message(heard)
+            if told.outcome == "budget":  # spent (on Fragola.cached: a miss not sent)
+                return Talk(told, "failed", tuple(said), user.usage.calls)
             message = answer_text(user) or ""
             if not message.strip() or message.strip().casefold().endswith(DONE):
                 ended = "user done"

@@ -159,9 +159,9 @@ async def test_a_judge_with_trajectory_true_also_reads_the_calls(model: Scripted
     evaluation = await agent.evaluate(["How warm is it in Oslo?"], graders=[
         judge(rubric), judge(rubric, trajectory=True)], progress=False)
     (row,) = evaluation
-    # the judge's 1 and 5 on its 1-5 scale, as every score: on 0 to 1, the raw score kept
-    assert [(g.passed, g.score, g.raw_score) for g in row.grades] == [(False, 0.0, 1),
-                                                                       (True, 1.0, 5)]
+    # the judge's 1 and 5 on its (1, 5) scale are 0 and 1 on the 0..1 scale of every score
+    assert [(g.passed, g.score, g.raw_score, g.scale) for g in row.grades] == [
+        (False, 0.0, 1.0, (1, 5)), (True, 1.0, 5.0, (1, 5))]
     asked = [r for r in model.requests if "[fragola_nb judge]" in str(r["messages"][0])]
     shown = [m["content"] for r in asked for m in r["messages"] if m["role"] == "user"]
     assert sum('1. temperature({"city": "Oslo"}) -> 12 degrees in Oslo' in s
@@ -188,6 +188,10 @@ async def test_a_simulated_user_talks_until_done_and_its_calls_are_counted_apart
     assert cut.passed is False and cut.user_usage.requests == 1
     own = done.fork.messages_since(done.fork.fork_point)
     assert [m["content"] for m in own if m["role"] == "user"] == list(done.turns)
+    # the title's one total is what summary() says was paid: the simulated user's calls too
+    paid = evaluation.usage + done.user_usage + cut.user_usage
+    assert evaluation.summary()[0]["cost_text"] == paid.cost_text()
+    assert f"{paid.total_tokens:,} tokens, {paid.cost_text()}" in repr(evaluation)
 
 
 async def test_approvals_are_decided_by_decide_or_the_row_ends_waiting(

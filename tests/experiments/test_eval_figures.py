@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers import make_fragola
 
-from fragola_nb import Budget, Fragola
+from fragola_nb import Budget, Fragola, RateLimit, SimulatedUser
 from fragola_nb.base.figures import percent
 from fragola_nb.core.usage import format_cost
 from fragola_nb.experiments.evalhtml import evaluation_html, head_facts
@@ -239,3 +239,42 @@ async def test_a_saved_offline_session_loads_back_unpaid(tmp_path: Path) -> None
         assert "not paid" in loaded.usage.summary()
     finally:
         await fragola.aclose()
+
+
+async def test_hits_waiting_their_turn_under_a_rate_limit_fill_in_once_the_budget_is_spent(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    # One request a second: the two cached cases wait their turn while the new one (a miss,
+    # sent first) spends the budget; as they go out they are hits, answered at no cost.
+    model.brain = odd_fails
+    path = tmp_path / "cache.jsonl"
+    cached = [f"capital of France, case {n}" for n in (2, 4)]
+    first = Fragola.cached(path, "priced-model", api_key="k", base_url=model.base_url,
+                           max_retries=0)
+    await first.agent("geo").evaluate(cached, progress=False)
+    sent = len(model.requests)
+    again = Fragola.cached(path, "priced-model", api_key="k", base_url=model.base_url,
+                           max_retries=0, rate_limit=RateLimit(rpm=60))
+    evaluation = await again.agent("geo").evaluate(
+        ["capital of France, case 0", *cached], concurrency=3, budget=Budget(tokens=1),
+        progress=False)
+    assert [row.status for row in evaluation] == ["done"] * 3, list(evaluation)
+    assert [row.cached for row in evaluation] == [False, True, True]
+    assert len(model.requests) == sent + 1  # the one paid call
+
+
+async def test_a_simulated_user_cut_by_the_budget_leaves_its_row_not_run(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    # The first case spends the budget; on Fragola.cached the next rows still start (hits
+    # cost nothing), and the simulated user's first call is a miss, not sent: the row did
+    # not run (it runs on resume), rather than "failed" as if the user had nothing to say.
+    model.brain = demo_brain
+    fragola = Fragola.cached(tmp_path / "cache.jsonl", "priced-model", api_key="k",
+                             base_url=model.base_url, max_retries=0)
+    evaluation = await fragola.agent("geo").evaluate(
+        ["capital of France?", {"user": SimulatedUser('Ask "hi" then "ho"')}],
+        graders=[contains("Paris")], concurrency=1, budget=Budget(tokens=1), progress=False)
+    first, talked = evaluation
+    assert first.status == "done" and len(model.requests) == 1
+    assert talked.status == "not run" and talked.grades == ()
+    assert (talked.error or "").startswith("not run: budget (budget spent: ")
+    assert "0% of 1 run" in repr(evaluation)

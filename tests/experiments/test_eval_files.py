@@ -15,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fragola_nb import BadUsage
+from fragola_nb.experiments.evalhtml import evaluation_html
 from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.labels import Label
 from fragola_nb.graders import Grade
 
 
@@ -25,9 +27,15 @@ def evaluation() -> Any:
     rows = [EvalRow(case=0, input="2 + 2?", variant="base", status="done", answer="4",
                     grades=(Grade("equals(4)", True), Grade("judge", True, raw_score=4,
                                                             scale=(1, 5))),
-                    seconds=0.25)]
-    return Evaluation(rows, variants=["base"], graders=["equals(4)", "judge"], repeat=1,
-                      seconds=1.5)
+                    seconds=0.25, tags=("math",), label=Label(True, "right"),
+                    tool_calls=({"name": "add", "arguments": {"a": 2}, "result": "4"},),
+                    answers=("3", "4"), ended="all turns",
+                    turns=("2 + 2?", "sure?"))]
+    evaluation = Evaluation(rows, variants=["base"], graders=["equals(4)", "judge"],
+                            repeat=1, seconds=1.5)
+    evaluation.setup = {"cases": "ab12", "repeat": 1, "variants": {"base": {
+        "instructions": None, "model": "m", "settings": {}, "tools": {}, "graders": []}}}
+    return evaluation
 
 
 def saved(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
@@ -73,12 +81,15 @@ JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(m
                     | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6)
 
 
-PLACES = ([("run", name) for name in ("repeat", "seconds", "variants", "graders", "stopped")]
+PLACES = ([("run", name) for name in ("repeat", "seconds", "variants", "graders", "stopped",
+                                       "setup")]
           + [("grade", name) for name in ("passed", "score", "raw_score", "scale", "reason",
                                            "name")]
           + [("row", name) for name in ("case", "input", "variant", "repeat", "expected",
                                         "vars", "status", "answer", "error", "grades",
-                                        "seconds", "usage", "judge_usage")])
+                                        "seconds", "usage", "judge_usage", "tags", "label",
+                                        "tool_calls", "model_calls", "answers", "ended",
+                                        "turns", "user_usage", "cached")])
 
 
 @settings(max_examples=200, deadline=None,
@@ -100,8 +111,11 @@ def test_whatever_a_file_holds_load_reads_it_or_says_why_in_one_bad_usage(
         assert str(path) in str(exc)
     else:  # what it read back can be shown, summed up and saved again
         assert repr(loaded) and isinstance(loaded.summary(), list) and loaded.table()
+        assert evaluation_html(loaded) and repr(loaded.diff(loaded))
         again = Evaluation.load(loaded.save(tmp_path / "again.json"))
         assert again.table() == loaded.table()
+        assert again.save(tmp_path / "third.json").read_text() == (
+            tmp_path / "again.json").read_text()
 
 
 def test_save_into_a_folder_is_a_bad_usage_and_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 from helpers import make_fragola
 from invariants import check_agent
 
-from fragola_nb import BadUsage, Budget
+from fragola_nb import BadUsage, Budget, SimulatedUser
 from fragola_nb.models.scripted import ScriptedModel, demo_brain
 
 
@@ -72,6 +72,20 @@ async def test_a_usd_budget_on_a_variant_without_a_price_makes_nothing(model: Sc
     with pytest.raises(BadUsage, match="no known price"):
         await fragola.agent("b", model_settings={"model": "no-such-model-xyz"}).batch(
             ["x"], progress=False, budget=Budget(usd=0.01))
+
+    assert agent.forks == () and model.requests == []
+    await fragola.aclose()
+
+
+async def test_a_usd_budget_with_a_simulated_user_without_a_price_makes_nothing(
+        model: ScriptedModel) -> None:
+    # checked up front, as a judge's model is: not a failed row each, once calls were paid
+    fragola = make_fragola(model, model="gpt-4o-mini")
+    agent = fragola.agent("evaluator")
+    cases = [{"user": SimulatedUser('Ask "hi"', model="no-such-model-xyz")}, "plain"]
+
+    with pytest.raises(BadUsage, match="'no-such-model-xyz' has no known price"):
+        await agent.evaluate(cases, progress=False, budget=Budget(usd=0.01))
 
     assert agent.forks == () and model.requests == []
     await fragola.aclose()
