@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.checks import check_content
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.core.limits import Budget, Meter, check_budget, spending
+from fragola_nb.core.limits import Budget, Meter, check_budget, in_force, spending
 from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.batchfile import ResumeFile
 from fragola_nb.experiments.batchrows import BatchResult, BatchRow
@@ -254,9 +254,10 @@ class _Batch:
                         repeat=index % self.repeat)
 
     def spent(self) -> bool:
-        """Whether the batch's budget, or its Fragola's, is spent: no input starts then."""
-        return (self.meter is not None and self.meter.spent is not None) or (
-            self.agent.fragola.meter is not None and self.agent.fragola.meter.spent is not None)
+        """Whether a budget in force is spent: the batch's, its Fragola's, or one around it
+        (an evaluation's, whose rows a batch runs on Ray). No input starts then."""
+        meters = (*in_force(self.agent.fragola), *(() if self.meter is None else (self.meter,)))
+        return any(meter.spent is not None for meter in meters)
 
     def _finish(self, row: BatchRow) -> None:
         self.rows[row.index] = row

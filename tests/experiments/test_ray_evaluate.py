@@ -12,7 +12,7 @@ import pytest
 import ray
 from helpers import assert_valid_history, user
 
-from fragola_nb import Agent, Decision, Fragola, RayBackend, SimulatedUser, tool
+from fragola_nb import Agent, Budget, Decision, Fragola, RayBackend, SimulatedUser, tool
 from fragola_nb.experiments.ray.run import connect
 from fragola_nb.graders import max_model_calls, tool_args, tool_sequence
 from fragola_nb.models.scripted import Item, call, reply, tool_calls
@@ -106,3 +106,18 @@ async def test_conversations_on_ray_give_the_rows_of_the_local_run() -> None:
         assert_valid_history(mine.fork.state.messages)
     assert [(line["pass_rate"], line["graders"]) for line in remote.summary()] == [
         (line["pass_rate"], line["graders"]) for line in local.summary()]
+
+
+async def test_a_budget_stops_an_evaluation_on_ray_from_starting_more_rows() -> None:
+    """The evaluation's budget is in force around the batches it runs on Ray: once spent,
+    no more rows are sent to the workers (they end "not run: budget"), as locally."""
+    agent = make_agent()
+    cases = [f"double {n}" for n in range(30)]
+    backend = RayBackend(chunk_size=1, workers=1)
+    evaluation = await agent.evaluate(cases, progress=False, budget=Budget(tokens=1),
+                                      concurrency=1, backend=backend)
+    ran = [row for row in evaluation if row.status in ("done", "failed")]
+    not_run = [row for row in evaluation if row.status == "not run"]
+    assert ran and not_run and len(ran) + len(not_run) == 30
+    assert len(ran) <= 3  # the rows in flight when the first one spent the budget
+    assert all(row.error == "budget" or "budget" in str(row.error) for row in not_run)
