@@ -108,7 +108,10 @@ def test_the_header_reads_with_costs_2_and_8_variants_a_budget_dark_and_700px(ui
     eight = matrix_of(page, EIGHT)
     texts = laid_out(eight)["texts"]
     assert len(texts) == 8
-    shown = [t[1] for t in texts]
+    shown = eight.locator(".fragola-eval-vcost").all_text_contents()
+    assert len(shown) == 8 and all(any(c in t for t in texts) for c in shown), (shown, texts)
+    # each variant's interval (issue 36) is a line of its own, laid out as the others
+    assert all(any(line.startswith("[") for line in t) for t in texts), texts
     # costs of every size, each short: from "$0.0001"-like to "$1,234"-like
     assert any(c.startswith("$0.000") for c in shown) and any("," in c for c in shown), shown
     ui.shot("eight-variants-1400", eight)
@@ -133,7 +136,8 @@ def test_the_header_reads_with_costs_2_and_8_variants_a_budget_dark_and_700px(ui
         ui.shot("eight-variants-dark", matrix_of(page, EIGHT))
         ui.shot("budget-stop-dark", matrix_of(page, CAPPED))
         parts = page.locator(".fragola-eval-vname, .fragola-eval-vrate, .fragola-eval-vcost, "
-                             ".fragola-eval-vleft, .fragola-eval-against, .fragola-eval-more")
+                             ".fragola-eval-vleft, .fragola-eval-against, .fragola-eval-more, "
+                             ".fragola-eval-vci-text, .fragola-eval-verdict")
         low = [r for r in parts.evaluate_all(CONTRAST_JS) if r["ratio"] < 4.5]
         assert low == [], low[:10]
     finally:

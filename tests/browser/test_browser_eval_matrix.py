@@ -75,7 +75,8 @@ def test_matrix_of_1000_cases_hostile_filters_click_diff_dark_narrow(ui: UI) -> 
     expect(matrix).to_have_count(1)
     expect(matrix.locator(".fragola-eval-count")).to_have_text("1000 cases")
     expect(matrix.locator(".fragola-eval-vname")).to_have_text(["plain", "terse"])
-    expect(matrix.locator(".fragola-eval-vfacts")).to_have_text(["100% passed", "80% passed"])
+    expect(matrix.locator(".fragola-eval-vrate")).to_have_text(["100% passed", "80% passed"])
+    expect(matrix.locator(".fragola-eval-vci-text")).to_have_text(["[100–100%]", "[77–82%]"])
     expect(matrix.locator(".fragola-eval-top")).to_contain_text("1000 cases × 2 variants")
     # only the rows in sight (and a few more) are in the page
     assert 10 <= rows(out).count() <= 60, rows(out).count()
