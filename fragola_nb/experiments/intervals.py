@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from fragola_nb.experiments.evalrows import EvalRow
 
-__all__ = ["CONFIDENCE", "Metric", "case_values", "clustered", "mean_sd", "rate_interval",
-           "row_value", "t_interval", "wilson"]
+__all__ = ["CONFIDENCE", "Metric", "case_values", "clustered", "mean_sd", "paired_interval",
+           "rate_interval", "row_value", "t_interval", "wilson"]
 
 CONFIDENCE = 0.95
 Metric = Literal["pass", "score"]
@@ -83,6 +83,18 @@ def clustered(case_means: Sequence[float]) -> tuple[float, float] | None:
         return None
     if all(0.0 <= v <= 1.0 for v in case_means):
         return max(0.0, interval[0]), min(1.0, interval[1])
+    return interval
+
+
+def paired_interval(differences: Sequence[float]) -> tuple[float, float] | None:
+    """The t interval on per-case differences, clipped to [-1, 1] when they lie in it (two
+    values on 0 to 1 differ by at most 1: with few cases the bare t interval runs far past
+    that, "−50 pts [−685, +585]", which no difference can reach)."""
+    interval = t_interval(differences)
+    if interval is None:
+        return None
+    if all(-1.0 <= d <= 1.0 for d in differences):
+        return max(-1.0, interval[0]), min(1.0, interval[1])
     return interval
 
 

@@ -3,11 +3,12 @@
 Both variants ran on the same cases, so they are compared case by case: a case's value is
 the mean over its repeats of the metric (see ``intervals``), n the cases that ran on both,
 and each case gives a difference b − a. ``delta`` is their mean, ``ci`` the paired t
-interval. The test is exact McNemar (a two-sided binomial test on the cases where only one
-variant passed) when every case ran once and the metric is pass/fail; otherwise a two-sided
-paired sign-flip permutation test on the differences: exact up to 16 cases, 10,000 seeded
-resamples above. ``cases_needed`` is the number of cases that would detect this delta with
-80% power at 5%: ⌈((z₀.₉₇₅ + z₀.₈) · sd / |delta|)²⌉.
+interval (clipped to [-1, 1], the most two values on 0 to 1 can differ by). The test is
+exact McNemar (a two-sided binomial test on the cases where only one variant passed) when
+every case ran once and the metric is pass/fail; otherwise a two-sided paired sign-flip
+permutation test on the differences: exact up to 16 cases, 10,000 seeded resamples above.
+``cases_needed`` is the number of cases that would detect this delta with 80% power at 5%:
+⌈((z₀.₉₇₅ + z₀.₈) · sd / |delta|)²⌉.
 
 >>> evaluation.versus("brief", "formal").line()     # doctest: +SKIP
 'formal vs brief: +12 pts [−3, +27], p = 0.14, not distinguishable (about 40 cases would tell)'
@@ -24,7 +25,7 @@ from typing import Any
 
 from fragola_nb.base.render import visible
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.intervals import mean_sd, t_interval
+from fragola_nb.experiments.intervals import mean_sd, paired_interval
 
 __all__ = ["ALPHA", "EXACT_UP_TO", "RESAMPLES", "SEED", "Versus", "holm", "paired",
            "verdict_of"]
@@ -127,7 +128,7 @@ def from_differences(a: str, b: str, metric: str, differences: Sequence[float], 
         test, p = sign_test, _binomial(wins, wins + losses)
     else:
         test, p = (EXACT if n <= EXACT_UP_TO else SAMPLED), _sign_flip(differences)
-    return Versus(a, b, metric, n, delta, t_interval(differences), p, test, wins,
+    return Versus(a, b, metric, n, delta, paired_interval(differences), p, test, wins,
                   n - wins - losses, losses, _cases_needed(delta, sd),
                   verdict_of(a, b, delta, p, ALPHA))
 

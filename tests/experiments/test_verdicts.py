@@ -103,6 +103,18 @@ def test_rows_not_run_are_left_out_of_the_intervals() -> None:
 
 # -- versus ---------------------------------------------------------------------------------------
 
+def test_the_paired_interval_of_few_cases_stays_within_what_a_difference_can_be() -> None:
+    """Two cases, one lost: scipy's paired t interval is -0.5 +- 6.35, far past -1 and +1,
+    which no difference of two pass rates can reach; the interval is clipped there."""
+    run = evaluation({"plain": ones("11"), "formal": ones("01")})
+    versus = run.versus("plain", "formal")
+    interval = stats.ttest_rel([0, 1], [1, 1]).confidence_interval(0.95)
+    assert interval.low < -6 and interval.high > 5  # what the bare t interval says
+    assert versus.delta == pytest.approx(-0.5)
+    assert versus.ci == (-1.0, 1.0)
+    assert "[−100, +100]" in versus.line()
+
+
 def test_versus_with_one_run_per_case_is_an_exact_mcnemar_test() -> None:
     brief, formal = "010100110100", "111101111101"
     run = evaluation({"brief": ones(brief), "formal": ones(formal)})
