@@ -14,10 +14,7 @@ from __future__ import annotations
 import importlib
 import typing
 
-from fragola_nb import _moved
 from fragola_nb._version import __version__ as __version__  # re-exported: the one version
-
-_moved.install()  # fragola_nb.scripted, fragola_nb.agent... (the flat layout's paths) still import
 
 if typing.TYPE_CHECKING:
     from fragola_nb.base.errors import (

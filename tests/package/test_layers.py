@@ -111,21 +111,25 @@ def test_import_fragola_nb_loads_only_the_core_and_below() -> None:
     assert upper == []
 
 
-def test_old_module_paths_are_the_new_modules() -> None:
-    """``fragola_nb.scripted`` (the flat layout's path, in programs and lessons written for
-    0.x) is ``fragola_nb.models.scripted`` itself, submodules too, and keeps its own name."""
-    import fragola_nb.agent as old_agent
-    import fragola_nb.core.agent as agent
-    import fragola_nb.models.scripted.items as items
-    import fragola_nb.scripted.items as old_items
-    from fragola_nb.hooks import mcp_hook, preset
-    from fragola_nb.presets.hooks import mcp_hook as new_mcp_hook
-    from fragola_nb.scripted import ScriptedModel, reply
+def test_no_compatibility_layer_and_nothing_on_the_import_path() -> None:
+    """No finder for the flat layout's paths: ``import fragola_nb`` leaves ``sys.meta_path``
+    as it was, and ``fragola_nb.scripted`` (a 0.x path, never released) is not a module."""
+    code = ("import sys; before = list(sys.meta_path); import fragola_nb, fragola_nb.testing, "
+            "fragola_nb.graders; assert sys.meta_path == before, sys.meta_path\n"
+            "import importlib.util as u\n"
+            "for old in ('fragola_nb.scripted', 'fragola_nb.agent', 'fragola_nb.hooks'):\n"
+            "    assert u.find_spec(old) is None, old\n"
+            "print('ok')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert run.stdout.strip() == "ok", run.stderr
+    assert not (ROOT / "fragola_nb" / "_moved.py").exists()
 
-    assert old_agent is agent and old_items is items
-    assert old_agent.Agent is agent.Agent and agent.__name__ == "fragola_nb.core.agent"
-    assert agent.__spec__ is not None and agent.__spec__.name == "fragola_nb.core.agent"
-    assert ScriptedModel.__module__.startswith("fragola_nb.models.scripted")
-    assert reply is items.reply and mcp_hook is new_mcp_hook and callable(preset)
-    with pytest.raises(ModuleNotFoundError):
-        import fragola_nb.no_such_module  # noqa: F401
+
+def test_the_testing_face_names_the_scripted_model() -> None:
+    import fragola_nb.models.scripted as scripted
+    import fragola_nb.testing as testing
+
+    for name in ("ScriptedModel", "reply", "call", "tool_calls", "fail", "hang"):
+        assert getattr(testing, name) is getattr(scripted, name)
+    assert sorted(testing.__all__) == sorted(scripted.__all__)
