@@ -54,6 +54,7 @@ if typing.TYPE_CHECKING:
     from fragola_nb.experiments.verdicts import Versus
     from fragola_nb.models.client.ratelimit import RateLimit
     from fragola_nb.presets.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
+    from fragola_nb.presets.hooks import mcp_hook, preset
     from fragola_nb.presets.mcptools import (
         MCPConnection,
         MCPConnectionError,
@@ -152,6 +153,8 @@ _LAZY = {
     "OrchestrationMessage": "presets.orchestration",
     "Veto": "presets.orchestration",
     "orchestrate": "presets.orchestration",
+    "mcp_hook": "presets.hooks",
+    "preset": "presets.hooks",
     "instrument": "presets.tracing",
     "tracing_hook": "presets.tracing",
     "uninstrument": "presets.tracing",
@@ -220,8 +223,10 @@ __all__ = [
     "guardrail",
     "instrument",
     "load_session",
+    "mcp_hook",
     "mcp_tools",
     "orchestrate",
+    "preset",
     "run_sync",
     "save_session",
     "tool",

@@ -107,7 +107,7 @@ class Agent(Listening):
         self._pending: dict[str, PendingCall] = {}
         self._listeners = Listeners()
         self._hooks = Hooks()
-        """The hooks ``use`` put on, and the listeners each registered (``fragola_nb.hooks``)."""
+        """The hooks ``use`` put on, and the listeners each registered (core/hooks.py)."""
         self._probes: tuple[Probe, ...] = ()
         """Probes watching this agent's turns alone (``fragola_nb.core.probes.attach``), besides
         the one ``instrument()`` installs for every agent."""

@@ -323,7 +323,7 @@ class Fragola:
         ...                                 reply("2 + 3 = 5")])         # doctest: +SKIP
         >>> script.rewind()   # start over: the lesson runs again with the same answers
 
-        ``answers`` are items of ``fragola_nb.scripted`` (``reply``, ``tool_calls``, ``fail``,
+        ``answers`` are items of ``fragola_nb.testing`` (``reply``, ``tool_calls``, ``fail``,
         ...) or callables ``(request) -> item``. After the last one, ``brain`` answers (say
         ``demo_brain``); without it a further request fails with one line that says what to
         do. Forks made from ``agent`` share its script until given their own; calling this

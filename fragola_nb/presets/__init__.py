@@ -2,6 +2,7 @@
 
 ``guardrails`` (checks on what goes in and out), ``orchestration`` (agents that hand work to
 each other), ``mcptools`` (tools served by an MCP server: the ``mcp`` extra), ``tracing``
-(OpenTelemetry spans: the ``otel`` extra) and ``hooks`` (presets as hooks, the public
-``fragola_nb.hooks``). Independent of ``fragola_nb.sessions``: neither imports the other.
+(OpenTelemetry spans: the ``otel`` extra) and ``hooks`` (presets as hooks: ``preset`` and
+``mcp_hook``, public in ``fragola_nb``). Independent of ``fragola_nb.sessions``: neither
+imports the other.
 """

@@ -1,11 +1,12 @@
-"""Presets as hooks, the public ``fragola_nb.hooks``: ``preset(guardrail | orchestrate, ...)``
-(any function that puts something on an agent and returns a handle with ``remove()``) and
+"""Presets as hooks (``from fragola_nb import preset, mcp_hook``):
+``preset(guardrail | orchestrate, ...)`` (any function that puts something on an agent and
+returns a handle with ``remove()``) and
 ``mcp_hook(server, ...)``, an MCP server's tools as a hook.
 
 >>> agent.use(mcp_hook(["python", "server.py"]), name="files")     # doctest: +SKIP
 
 The hook machinery itself (``agent.use``, ``remove_hook``, ``dispose``) is the core's
-(``fragola_nb.core.hooks``); an MCP connection is this layer's (``fragola_nb.mcptools``).
+(``fragola_nb.core.hooks``); an MCP connection is this layer's (``fragola_nb.presets.mcptools``).
 """
 
 from __future__ import annotations

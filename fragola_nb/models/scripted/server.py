@@ -83,7 +83,7 @@ class ScriptedModel:
     """An OpenAI-compatible Chat Completions endpoint answering from a script.
 
     Each ``POST /v1/chat/completions`` consumes the next script entry (an item from
-    :mod:`fragola_nb.scripted.items`, or a callable ``(request) -> item``). When the script is
+    :mod:`fragola_nb.testing`, or a callable ``(request) -> item``). When the script is
     empty, ``brain(request)`` answers if a brain was given; otherwise the request fails with
     HTTP 409 and one line: ``"the scripted model used all N scripted answers: re-run the cell
     that builds the script, or pass brain=demo_brain to ScriptedModel(...) ..."`` (``"... has
