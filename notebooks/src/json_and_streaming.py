@@ -90,7 +90,7 @@ result.data
 # - **no JSON at all** (or the API fails): `JsonModeError` is raised.
 
 # %%
-from fragola_nb.models.scripted import reply
+from fragola_nb.testing import reply
 
 sloppy = Fragola.scripted([
     reply('{"name": "Ada", "email": "ada@example.com"}'),  # "age" is missing

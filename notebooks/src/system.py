@@ -94,7 +94,7 @@ for item in notes_server.tools:
 # fixed conversation: it keeps two notes, lists them, then asks to delete one.
 
 # %%
-from fragola_nb.models.scripted import call, reply, tool_calls
+from fragola_nb.testing import call, reply, tool_calls
 
 lab = Fragola.scripted()
 notes = lab.agent("notes", "Keeps notes.", "Use the notes tools.",
@@ -183,7 +183,7 @@ print([t.name for t in notes.options.tools])
 
 # %%
 from fragola_nb import Fragola, GuardrailRejected, Rejection, guardrail
-from fragola_nb.models.scripted import reply
+from fragola_nb.testing import reply
 
 
 def what_was_sent(request):
@@ -290,7 +290,7 @@ except GuardrailRejected as error:
 
 # %%
 from fragola_nb import Fragola, Veto, orchestrate, tool
-from fragola_nb.models.scripted import call, reply, tool_calls
+from fragola_nb.testing import call, reply, tool_calls
 
 office = Fragola.scripted()
 
@@ -397,7 +397,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fragola_nb import Fragola, instrument, tool, uninstrument
-from fragola_nb.models.scripted import call, reply, tool_calls
+from fragola_nb.testing import call, reply, tool_calls
 
 exporter = InMemorySpanExporter()
 provider = TracerProvider()

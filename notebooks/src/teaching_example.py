@@ -179,7 +179,7 @@ for unsubscribe in subscriptions:
 # without rebuilding.
 
 # %%
-from fragola_nb.models.scripted import call, reply, tool_calls
+from fragola_nb.testing import call, reply, tool_calls
 
 scripted = Fragola.scripted()  # a model of our own: offline even when a key is set
 chatty = scripted.agent(name="chatty", tools=[km_to_miles], max_step=3)

@@ -175,7 +175,7 @@ print("validated:    ", librarian.state.messages[2]["content"])
 # argument name, the corrected call, and the answer.
 
 # %%
-from fragola_nb.models.scripted import call, reply, tool_calls
+from fragola_nb.testing import call, reply, tool_calls
 
 rehearsal = Fragola.scripted([
     tool_calls(call("get_weather", {"town": "Paris"})),  # wrong: the field is "city"
