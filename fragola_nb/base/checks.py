@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.marks import FACTS, META, edited_by_hand, rejection_of
 from fragola_nb.base.parts import parts_problem
 from fragola_nb.base.surrogates import first_lone_surrogate
 
@@ -35,16 +36,6 @@ __all__ = [
 ]
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-META = "fragola_nb"
-"""A message may carry this key: a dict of facts for people and views, such as a guardrail's
-``{"rejected": {"guard": "no_secrets", "reason": "..."}}``. A message that carries it stays
-in the history (the panel, ``agent.state``, session files show it) but is never sent to the
-model: it is a note beside the conversation, not part of it."""
-FACTS = "fragola_nb_facts"
-"""A message that *is* sent may carry this key: a dict of facts about it for people and
-views, such as ``{"edited": True}`` on a message ``agent.edit`` replaced by what a person
-typed. The message goes to the model as it is, less this key (``sent`` leaves it out of the
-request's copy); the history, ``agent.state``, session files and exports keep it."""
 CONTENT_HINT = (
     "a string or a non-empty list of parts such as "
     '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {...}}'
@@ -182,12 +173,6 @@ def sent(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             for message in messages if META not in message]
 
 
-def edited_by_hand(message: Any) -> bool:
-    """Whether ``message`` is one ``agent.edit`` replaced (its ``FACTS`` say ``edited``)."""
-    facts = message.get(FACTS) if isinstance(message, dict) else None
-    return isinstance(facts, dict) and facts.get("edited") is True
-
-
 def kept_problem(message: Any, role: str) -> str | None:
     """Why ``message`` cannot be stored in place of a refused ``role`` message
     (``TurnRefused.keep``), or None."""
@@ -244,13 +229,3 @@ def check_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     if problem is not None:
         raise BadUsage(problem)
     return out
-
-
-def rejection_of(message: dict[str, Any]) -> tuple[str, str] | None:
-    """``(guard, reason)`` when ``message`` was kept marked as rejected (by a guardrail,
-    ``fragola_nb.guardrails``), else None."""
-    meta = message.get(META)
-    rejected = meta.get("rejected") if isinstance(meta, dict) else None
-    if not isinstance(rejected, dict):
-        return None
-    return str(rejected.get("guard", "?")), str(rejected.get("reason", ""))

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from fragola_nb.base.checks import edited_by_hand, rejection_of
+from fragola_nb.base.marks import edited_by_hand, rejection_of
 from fragola_nb.base.redact import redact_text
 
 __all__ = [

@@ -22,6 +22,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fragola_nb.models.scripted.pairing import PAIR_MARKER, pair_verdict
+from fragola_nb.models.scripted.phrases import phrases_of
+
 __all__ = ["JUDGE_MARKER", "judge_request", "phrases_of", "verdict"]
 
 JUDGE_MARKER = "[fragola_nb judge]"
@@ -29,7 +32,6 @@ JUDGE_MARKER = "[fragola_nb judge]"
 _RUBRIC, _SCALE = "\nRubric:\n", "\n\nScore the answer on a scale from "
 _EXPECTED, _ANSWER = "\n\nExpected answer:\n", "\n\nAnswer to grade:\n"
 _TRAJECTORY = "\n\nHow the agent got there:\n"
-_QUOTED = re.compile(r'"([^"\n]+)"|\u201c([^\u201d\n]+)\u201d|`([^`\n]+)`')
 _NUMBER = r"(-?\d+(?:\.\d+)?)"
 
 
@@ -40,8 +42,6 @@ def judge_request(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     asked = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), None)
     if not isinstance(system, str) or not isinstance(asked, str):
         return None
-    from fragola_nb.models.scripted.pairing import PAIR_MARKER, pair_verdict
-
     if PAIR_MARKER in system:
         return pair_verdict(system, asked)
     if JUDGE_MARKER not in system:
@@ -76,14 +76,6 @@ def verdict(rubric: str, scale: tuple[float, float], answer: str, expected: str 
     return {"score": score, "reason": f"scripted judge: {told} in the answer ({listed}): "
                                       f"{low} + {len(found)}/{len(phrases)} × ({high} - {low}) "
                                       f"= {score}"}
-
-
-def phrases_of(rubric: str, expected: str | None) -> tuple[list[str], str]:
-    """What the judge looks for: the rubric's quoted phrases, else the expected answer."""
-    phrases = [next(group for group in m.groups() if group) for m in _QUOTED.finditer(rubric)]
-    if not phrases and expected and expected.strip():
-        return [expected.strip()], "the expected answer"
-    return phrases, "phrases of the rubric"
 
 
 def _plain(number: float) -> float | int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fragola_nb.models.scripted.judging import phrases_of
+from fragola_nb.models.scripted.phrases import phrases_of
 
 __all__ = ["PAIR_MARKER", "pair_verdict"]
 
