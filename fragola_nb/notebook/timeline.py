@@ -34,9 +34,9 @@ def timeline_shown(usage: Usage, messages: Iterable[dict[str, Any]] = ()) -> dic
     both as written, ``title``: the tooltip), ``span`` (the turn: seconds from its first
     call's start to its last call's end), ``turn`` (the span as written), ``parts`` (model,
     tools and between calls: kind, label, seconds, share of the turn in percent, text,
-    ``what`` it is, title; they sum to the span) and ``summary`` (the line that holds them: "turn 2.10 s ·
-    model 1.42 s (68%) · ..."); ``{}`` when nothing was timed. ``messages``: the turn's, for
-    the arguments of each tool call's tooltip."""
+    ``what`` it is, title; they sum to the span) and ``summary`` (the line that holds them:
+    "turn 2.10 s · model 1.42 s (68%) · ..."); ``{}`` when nothing was timed.
+    ``messages``: the turn's, for the arguments of each tool call's tooltip."""
     timeline = Timeline.of(usage)
     if not timeline.bars:
         return {}
