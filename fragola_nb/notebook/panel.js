@@ -711,8 +711,10 @@ function renderView(store, model, el) {
     const head = h("div", "fragola-tl-grid fragola-tl-head");
     const axis = h("span", "fragola-tl-axis");
     axis.append(h("span", "", "0"), h("span", "", t.turn || ""));
+    const before = h("span", "fragola-tl-before", "gap");
+    before.title = "the time between calls just before this one: no model or tool call ran";
     head.append(h("span", "fragola-tl-n", "#"), h("span", "", "call"), axis,
-      h("span", "fragola-tl-took", "took"), h("span", "fragola-tl-before", "gap before"));
+      h("span", "fragola-tl-took", "took"), before);
     box.append(head);
     for (const b of shown) {
       const kind = b.kind === "tool" ? "tool" : "model";
