@@ -713,7 +713,7 @@ function renderView(store, model, el) {
     axis.append(h("span", "", "0"), h("span", "", t.turn || ""));
     const before = h("span", "fragola-tl-before", "gap");
     before.title = "the time between calls just before this one: no model or tool call ran";
-    head.append(h("span", "fragola-tl-n", "#"), h("span", "", "call"), axis,
+    head.append(h("span", "fragola-tl-n", "#"), h("span", "fragola-tl-call", "call"), axis,
       h("span", "fragola-tl-took", "took"), before);
     box.append(head);
     for (const b of shown) {
@@ -728,7 +728,7 @@ function renderView(store, model, el) {
         track.append(gap);
       }
       const bar = h("div", "fragola-tl-bar");
-      bar.style.left = pc(b.start);
+      bar.style.left = "min(" + pc(b.start) + ", 100% - 4px)"; // its 4 px stay on the track
       bar.style.width = pc(b.seconds);
       if (kind === "model" && b.ttft !== null && b.ttft !== undefined && b.seconds > 0) {
         const wait = h("div", "fragola-tl-wait"); // until the first token
