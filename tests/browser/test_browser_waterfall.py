@@ -8,6 +8,7 @@ every bar is visible (4 px at least); at 700 px and in the dark theme, readable.
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -37,6 +38,12 @@ long_turn = fragola.agent(name="long_turn", tools=[step], max_step=250)
 TURN = 2
 SHOWN = 30
 ROWS_JS = """(rows) => rows.map(r => ({
+  top: r.getBoundingClientRect().top, bottom: r.getBoundingClientRect().bottom,
+  overlap: [...r.children].some((a, i) => [...r.children].slice(i + 1).some(b => {
+    const p = a.getBoundingClientRect(), q = b.getBoundingClientRect();
+    return Math.min(p.right, q.right) - Math.max(p.left, q.left) > 1
+      && Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top) > 1;
+  })),
   n: r.querySelector('.fragola-tl-n').textContent,
   label: r.querySelector('.fragola-tl-label').textContent,
   time: r.querySelector('.fragola-tl-time').textContent,
@@ -54,6 +61,8 @@ def check_readable(panel: Any) -> None:
     assert len(rows) == SHOWN
     assert all(r["width"] >= 3.9 for r in rows), [r for r in rows if r["width"] < 3.9]
     assert not [r for r in rows if r["clipped"]]
+    assert not [r for r in rows if r["overlap"]]  # a row's name, bar and times side by side
+    assert all(later["top"] >= earlier["bottom"] - 0.5 for earlier, later in pairwise(rows))
     assert panel.locator(".fragola-tl-head").evaluate(
         "h => [...h.querySelectorAll('*')].every(c => c.scrollWidth <= c.clientWidth + 1)")
     legend = panel.locator(".fragola-tl-key-text").all_inner_texts()
@@ -115,7 +124,7 @@ def test_the_waterfall_of_200_steps_says_where_the_time_went(ui: UI) -> None:
         panel.scroll_into_view_if_needed()
         inside(panel, 700)
         check_readable(panel)
-        ui.shot("04-700px", panel)
+        ui.shot("04-700px", panel.locator(".fragola-timeline"))
         set_theme(page, "JupyterLab Dark")
         texts = panel.locator(".fragola-tl-label, .fragola-tl-time, .fragola-tl-gap, "
                               ".fragola-tl-n, .fragola-tl-key-text, .fragola-tl-note, "
@@ -124,7 +133,7 @@ def test_the_waterfall_of_200_steps_says_where_the_time_went(ui: UI) -> None:
         assert len(ratios) > 4 * SHOWN and [r for r in ratios if r["ratio"] < 4.5] == [], [
             r for r in ratios if r["ratio"] < 4.5]
         inside(panel, 700)
-        ui.shot("05-700px-dark", panel)
+        ui.shot("05-700px-dark", panel.locator(".fragola-timeline"))
     finally:
         set_theme(page, "JupyterLab Light")
         page.set_viewport_size({"width": 1280, "height": 1100})
