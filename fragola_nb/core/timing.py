@@ -158,13 +158,14 @@ class Timeline:
         between = sum(bar.gap for bar in self.bars)
         return Parts(model, max(0.0, covered - model), between)
 
-    def summary(self) -> str:
+    def summary(self, parts: Parts | None = None) -> str:
         """``turn 2.10 s · model 1.42 s (68%) · tools 610 ms (29%) · between calls 70 ms (3%)
         · 38 tokens/s`` (the rate only when known; percents of the turn, rounded so they
-        sum to 100); empty when nothing was timed."""
+        sum to 100); empty when nothing was timed. ``parts``: ``parts()``, when already
+        made."""
         if not self.bars:
             return ""
-        parts = self.parts()
+        parts = self.parts() if parts is None else parts
         shares = percents(parts, self.span)
         texts = [f"turn {duration(self.span)}"]
         for name, seconds, share in zip(("model", "tools", "between calls"), parts, shares,

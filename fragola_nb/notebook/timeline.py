@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.render import visible
-from fragola_nb.core.timing import BETWEEN, Timeline, duration, percents
+from fragola_nb.core.timing import BETWEEN, Parts, Timeline, duration, percents
 
 if TYPE_CHECKING:
     from fragola_nb.core.usage import Usage
@@ -63,13 +63,13 @@ def timeline_shown(usage: Usage, messages: Iterable[dict[str, Any]] = ()) -> dic
                      "start": bar.offset, "seconds": bar.seconds, "gap": bar.gap,
                      "ttft": bar.ttft if bar.kind == "model" else None,
                      "text": text, "gap_text": gap_text, "title": " · ".join(facts)})
-    return {"bars": bars, "span": timeline.span, "turn": duration(timeline.span),
-            "parts": _parts(timeline), "summary": timeline.summary()}
-
-
-def _parts(timeline: Timeline) -> list[dict[str, Any]]:
-    """The turn's model, tools and between-calls parts, each with its share and tooltip."""
     parts = timeline.parts()
+    return {"bars": bars, "span": timeline.span, "turn": duration(timeline.span),
+            "parts": _parts(timeline, parts), "summary": timeline.summary(parts)}
+
+
+def _parts(timeline: Timeline, parts: Parts) -> list[dict[str, Any]]:
+    """The turn's model, tools and between-calls parts, each with its share and tooltip."""
     titles = {"model": "a model call was running",
               "tool": "only tools were running" + (
                   f" ({duration(timeline.tool_seconds)} of tool time summed: some ran side "
