@@ -123,22 +123,20 @@ class Timeline:
 
     @classmethod
     def of(cls, usage: Usage) -> Timeline:
-        timed: list[tuple[float, Bar]] = []
-        for call in usage.calls:
-            if call.started is not None and call.seconds is not None:
-                timed.append((call.started, Bar("model", call.model, 0.0, call.seconds,
-                                                call.ttft, call.tokens_per_second)))
-        for tool in usage.tools:
-            timed.append((tool.started, Bar("tool", tool.name, 0.0, tool.seconds,
-                                            call_id=tool.call_id)))
-        timed.sort(key=lambda pair: pair[0])
+        timed: list[tuple[float, str, str, float, float | None, float | None, str]] = [
+            (call.started, "model", call.model, call.seconds, call.ttft,
+             call.tokens_per_second, "")
+            for call in usage.calls if call.started is not None and call.seconds is not None]
+        timed += [(tool.started, "tool", tool.name, tool.seconds, None, None, tool.call_id)
+                  for tool in usage.tools]
+        timed.sort(key=lambda fields: fields[0])
         first = timed[0][0] if timed else 0.0
         bars, reached = [], 0.0  # reached: where the calls started so far have all ended
-        for start, bar in timed:
+        for start, kind, label, seconds, ttft, rate, call_id in timed:
             offset = start - first
-            bars.append(Bar(bar.kind, bar.label, offset, bar.seconds, bar.ttft,
-                            bar.tokens_per_second, bar.call_id, max(0.0, offset - reached)))
-            reached = max(reached, offset + bar.seconds)
+            bars.append(Bar(kind, label, offset, seconds, ttft, rate, call_id,
+                            max(0.0, offset - reached)))
+            reached = max(reached, offset + seconds)
         return cls(tuple(bars), usage.model_seconds, usage.tool_seconds,
                    usage.tokens_per_second)
 
@@ -152,11 +150,10 @@ class Timeline:
         a model call ran then, as the tools' when only tools ran, as between calls when none
         did. Tools that ran side by side count once, so ``tools`` can be less than
         ``tool_seconds`` (their durations summed)."""
-        covered = _covered((bar.offset, bar.offset + bar.seconds) for bar in self.bars)
         model = _covered((bar.offset, bar.offset + bar.seconds)
                          for bar in self.bars if bar.kind == "model")
-        between = sum(bar.gap for bar in self.bars)
-        return Parts(model, max(0.0, covered - model), between)
+        between = math.fsum(bar.gap for bar in self.bars)  # the span less what calls covered
+        return Parts(model, max(0.0, self.span - between - model), between)
 
     def summary(self, parts: Parts | None = None) -> str:
         """``turn 2.10 s · model 1.42 s (68%) · tools 610 ms (29%) · between calls 70 ms (3%)
@@ -177,9 +174,9 @@ class Timeline:
 
 
 def _covered(intervals: Iterable[tuple[float, float]]) -> float:
-    """Seconds covered by the union of ``intervals`` (start, end)."""
+    """Seconds covered by the union of ``intervals`` (start, end), given by their starts."""
     total, reached = 0.0, -math.inf
-    for start, end in sorted(intervals):
+    for start, end in intervals:
         if end > reached:
             total += end - max(start, reached)
             reached = end
