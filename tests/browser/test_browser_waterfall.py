@@ -38,7 +38,9 @@ long_turn = fragola.agent(name="long_turn", tools=[step], max_step=250)
 TURN = 2
 SHOWN = 30
 ROWS_JS = """(rows) => rows.map(r => ({
-  top: r.getBoundingClientRect().top, bottom: r.getBoundingClientRect().bottom,
+  top: r.getBoundingClientRect().top,  // and where its cells end: inside it, or over the next
+  bottom: Math.max(r.getBoundingClientRect().bottom,
+                   ...[...r.children].map(c => c.getBoundingClientRect().bottom)),
   overlap: [...r.children].some((a, i) => [...r.children].slice(i + 1).some(b => {
     const p = a.getBoundingClientRect(), q = b.getBoundingClientRect();
     return Math.min(p.right, q.right) - Math.max(p.left, q.left) > 1
