@@ -15,22 +15,34 @@ out as a waterfall, the data the panel's "timeline" draws::
     (1.42, 0.61)
     >>> timeline.bars[0].kind, timeline.bars[0].offset          # doctest: +SKIP
     ('model', 0.0)
+    >>> timeline.parts()                                        # doctest: +SKIP
+    Parts(model=1.42, tools=0.61, between=0.07)
+
+``parts()`` splits the turn (``span``: from its first call's start to its last call's end) by
+the wall clock: the time a model call ran, the time only tools ran, and the time between
+calls, when neither ran (fragola_nb's own work, the listeners of its events, a panel's
+included, and any wait for a person's approval); the three sum to ``span``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from fragola_nb.core.usage import CallUsage, Usage
 
-__all__ = ["TIMING_FIELDS", "Bar", "Timeline", "ToolTiming", "tool_read_back", "valid_time"]
+__all__ = ["BETWEEN", "TIMING_FIELDS", "Bar", "Parts", "Timeline", "ToolTiming", "percents",
+           "tool_read_back", "valid_time"]
 
 TIMING_FIELDS = ("started", "ttft", "seconds")
 """A model call's timing fields, each a number or None (older files have none)."""
+
+BETWEEN = ("fragola_nb itself and your listeners (this panel's included), and any wait for "
+           "an approval: no model or tool call was running")
+"""What the time between calls is, as the waterfall's legend says it."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,8 @@ class Bar:
     """One bar of the waterfall: ``kind`` ("model" or "tool"), ``label`` (the tool's name,
     or the model's), ``offset`` (seconds from the turn's first call), ``seconds``, and for a
     model call its ``ttft`` and ``tokens_per_second`` (None when unknown); ``call_id`` ties a
-    tool bar to its call in the conversation."""
+    tool bar to its call in the conversation. ``gap``: the seconds before it when no call ran
+    (from the end of the calls that started before it; 0 when one still ran)."""
 
     kind: str
     label: str
@@ -84,6 +97,16 @@ class Bar:
     ttft: float | None = None
     tokens_per_second: float | None = None
     call_id: str = ""
+    gap: float = 0.0
+
+
+class Parts(NamedTuple):
+    """A turn's ``span`` split by the wall clock: seconds a model call ran, seconds only
+    tools ran, seconds no call ran; they sum to the span."""
+
+    model: float
+    tools: float
+    between: float
 
 
 @dataclass(frozen=True)
@@ -100,34 +123,77 @@ class Timeline:
 
     @classmethod
     def of(cls, usage: Usage) -> Timeline:
-        timed: list[tuple[float, Bar]] = []
-        for call in usage.calls:
-            if call.started is not None and call.seconds is not None:
-                timed.append((call.started, Bar("model", call.model, 0.0, call.seconds,
-                                                call.ttft, call.tokens_per_second)))
-        for tool in usage.tools:
-            timed.append((tool.started, Bar("tool", tool.name, 0.0, tool.seconds,
-                                            call_id=tool.call_id)))
-        timed.sort(key=lambda pair: pair[0])
+        timed: list[tuple[float, str, str, float, float | None, float | None, str]] = [
+            (call.started, "model", call.model, call.seconds, call.ttft,
+             call.tokens_per_second, "")
+            for call in usage.calls if call.started is not None and call.seconds is not None]
+        timed += [(tool.started, "tool", tool.name, tool.seconds, None, None, tool.call_id)
+                  for tool in usage.tools]
+        timed.sort(key=lambda fields: fields[0])
         first = timed[0][0] if timed else 0.0
-        bars = tuple(Bar(bar.kind, bar.label, start - first, bar.seconds, bar.ttft,
-                         bar.tokens_per_second, bar.call_id) for start, bar in timed)
-        return cls(bars, usage.model_seconds, usage.tool_seconds, usage.tokens_per_second)
+        bars, reached = [], 0.0  # reached: where the calls started so far have all ended
+        for start, kind, label, seconds, ttft, rate, call_id in timed:
+            offset = start - first
+            bars.append(Bar(kind, label, offset, seconds, ttft, rate, call_id,
+                            max(0.0, offset - reached)))
+            reached = max(reached, offset + seconds)
+        return cls(tuple(bars), usage.model_seconds, usage.tool_seconds,
+                   usage.tokens_per_second)
 
     @property
     def span(self) -> float:
         """Seconds from the first call's start to the last one's end."""
         return max((bar.offset + bar.seconds for bar in self.bars), default=0.0)
 
-    def summary(self) -> str:
-        """``model 1.42 s · tools 0.61 s · 38 tokens/s`` (each part only when known); empty
-        when nothing was timed."""
+    def parts(self) -> Parts:
+        """The span split by the wall clock (``Parts``): a moment counts as the model's when
+        a model call ran then, as the tools' when only tools ran, as between calls when none
+        did. Tools that ran side by side count once, so ``tools`` can be less than
+        ``tool_seconds`` (their durations summed)."""
+        model = _covered((bar.offset, bar.offset + bar.seconds)
+                         for bar in self.bars if bar.kind == "model")
+        between = math.fsum(bar.gap for bar in self.bars)  # the span less what calls covered
+        return Parts(model, max(0.0, self.span - between - model), between)
+
+    def summary(self, parts: Parts | None = None) -> str:
+        """``turn 2.10 s · model 1.42 s (68%) · tools 610 ms (29%) · between calls 70 ms (3%)
+        · 38 tokens/s`` (the rate only when known; percents of the turn, rounded so they
+        sum to 100); empty when nothing was timed. ``parts``: ``parts()``, when already
+        made."""
         if not self.bars:
             return ""
-        parts = [f"model {duration(self.model_seconds)}", f"tools {duration(self.tool_seconds)}"]
+        parts = self.parts() if parts is None else parts
+        shares = percents(parts, self.span)
+        texts = [f"turn {duration(self.span)}"]
+        for name, seconds, share in zip(("model", "tools", "between calls"), parts, shares,
+                                        strict=True):
+            texts.append(f"{name} {duration(seconds)} ({share}%)")
         if self.tokens_per_second is not None:
-            parts.append(f"{self.tokens_per_second:,.0f} tokens/s")
-        return " · ".join(parts)
+            texts.append(f"{self.tokens_per_second:,.0f} tokens/s")
+        return " · ".join(texts)
+
+
+def _covered(intervals: Iterable[tuple[float, float]]) -> float:
+    """Seconds covered by the union of ``intervals`` (start, end), given by their starts."""
+    total, reached = 0.0, -math.inf
+    for start, end in intervals:
+        if end > reached:
+            total += end - max(start, reached)
+            reached = end
+    return total
+
+
+def percents(seconds: Sequence[float], whole: float) -> list[int]:
+    """Each of ``seconds`` as a whole percent of ``whole``, rounded by the largest remainders
+    so that they sum to 100 (as shown beside each other); zeros when ``whole`` is 0."""
+    if whole <= 0:
+        return [0] * len(seconds)
+    exact = [100 * part / whole for part in seconds]
+    shares = [math.floor(share) for share in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda i: shares[i] - exact[i])
+    for i in by_remainder[:max(0, 100 - sum(shares))]:
+        shares[i] += 1
+    return shares
 
 
 def duration(seconds: float) -> str:

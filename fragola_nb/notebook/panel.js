@@ -422,11 +422,13 @@ function renderView(store, model, el) {
   const toolsBox = h("details", "fragola-tools");
   const storesBox = h("details", "fragola-stores");
   const detachedNote = h("div", "fragola-detached");
-  // a turn's timeline: its summary holds the totals; the bars exist only while it is open
+  // a turn's timeline: its summary holds the turn's length and parts; the rest exists only
+  // while it is open; the order and the unfolded tail stay as the person set them
   const timelineBox = h("details", "fragola-timeline");
   const timelineSummary = h("summary", "fragola-timeline-summary");
-  const timelineBars = h("div", "fragola-timeline-bars");
-  timelineBox.append(timelineSummary, timelineBars);
+  const timelineBody = h("div", "fragola-timeline-body");
+  timelineBox.append(timelineSummary, timelineBody);
+  const timelineView = { slowest: false, all: false };
   el.replaceChildren(header, instructions, strip, notice, offline, messagesBox, decisionsBox, cardsBox,
     timelineBox, controls,
     chat, toolsBox, storesBox, detachedNote);
@@ -629,24 +631,104 @@ function renderView(store, model, el) {
       : "";
   }
 
-  // A waterfall: one row per model or tool call, its bar placed by start and length on the
-  // turn's span; every text is textContent or a title.
+  // A waterfall: the turn's length split into model, tools and between calls (a stacked bar
+  // and its legend), then one row per model or tool call, its bar placed by start and length
+  // on the turn's span, the time between calls before it hatched; at most TIMELINE_SHOWN
+  // rows, in order or slowest first, the rest folded behind one line, in a box of bounded
+  // height. Every text is textContent or a title.
+  const TIMELINE_SHOWN = 30;
+  const tlDuration = (s) => (s < 1 ? Math.round(s * 1000) + " ms" : s.toFixed(2) + " s");
+  const tlKind = (k) => String(k || "").replace(/[^a-z]/g, "");
+
   function drawTimeline() {
     const t = model.get("timeline") || {};
     const bars = Array.isArray(t.bars) ? t.bars : [];
     timelineBox.hidden = !bars.length;
     timelineSummary.textContent = "timeline" + (t.summary ? " · " + t.summary : "");
-    if (!timelineBox.open) { timelineBars.replaceChildren(); return; }
+    if (!timelineBox.open) { timelineBody.replaceChildren(); return; }
+    const old = timelineBody.querySelector(".fragola-timeline-bars");
+    const scrolled = old ? old.scrollTop : 0;
+    const active = document.activeElement;
+    const focused = active && timelineBody.contains(active) ? active.className.split(" ").pop() : "";
+    const parts = Array.isArray(t.parts) ? t.parts : [];
+    const rows = timelineRows(t, bars);
+    timelineBody.replaceChildren(...(parts.length ? [timelineSplit(t, parts)] : []),
+      ...(bars.length > 1 ? [timelineOrder()] : []), ...rows);
+    rows[0].scrollTop = scrolled;
+    const again = focused && timelineBody.querySelector("." + focused);
+    if (again) again.focus(); // a redraw while the turn runs keeps the keyboard's place
+  }
+
+  function timelineSplit(t, parts) {
+    const span = Math.max(Number(t.span) || 0, 1e-9);
+    const stack = h("div", "fragola-tl-stack");
+    stack.setAttribute("role", "img");
+    stack.setAttribute("aria-label", "the turn, " + (t.turn || "") + ": " +
+      parts.map((p) => p.label + " " + p.text).join(", "));
+    const legend = h("div", "fragola-tl-legend");
+    legend.append(h("span", "fragola-tl-turn", "turn " + (t.turn || "")));
+    for (const p of parts) {
+      const cls = "fragola-tl-part-" + tlKind(p.kind);
+      const seg = h("div", "fragola-tl-seg " + cls);
+      seg.style.width = Math.max(0, Math.min(100, (100 * (Number(p.seconds) || 0)) / span)) + "%";
+      seg.title = p.title || "";
+      stack.append(seg);
+      const key = h("span", "fragola-tl-key " + cls);
+      key.title = p.title || "";
+      key.append(h("span", "fragola-tl-swatch"), h("span", "fragola-tl-key-text", p.label + " " + p.text));
+      legend.append(key);
+    }
+    const between = parts.find((p) => p.kind === "between");
+    const box = h("div", "fragola-tl-split");
+    box.append(stack, legend);
+    if (between && between.what) box.append(h("div", "fragola-tl-note", "between calls: " + between.what));
+    return box;
+  }
+
+  function timelineOrder() {
+    const box = h("div", "fragola-tl-order");
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", "order of the calls");
+    for (const [slowest, label] of [[false, "in order"], [true, "slowest first"]]) {
+      const b = button(label, "fragola-tl-order-" + (slowest ? "slowest" : "time"));
+      b.setAttribute("aria-pressed", String(timelineView.slowest === slowest));
+      b.addEventListener("click", () => { timelineView.slowest = slowest; drawTimeline(); });
+      box.append(b);
+    }
+    return box;
+  }
+
+  // [the scrolling box of rows, the fold line when some are folded]
+  function timelineRows(t, bars) {
     const span = Math.max(Number(t.span) || 0, 1e-9);
     const pc = (x) => Math.max(0, Math.min(100, (100 * (Number(x) || 0)) / span)) + "%";
-    const rows = [];
-    for (const b of bars) {
+    const list = bars.map((b, i) => ({ ...b, n: b.n || i + 1 }));
+    if (timelineView.slowest) list.sort((a, b) => (Number(b.seconds) || 0) - (Number(a.seconds) || 0) || a.n - b.n);
+    const shown = timelineView.all ? list : list.slice(0, TIMELINE_SHOWN);
+    const box = h("div", "fragola-timeline-bars");
+    box.tabIndex = 0; // scrolls by keyboard too
+    box.setAttribute("aria-label", "the turn's calls, " + (timelineView.slowest ? "slowest first" : "in order"));
+    const head = h("div", "fragola-tl-grid fragola-tl-head");
+    const axis = h("span", "fragola-tl-axis");
+    axis.append(h("span", "", "0"), h("span", "", t.turn || ""));
+    const before = h("span", "fragola-tl-before", "gap");
+    before.title = "the time between calls just before this one: no model or tool call ran";
+    head.append(h("span", "fragola-tl-n", "#"), h("span", "fragola-tl-call", "call"), axis,
+      h("span", "fragola-tl-took", "took"), before);
+    box.append(head);
+    for (const b of shown) {
       const kind = b.kind === "tool" ? "tool" : "model";
-      const row = h("div", "fragola-tl-row fragola-tl-" + kind);
+      const row = h("div", "fragola-tl-grid fragola-tl-row fragola-tl-" + kind);
       row.title = b.title || "";
       const track = h("div", "fragola-tl-track");
+      if (Number(b.gap) > 0) {
+        const gap = h("div", "fragola-tl-gapbar"); // between calls, before this one
+        gap.style.left = pc(Number(b.start) - Number(b.gap));
+        gap.style.width = pc(b.gap);
+        track.append(gap);
+      }
       const bar = h("div", "fragola-tl-bar");
-      bar.style.left = pc(b.start);
+      bar.style.left = "min(" + pc(b.start) + ", 100% - 4px)"; // its 4 px stay on the track
       bar.style.width = pc(b.seconds);
       if (kind === "model" && b.ttft !== null && b.ttft !== undefined && b.seconds > 0) {
         const wait = h("div", "fragola-tl-wait"); // until the first token
@@ -654,10 +736,25 @@ function renderView(store, model, el) {
         bar.append(wait);
       }
       track.append(bar);
-      row.append(h("bdi", "fragola-tl-label", b.label), track, h("span", "fragola-tl-time", b.text));
-      rows.push(row);
+      row.append(h("span", "fragola-tl-n", String(b.n)), h("bdi", "fragola-tl-label", b.label), track,
+        h("span", "fragola-tl-time", b.text), h("span", "fragola-tl-gap", b.gap_text || ""));
+      box.append(row);
     }
-    timelineBars.replaceChildren(...rows);
+    const folded = list.slice(shown.length);
+    if (!folded.length && list.length <= TIMELINE_SHOWN) return [box];
+    const fold = button("", "fragola-tl-fold");
+    if (folded.length) {
+      const took = folded.reduce((sum, b) => sum + (Number(b.seconds) || 0), 0);
+      const gaps = folded.reduce((sum, b) => sum + (Number(b.gap) || 0), 0);
+      fold.textContent = "… " + folded.length.toLocaleString("en-US") + " more call" +
+        (folded.length === 1 ? "" : "s") + ", " + tlDuration(took) +
+        (gaps >= 0.0005 ? " (and " + tlDuration(gaps) + " between calls)" : "") + ": show them";
+    } else {
+      fold.textContent = "show the first " + TIMELINE_SHOWN + " only";
+    }
+    fold.setAttribute("aria-expanded", String(!folded.length));
+    fold.addEventListener("click", () => { timelineView.all = !timelineView.all; drawTimeline(); });
+    return [box, fold];
   }
   timelineBox.addEventListener("toggle", drawTimeline);
 

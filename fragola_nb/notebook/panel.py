@@ -488,6 +488,8 @@ class AgentPanel(anywidget.AnyWidget):
             left = len(self._shown) - len(last)
             body = (f"<p><i>{left:,} earlier messages are not in this static copy; "
                     "export_html() or a saved session has them all.</i></p>" + body)
+        if timed := self._timeline_text():  # where the turn's time went, as the panel says it
+            body += f'<p class="fragola-timeline"><small>{escape(timed)}</small></p>'
         if self._error:
             body += f'<div class="fragola-error">{escape(self._error)}</div>'
         return body
@@ -503,14 +505,22 @@ class AgentPanel(anywidget.AnyWidget):
     def text(self) -> str:
         """What this view is, and how to see it live: its ``text/plain``, as a notebook shows
         it where the panel cannot draw ("fragola_nb panel of 'calc', 8 messages: run the
-        cell, or trust the notebook"; a turn panel names its messages by number)."""
+        cell, or trust the notebook"; a turn panel names its messages by number), then for a
+        timed turn a line saying where its time went ("timeline · turn 2.10 s · ...")."""
         name, count = self.agent.name, len(self._shown)
         if not self.turn:
             return live_text(f"panel of {name!r}, {count} message{'s' if count != 1 else ''}")
         first = self._rows.start
         shown = f"messages #{first} to #{first + count - 1}" if count > 1 else (
             f"message #{first}" if count else "no message yet")
-        return live_text(f"turn panel of {name!r}, {shown}")
+        timed = self._timeline_text()
+        return live_text(f"turn panel of {name!r}, {shown}") + (f"\n{timed}" if timed else "")
+
+    def _timeline_text(self) -> str:
+        """The timeline's line ("timeline · turn 2.10 s · model 1.42 s (68%) · ..."), for the
+        text forms; empty when nothing was timed."""
+        summary = self.timeline.get("summary", "") if self.turn else ""
+        return f"timeline · {summary}" if summary else ""
 
     def __repr__(self) -> str:
         since = f", since={self.since}" if self.turn else ""

@@ -2,8 +2,10 @@
 
 The panel sends it as its ``timeline`` trait; ``panel.js`` draws the waterfall only while the
 "timeline" toggle is open (a long panel pays nothing for it), every text with
-``textContent``. Names and arguments pass through ``visible`` (invisible controls written
-out), as the rest of the panel's text does.
+``textContent``: the turn's length split into model, tools and the time between calls, then
+at most 30 bars, in order or slowest first, the rest folded behind one line that opens them,
+in a box of bounded height. Names and arguments pass through ``visible`` (invisible controls
+written out), as the rest of the panel's text does.
 """
 
 from __future__ import annotations
@@ -12,27 +14,34 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.render import visible
-from fragola_nb.core.timing import Timeline, duration
+from fragola_nb.core.timing import BETWEEN, Parts, Timeline, duration, percents
 
 if TYPE_CHECKING:
     from fragola_nb.core.usage import Usage
 
-__all__ = ["ARGS_SHOWN", "timeline_shown"]
+__all__ = ["ARGS_SHOWN", "PART_NAMES", "timeline_shown"]
 
 ARGS_SHOWN = 120
 """Characters of a tool call's arguments its bar's tooltip shows."""
 
+PART_NAMES = {"model": "model", "tool": "tools", "between": "between calls"}
+"""The parts of a turn, by kind, as the summary and the legend name them."""
+
 
 def timeline_shown(usage: Usage, messages: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
-    """``bars`` (kind, label, start and seconds from the first call, ``text``: the duration
-    as written, ``title``: the tooltip), ``span`` (seconds the bars cover) and ``summary``
-    (the footer's totals: "model 1.42 s · tools 0.61 s · 38 tokens/s"); ``{}`` when nothing
-    was timed. ``messages``: the turn's, for the arguments of each tool call's tooltip."""
+    """``bars`` (kind, label, ``n``: its place in time from 1, start and seconds from the
+    first call, ``gap``: the seconds before it when no call ran, ``text`` and ``gap_text``:
+    both as written, ``title``: the tooltip), ``span`` (the turn: seconds from its first
+    call's start to its last call's end), ``turn`` (the span as written), ``parts`` (model,
+    tools and between calls: kind, label, seconds, share of the turn in percent, text,
+    ``what`` it is, title; they sum to the span) and ``summary`` (the line that holds them:
+    "turn 2.10 s · model 1.42 s (68%) · ..."); ``{}`` when nothing was timed.
+    ``messages``: the turn's, for the arguments of each tool call's tooltip."""
     timeline = Timeline.of(usage)
     if not timeline.bars:
         return {}
     arguments = _arguments(messages)
-    bars = []
+    bars: list[dict[str, Any]] = []
     for bar in timeline.bars:
         text = duration(bar.seconds)
         if bar.kind == "model":
@@ -47,11 +56,33 @@ def timeline_shown(usage: Usage, messages: Iterable[dict[str, Any]] = ()) -> dic
             called = arguments.get(bar.call_id, "")
             facts = [f"{label}({called}): {text}"]
         facts.append(f"from +{duration(bar.offset)}")
-        bars.append({"kind": bar.kind, "label": label, "start": bar.offset,
-                     "seconds": bar.seconds,
+        gap_text = duration(bar.gap) if bar.gap >= 0.0005 else ""
+        if gap_text:
+            facts.append(f"{gap_text} between calls before it")
+        bars.append({"kind": bar.kind, "label": label, "n": len(bars) + 1,
+                     "start": bar.offset, "seconds": bar.seconds, "gap": bar.gap,
                      "ttft": bar.ttft if bar.kind == "model" else None,
-                     "text": text, "title": " · ".join(facts)})
-    return {"bars": bars, "span": timeline.span, "summary": timeline.summary()}
+                     "text": text, "gap_text": gap_text, "title": " · ".join(facts)})
+    parts = timeline.parts()
+    return {"bars": bars, "span": timeline.span, "turn": duration(timeline.span),
+            "parts": _parts(timeline, parts), "summary": timeline.summary(parts)}
+
+
+def _parts(timeline: Timeline, parts: Parts) -> list[dict[str, Any]]:
+    """The turn's model, tools and between-calls parts, each with its share and tooltip."""
+    titles = {"model": "a model call was running",
+              "tool": "only tools were running" + (
+                  f" ({duration(timeline.tool_seconds)} of tool time summed: some ran side "
+                  "by side)" if timeline.tool_seconds - parts.tools >= 0.0005 else ""),
+              "between": BETWEEN}
+    found = []
+    for kind, seconds, share in zip(("model", "tool", "between"), parts,
+                                    percents(parts, timeline.span), strict=True):
+        text = f"{duration(seconds)} ({share}%)"
+        found.append({"kind": kind, "label": PART_NAMES[kind], "seconds": seconds,
+                      "share": share, "text": text, "what": titles[kind],
+                      "title": f"{PART_NAMES[kind]}: {text} of the turn: {titles[kind]}"})
+    return found
 
 
 def _arguments(messages: Iterable[dict[str, Any]]) -> dict[str, str]:

@@ -8,6 +8,7 @@ numbered as ``state.messages[i]``; and its ``export_html`` file shows the same.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -60,7 +61,9 @@ def test_a_shared_executed_notebook_says_what_each_view_is_then_runs_live(ui: UI
                          "#0 to #3" + SEE),
                         (PANEL_CELL, "fragola_nb panel of 'what_if', 4 messages" + SEE)):
         outputs = h.cell(page, index).locator(".jp-OutputArea-output")
-        expect(outputs.nth(0)).to_have_text(line)
+        # a turn's text says where its time went on a second line (issue 34)
+        timed = r"\s+timeline · turn .+ · between calls .+" if index == TURN_CELL else ""
+        expect(outputs.nth(0)).to_have_text(re.compile(f"^{re.escape(line)}{timed}$"))
         expect(outputs.nth(0).locator(".fragola-panel")).to_have_count(0)
         copy = outputs.nth(1)
         what = line.removeprefix("fragola_nb ").removesuffix(SEE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -84,6 +85,10 @@ async def test_each_tool_call_that_ran_records_its_duration() -> None:
         assert later.offset >= earlier.offset + earlier.seconds - 0.01
     assert timeline.span >= 0.4
     assert "tools " in timeline.summary() and "model " in timeline.summary()
+    # the turn split by its own timestamps: the parts sum to it, the gaps are between calls
+    parts = timeline.parts()
+    assert parts.tools >= 0.4 and math.fsum(parts) == pytest.approx(timeline.span)
+    assert parts.between == pytest.approx(sum(bar.gap for bar in timeline.bars))
 
 
 async def test_a_tool_that_raises_is_timed_too() -> None:
@@ -231,7 +236,8 @@ def test_the_panels_timeline_data_writes_durations_and_keeps_hostile_text_as_tex
     assert shown["span"] == pytest.approx(2.2)
     # 40 tokens over 1 s of streaming, 5 in one piece of 0.2 s: 45 over 1.2 s
     assert usage.tokens_per_second == pytest.approx(45 / 1.2)
-    assert shown["summary"] == "model 1.70 s · tools 250 ms · 38 tokens/s"
+    assert shown["summary"] == ("turn 2.20 s · model 1.70 s (77%) · tools 250 ms (12%) · "
+                                "between calls 250 ms (11%) · 38 tokens/s")
     assert "first token after 500 ms" in shown["bars"][0]["title"]
     title = shown["bars"][1]["title"]
     assert "\\u202e" in title and "\u202e" not in title  # the override written out

@@ -9,6 +9,7 @@ safe forms of each output only; the browser test is tests/browser/test_browser_u
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,10 +101,18 @@ def test_the_static_copy_says_what_it_is_a_copy_of(
               if COPY_CLASS in o.data.get("text/html", "")]
     # shown as the turn starts, then replaced by its final form (display_id)
     assert len(views) == len(copies) == 2
-    assert [view["text/plain"] for view in views] == [
+    lines = [view["text/plain"].split("\n") for view in views]
+    assert [first for first, *_ in lines] == [
         f"fragola_nb turn panel of 'calculator', no message yet{SEE}",
         f"fragola_nb turn panel of 'calculator', messages #0 to #1{SEE}"]
-    for view, copy in zip(views, copies, strict=True):
-        what = view["text/plain"].removeprefix("fragola_nb ").removesuffix(SEE)
+    # the turn done, a line says where its time went, in the copy too (issue 34)
+    assert len(lines[0]) == 1 and len(lines[1]) == 2
+    timed = lines[1][1]
+    assert re.fullmatch(r"timeline · turn \S+ m?s · model \S+ m?s \(\d+%\) · tools \S+ m?s "
+                        r"\(\d+%\) · between calls \S+ m?s \(\d+%\)( · [\d,]+ tokens/s)?",
+                        timed), timed
+    assert f'<p class="fragola-timeline"><small>{html.escape(timed)}</small></p>' in copies[1]
+    for (first, *_), copy in zip(lines, copies, strict=True):
+        what = first.removeprefix("fragola_nb ").removesuffix(SEE)
         note = html.escape(f"static copy of the {what}, as saved")
         assert f'<p class="fragola-static-note"><small>{note}</small></p>' in copy

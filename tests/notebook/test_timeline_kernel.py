@@ -55,7 +55,13 @@ def test_a_turn_panel_sends_the_waterfall_of_its_calls(kernel: Kernel) -> None:
         assert later["start"] >= earlier["start"] + earlier["seconds"] - 0.01
     assert timeline["span"] >= bars[-1]["start"] + bars[-1]["seconds"] - 1e-6
     assert all(b["text"].endswith(("ms", " s")) for b in bars)
-    assert timeline["summary"].startswith("model ") and " · tools " in timeline["summary"]
+    assert timeline["summary"].startswith("turn ") and " · tools " in timeline["summary"]
+    # the turn split by its own timestamps: model, tools, between calls, summing to it
+    parts = timeline["parts"]
+    assert [p["kind"] for p in parts] == ["model", "tool", "between"]
+    assert sum(p["seconds"] for p in parts) == pytest.approx(timeline["span"])
+    assert sum(p["share"] for p in parts) == 100 and parts[1]["seconds"] >= 0.4
+    assert parts[2]["seconds"] == pytest.approx(sum(b["gap"] for b in bars))
     # the hostile argument: in the tooltip as text, its override written out
     assert "<img" in bars[1]["title"] and "\\u202e" in bars[1]["title"]
     assert "\u202e" not in json.dumps(timeline, ensure_ascii=False)
