@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from helpers import answered, asked, make_agent, user
 
@@ -101,10 +103,51 @@ def test_html_escapes_hostile_text_and_marks_words():
     assert "\\ud800 lone" in body and page.encode("utf-8")  # no lone surrogate is left
 
 
-def test_html_of_thousands_of_messages_is_bounded():
-    left = [user(f"q{i}") for i in range(3000)]
-    right = [user(f"r{i}") for i in range(3000)]
+def test_html_of_thousands_of_messages_folds_identical_runs_and_keeps_every_change():
+    # Two 5,000-message branches alike but for every 23rd message from #205, and one
+    # message only the right holds: every pair is in the page (nothing cut), the identical
+    # runs folded behind one line each, the counts of each kind on top.
+    left = [user(f"q{i}") for i in range(5000)]
+    right = [user(f"edited q{i}") if i >= 205 and i % 23 == 0 else m for i, m in enumerate(left)]
+    right.insert(4010, user("one more"))
+    d = fragola_nb.diff(left, right)
+    page = d._repr_html_()
+    changed = len(range(207, 5000, 23))  # 207 is the first multiple of 23 from 205
+    assert d.common == 207 and d.count("changed") == changed and d.count("only-right") == 1
+    assert page.count('data-kind="changed"') == changed
+    assert page.count('data-kind="only-right"') == 1
+    assert page.count('data-kind="same"') == d.count("same") == 4793 - changed
+    assert "more pairs not shown" not in page and "<ins>edited </ins>" in page
+    # The last change (#4991 on the left, #4992 on the right) is there.
+    assert 'data-index="#4991"' in page and 'data-index="#4992"' in page
+    # Runs of 22 identical messages between the changes, each folded behind one line.
+    folds = re.findall(r'<details class="fragola-diff-fold" data-count="(\d+)"><summary>'
+                       r"… ([\d,]+) identical messages \((#[^<]*)\)</summary>", page)
+    # 208 runs between changes, one after the last, one split in two by the added message
+    assert len(folds) == changed + 1 and sum(int(n) for n, _, _ in folds) == d.count("same")
+    assert folds[0] == ("22", "22", "#208–#229")
+    assert ("15", "15", "#4010–#4024 ↔ #4011–#4025") in folds  # after the added one
+    assert f'data-count="{changed}">{changed} changed</span>' in page
+    assert 'data-count="1">1 only in b</span>' in page and "0 only in a" in page
+    assert f"changes only ({changed + 1})" in page and f'data-differ="{changed + 1}"' in page
+    assert "max-height:32em;overflow:auto" in page and "content-visibility:auto" in page
+
+
+def test_short_identical_runs_are_not_folded():
+    left = [user("a"), user("b"), user("c"), user("d"), user("e")]
+    right = [user("A"), user("b"), user("c"), user("D"), user("e")]
     page = fragola_nb.diff(left, right)._repr_html_()
-    assert page.count('class="fragola-diff-row') == 1000
-    assert "2,000 more pairs not shown" in page
-    assert "max-height:32em;overflow:auto" in page
+    assert "fragola-diff-fold" not in page.split("</style>", 1)[1]
+    assert page.count('data-kind="same"') == 3  # b, c and e, shown as they are
+    assert "changes only (2)" in page
+
+
+def test_identical_messages_show_once_with_both_numbers_and_stay_escaped():
+    same = [user(f"alike {i} " + HOSTILE) for i in range(4)]
+    left, right = [user("x"), *same], [user("y"), user("extra"), *same]
+    body = fragola_nb.diff(left, right)._repr_html_().split("</style>", 1)[1]
+    assert "… 4 identical messages (#1–#4 ↔ #2–#5)" in body
+    assert 'data-index="#1 ↔ #2"' in body and body.count("alike 0") == 1
+    assert "<script" not in body and "<img" not in body and "\u202e" not in body
+    # an identical message is shortened (nothing in it differs)
+    assert f"({len('alike 0 ' + HOSTILE) - 1000:,} more characters)" in body
