@@ -10,10 +10,11 @@ variables (light and dark).
 At thousands of messages the changes stay in sight: a line on top counts the pairs of each
 kind; every run of ``FOLD_AT`` or more identical messages is folded into one line ("… 750
 identical messages", a ``<details>`` that unfolds on a click, each message once with both
-its numbers); a "changes only" box hides the identical ones. Every pair is in the page, so
-every change is reachable by scrolling the box of bounded height, and the browser lays out
-only the rows in sight (``content-visibility: auto``, folded runs not at all): inserting the
-diff of two 5,000-message branches costs the page no long task (``bench/branch_diff_browser.py``).
+its numbers); a "changes only" box hides the identical ones. It holds the rows of at most
+``STATIC_ROWS`` messages, those that differ first (a fold past that says it is not in this
+copy, and a line counts the pairs that differ left out); the live view of a notebook with the
+extension loaded (``fragola_nb.notebook.diffview``) pages through every pair. The browser lays
+out only the rows in sight (``content-visibility: auto``, folded runs not at all).
 Columns share the width (``minmax(0, 1fr)``) and long tokens wrap, so it reads at 700 px.
 """
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from fragola_nb.core.branchdiff import BranchDiff, DiffPair, Kind, Message
     from fragola_nb.core.usage import Usage
 
-__all__ = ["CSS", "FOLD_AT", "MAX_CHARS", "SAME_CHARS", "branch_diff_html"]
+__all__ = ["CSS", "FOLD_AT", "MAX_CHARS", "SAME_CHARS", "STATIC_ROWS", "branch_diff_html",
+           "runs", "where"]
 
 FOLD_AT = 3
 """Identical pairs in a row from which they are folded into one line."""
@@ -39,6 +41,12 @@ MAX_CHARS = 6_000
 """Characters of one message shown; the count of the rest is said after it."""
 SAME_CHARS = 1_000
 """Characters shown of a message both sides hold alike (nothing in it differs)."""
+STATIC_ROWS = 300
+"""Messages' rows in the static HTML, the pairs that differ first: JupyterLab parses a cell's
+``text/html`` again after each change of the notebook (its table of contents looks for
+headings), so a big one holds the page each time (a second for the 4,795 pairs of two
+5,000-message branches, measured). The live view (``fragola_nb.notebook.diffview``) pages
+through every pair."""
 
 CSS = """<style>
 .fragola-diff{--fd-text:var(--jp-ui-font-color1,#1f2328);--fd-quiet:var(--jp-ui-font-color2,#57606a);
@@ -170,14 +178,44 @@ def runs(pairs: Sequence[DiffPair]) -> Iterator[tuple[bool, Sequence[DiffPair]]]
         start = end
 
 
-def _fold(pairs: Sequence[DiffPair]) -> str:
+def where(pairs: Sequence[DiffPair]) -> str:
+    """The numbers of a run of pairs: ``#3–#9``, or ``#3–#9 ↔ #4–#10`` when they differ."""
     first, last = pairs[0], pairs[-1]
-    where = f"#{first.left_index}–#{last.left_index}"
+    said = f"#{first.left_index}–#{last.left_index}"
     if first.left_index != first.right_index:
-        where += f" ↔ #{first.right_index}–#{last.right_index}"
-    return (f'<details class="fragola-diff-fold" data-count="{len(pairs)}"><summary>'
-            f"… {len(pairs):,} identical messages ({where})</summary>"
-            f'{"".join(_row(pair) for pair in pairs)}</details>')
+        said += f" ↔ #{first.right_index}–#{last.right_index}"
+    return said
+
+
+def _fold(pairs: Sequence[DiffPair], inside: bool) -> str:
+    line = f"… {len(pairs):,} identical messages ({where(pairs)})"
+    if not inside:  # past the static copy's budget: the line alone
+        return (f'<div class="fragola-diff-fold fragola-diff-note" data-count="{len(pairs)}">'
+                f"{line}, not in this static copy</div>")
+    return (f'<details class="fragola-diff-fold" data-count="{len(pairs)}"><summary>{line}'
+            f'</summary>{"".join(_row(pair) for pair in pairs)}</details>')
+
+
+def _body(diff: BranchDiff, most: int) -> str:
+    """The rows, changes first: every pair that differs while ``most`` allows, then the
+    identical runs' contents while the rest of it does (a fold past it says so)."""
+    budget = most - (len(diff.pairs) - diff.count("same"))
+    out, shown = [], 0
+    for folded, run in runs(diff.pairs):
+        if folded:
+            inside = len(run) <= budget
+            budget -= len(run) if inside else 0
+            out.append(_fold(run, inside))
+        elif shown < most:
+            shown += 1
+            out.append(_row(run[0]))
+    left = len(diff.pairs) - diff.count("same") - shown
+    if left > 0:
+        out.append(f'<div class="fragola-diff-note fragola-diff-more">… {left:,} more pairs '
+                   "that differ, not in this static copy (the live view in a notebook with "
+                   "<code>%load_ext fragola_nb</code> pages through every one; "
+                   "<code>diff.pairs</code> holds them)</div>")
+    return "".join(out)
 
 
 def _spent(usage: Usage | None, seconds: float | None) -> str:
@@ -205,14 +243,14 @@ def _counts(diff: BranchDiff) -> str:
             f'"{diff.count("same")}">{diff.count("same"):,} identical</span>{toggle}</div>')
 
 
-def branch_diff_html(diff: BranchDiff) -> str:
-    """``diff`` as a self-contained, escaped HTML block."""
+def branch_diff_html(diff: BranchDiff, most: int = STATIC_ROWS) -> str:
+    """``diff`` as a self-contained, escaped HTML block of at most ``most`` messages' rows."""
     heads = "".join(
         f"<div>{escape(name)} <span class='fragola-diff-meta'>({length:,} messages)</span>"
         f"{_spent(usage, seconds)}</div>"
         for name, length, usage, seconds in zip(diff.names, diff.lengths, diff.usage,
                                                 diff.seconds, strict=True))
-    rows = "".join(_fold(run) if folded else _row(run[0]) for folded, run in runs(diff.pairs))
+    rows = _body(diff, most)
     if not diff.pairs:
         rows = '<div class="fragola-diff-note">No difference after the common part.</div>'
     return (f'{CSS}<div class="fragola-diff"><div class="fragola-diff-head">{heads}</div>'

@@ -38,7 +38,7 @@ def load_ipython_extension(ipython: Any) -> None:
     eval_cell.watch(ext)  # agent.evaluate shows its matrix (the same kind of hook)
     interrupts.install(ipython)  # an interrupted `await agent...` cell ends in one line
     # fragola_nb.diff(a, b) in a cell: the paged view (the core's _repr_html_ elsewhere)
-    ipython.display_formatter.mimebundle_formatter.for_type(BranchDiff, diffview.show)
+    ipython.display_formatter.mimebundle_formatter.for_type(BranchDiff, diffview.shower(ext))
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -10,13 +10,14 @@ change included. The view draws with ``textContent`` only; every text is made ``
 here first (credentials redacted, bidi overrides and zero-width characters written out,
 half a surrogate pair as ``\\udXXX``), so nothing a model wrote can act as markup.
 
-In a cell with the extension loaded (``show``), and in the fork tree, the diff shows as this
-view; its bundle keeps the static HTML for nbconvert and GitHub.
+In a cell with the extension loaded (``shower``), and in the fork tree, the diff shows as this
+view; its bundle keeps the static HTML for nbconvert and GitHub (``diffhtml``: the pairs that
+differ first, at most ``STATIC_ROWS`` messages' rows; a page parses it again and again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +28,22 @@ from fragola_nb.base.checks import edited_by_hand
 from fragola_nb.base.render import visible
 from fragola_nb.base.textfile import writable
 from fragola_nb.core.branchdiff import BranchDiff, message_text
-from fragola_nb.core.diffhtml import CSS, MAX_CHARS, SAME_CHARS, branch_diff_html, runs
+from fragola_nb.core.diffhtml import (
+    CSS,
+    MAX_CHARS,
+    SAME_CHARS,
+    branch_diff_html,
+    runs,
+    where,
+)
 from fragola_nb.notebook.static_copy import live_text
 
 if TYPE_CHECKING:
     from fragola_nb.core.branchdiff import DiffPair, Message
     from fragola_nb.core.usage import Usage
+    from fragola_nb.notebook.magics import Extension
 
-__all__ = ["PAGE", "DiffView", "rows_of", "show"]
+__all__ = ["PAGE", "DiffView", "head_of", "rows_of", "shower"]
 
 _HERE = Path(__file__).parent
 PAGE = 100
@@ -85,11 +94,7 @@ def _row(pair: DiffPair) -> dict[str, Any]:
 
 
 def _fold(pairs: Sequence[DiffPair]) -> dict[str, Any]:
-    first, last = pairs[0], pairs[-1]
-    where = f"#{first.left_index}–#{last.left_index}"
-    if first.left_index != first.right_index:
-        where += f" ↔ #{first.right_index}–#{last.right_index}"
-    return {"k": "fold", "count": len(pairs), "where": where,
+    return {"k": "fold", "count": len(pairs), "where": where(pairs),
             "rows": [_row(pair) for pair in pairs]}
 
 
@@ -140,6 +145,11 @@ class DiffView(anywidget.AnyWidget):
         return (data, metadata) if metadata else data
 
 
-def show(diff: BranchDiff) -> Any:
-    """A diff's display in a cell (the extension registers it for ``BranchDiff``)."""
-    return DiffView(diff)._repr_mimebundle_()
+def shower(ext: Extension) -> Callable[[BranchDiff], Any]:
+    """A diff's display in ``ext``'s cells (the extension registers it for ``BranchDiff``):
+    this view in a kernel, else None (IPython shows the text and the static HTML)."""
+
+    def show(diff: BranchDiff) -> Any:
+        return DiffView(diff)._repr_mimebundle_() if ext.widgets else None
+
+    return show
