@@ -67,7 +67,14 @@ function counts(head, only, redraw) {
 function render({ model, el }) {
   el.classList.add("fragola-diff", "fragola-diff-live");
   el.setAttribute("data-lm-suppress-shortcuts", "true");
-  const state = { only: false, page: 0, open: new Set() };
+  const state = { only: false, page: 0, open: new Set(), got: new Map() };
+  const onMsg = (msg) => {
+    if (msg && Number.isInteger(msg.fold) && Array.isArray(msg.rows)) {
+      state.got.set(msg.fold, msg.rows);
+      draw();
+    }
+  };
+  model.on("msg:custom", onMsg);
   const body = h("div", "fragola-diff-body");
   const pager = h("div", "fragola-diff-pager");
   const lines = () => {
@@ -79,7 +86,10 @@ function render({ model, el }) {
       }
       if (state.only) return;
       out.push([row, false, at]);
-      if (state.open.has(at)) for (const inner of row.rows) out.push([inner, true, at]);
+      if (!state.open.has(at)) return;
+      const inner = state.got.get(at);
+      if (inner) for (const one of inner) out.push([one, true, at]);
+      else out.push([{ k: "wait" }, true, at]);
     });
     return out;
   };
@@ -93,6 +103,7 @@ function render({ model, el }) {
     button.title = open ? "fold them again" : "show them";
     button.addEventListener("click", () => {
       if (open) state.open.delete(at); else state.open.add(at);
+      if (!open && !state.got.has(at)) model.send({ unfold: at }); // its messages, once
       draw();
     });
     return button;
@@ -110,7 +121,9 @@ function render({ model, el }) {
     state.page = Math.min(Math.max(0, state.page), pages - 1);
     const from = state.page * size, part = all.slice(from, from + size);
     body.replaceChildren(...part.map(([row, inner, at]) =>
-      row.k === "fold" && !inner ? foldLine(row, at) : pairRow(row, inner)));
+      row.k === "fold" && !inner ? foldLine(row, at)
+        : row.k === "wait" ? h("div", "fragola-diff-note", "\u2026 (the kernel sends them; run the cell again if it is gone)")
+          : pairRow(row, inner)));
     if (!all.length) body.replaceChildren(h("div", "fragola-diff-note", "No difference after the common part."));
     const last = pages - 1;
     const nav = [button("first", "the first page", () => 0), button("previous", "the page before", () => state.page - 1),
@@ -124,6 +137,8 @@ function render({ model, el }) {
     pager.hidden = pages === 1;
   };
   const setup = () => {
+    state.got.clear();
+    state.open.clear();
     const head = model.get("head") || {};
     const heads = h("div", "fragola-diff-head");
     (head.names || []).forEach((name, i) => {
@@ -139,7 +154,11 @@ function render({ model, el }) {
   setup();
   model.on("change:rows", setup);
   model.on("change:head", setup);
-  return () => { model.off("change:rows", setup); model.off("change:head", setup); };
+  return () => {
+    model.off("change:rows", setup);
+    model.off("change:head", setup);
+    model.off("msg:custom", onMsg);
+  };
 }
 
 export default { render };

@@ -3,9 +3,9 @@
 At two 5,000-message branches the diff holds 4,795 pairs; its static HTML (``diffhtml``),
 put in the page at once, held the main thread for a quarter of a second or more. The view
 gets the pairs as data (``rows``: the changed, added and removed pairs one by one; each run
-of identical pairs as one fold holding them) and draws one page of ``PAGE`` lines at a time:
-a line on top counts each kind, a fold reads "… 750 identical messages" and unfolds on a
-click, "changes only" hides the identical ones, and the pager reaches every page, the last
+of identical pairs as one fold, its messages sent when a click unfolds it) and draws one page
+of ``PAGE`` lines at a time: a line on top counts each kind, a fold reads "… 750 identical
+messages" and unfolds on a click, "changes only" hides the identical ones, and the pager reaches every page, the last
 change included. The view draws with ``textContent`` only; every text is made ``visible``
 here first (credentials redacted, bidi overrides and zero-width characters written out,
 half a surrogate pair as ``\\udXXX``), so nothing a model wrote can act as markup.
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from fragola_nb.core.usage import Usage
     from fragola_nb.notebook.magics import Extension
 
-__all__ = ["PAGE", "DiffView", "head_of", "rows_of", "shower"]
+__all__ = ["PAGE", "DiffView", "head_of", "rows_of", "shower", "unfolded"]
 
 _HERE = Path(__file__).parent
 PAGE = 100
@@ -94,13 +94,21 @@ def _row(pair: DiffPair) -> dict[str, Any]:
 
 
 def _fold(pairs: Sequence[DiffPair]) -> dict[str, Any]:
-    return {"k": "fold", "count": len(pairs), "where": where(pairs),
-            "rows": [_row(pair) for pair in pairs]}
+    return {"k": "fold", "count": len(pairs), "where": where(pairs)}
 
 
 def rows_of(diff: BranchDiff) -> list[dict[str, Any]]:
-    """The pairs as the view draws them: each run of identical ones folded (``diffhtml.runs``)."""
+    """The pairs as the view draws them: each run of identical ones folded (``diffhtml.runs``),
+    its messages sent when it is unfolded (``DiffView.unfold``)."""
     return [_fold(run) if folded else _row(run[0]) for folded, run in runs(diff.pairs)]
+
+
+def unfolded(diff: BranchDiff, at: int) -> list[dict[str, Any]]:
+    """The messages of the fold ``rows_of(diff)[at]``, as the view draws them."""
+    for index, (folded, run) in enumerate(runs(diff.pairs)):
+        if index == at:
+            return [_row(pair) for pair in run] if folded else []
+    return []
 
 
 def _spent(usage: Usage | None, seconds: float | None) -> str:
@@ -133,6 +141,14 @@ class DiffView(anywidget.AnyWidget):
     def __init__(self, diff: BranchDiff, **kwargs: Any) -> None:
         super().__init__(head=head_of(diff), rows=rows_of(diff), **kwargs)
         self.diff = diff
+        self.on_msg(self._on_msg)
+
+    def _on_msg(self, _: Any, content: Any, buffers: Any = None) -> None:
+        # A click on a fold: its messages, to that view (3,000 identical messages sent
+        # up front made the state a megabyte the page parsed in one task).
+        at = content.get("unfold") if isinstance(content, dict) else None
+        if isinstance(at, int) and not isinstance(at, bool):
+            self.send({"fold": at, "rows": unfolded(self.diff, at)})
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         # Beside the live view, the escaped static HTML (nbconvert, GitHub) and the text.

@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import fragola_nb
 from fragola_nb.core.diffhtml import STATIC_ROWS
-from fragola_nb.notebook.diffview import DiffView
+from fragola_nb.notebook.diffview import DiffView, unfolded
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 HOSTILE = ("<script>alert(1)</script> <img src=x onerror=alert(2)> [a](javascript:alert(3)) "
@@ -44,29 +44,34 @@ def test_the_view_holds_every_pair_changes_first_and_identical_runs_folded() -> 
         assert len(differ) == 210 and [r["k"] for r in differ].count("changed") == 209
         assert differ[-1]["l"]["n"] == "#4991" and differ[-1]["r"]["n"] == "#4992"
         assert differ[-1]["r"]["words"] == [["+", "edited "], ["=", "q4991"]]
-        assert sum(f["count"] for f in folds) == 4584 == sum(len(f["rows"]) for f in folds)
-        assert folds[0]["count"] == 22 and folds[0]["where"] == "#208–#229"
-        assert {"count": 15, "where": "#4010–#4024 ↔ #4011–#4025"}.items() <= next(
-            f for f in folds if f["count"] == 15).items()
-        inner = folds[0]["rows"][0]
-        assert inner == {"k": "same", "l": {"n": "#208", "role": "user", "edited": False,
-                                            "text": "q208"}}
+        assert sum(f["count"] for f in folds) == 4584
+        assert folds[0] == {"k": "fold", "count": 22, "where": "#208–#229"}
+        assert {"k": "fold", "count": 15, "where": "#4010–#4024 ↔ #4011–#4025"} in folds
+        # a fold's messages are sent when it is unfolded (the click's message asks for them)
+        at = rows.index(folds[0])
+        inner = unfolded(d, at)
+        assert len(inner) == 22 and inner[0] == {
+            "k": "same", "l": {"n": "#208", "role": "user", "edited": False, "text": "q208"}}
+        assert sum(len(unfolded(d, i)) for i, r in enumerate(rows) if r["k"] == "fold") == 4584
+        assert unfolded(d, 0) == [] and unfolded(d, 10_000) == []  # not a fold: nothing
     finally:
         view.close()
 
 
 def test_the_view_sends_text_made_visible_and_no_credential() -> None:
-    left = [user("start"), user("same " + HOSTILE + KEY)] + [user("x")] * 3
-    right = [user("start!"), user("same " + HOSTILE + KEY), {"role": "tool",
-             "tool_call_id": "c\u202e1", "content": "other " + KEY}] + [user("x")] * 3
-    view = DiffView(fragola_nb.diff(left, right))
+    left = [user("start"), *[user("same " + HOSTILE + KEY)] * 3]
+    right = [user("start!"), *[user("same " + HOSTILE + KEY)] * 3, {
+        "role": "tool", "tool_call_id": "c\u202e1", "content": "other " + KEY + HOSTILE}]
+    d = fragola_nb.diff(left, right)
+    view = DiffView(d)
     try:
-        sent = json.dumps(view.get_state(), ensure_ascii=False)
+        sent = json.dumps([view.get_state(), unfolded(d, 1)], ensure_ascii=False)
         assert KEY not in sent and "diffviewkey" not in sent
         assert "\u202e" not in sent and "\u200b" not in sent and "\\\\u202e" in sent
         assert "\\\\ud800" in sent and sent.encode("utf-8")  # no lone surrogate left
         # a message's text is sent as text (the view draws it with textContent)
         assert "<script>alert(1)</script>" in sent
+        assert sent.count("same <script>") == 3  # the fold's messages, asked for
         tool = view.rows[2]["r"]
         assert tool["role"] == "tool" and tool["id"] == "c\\u202e1"
     finally:
