@@ -5,10 +5,11 @@ put in the page at once, held the main thread for a quarter of a second or more.
 gets the pairs as data (``rows``: the changed, added and removed pairs one by one; each run
 of identical pairs as one fold, its messages sent when a click unfolds it) and draws one page
 of ``PAGE`` lines at a time: a line on top counts each kind, a fold reads "… 750 identical
-messages" and unfolds on a click, "changes only" hides the identical ones, and the pager reaches every page, the last
-change included. The view draws with ``textContent`` only; every text is made ``visible``
-here first (credentials redacted, bidi overrides and zero-width characters written out,
-half a surrogate pair as ``\\udXXX``), so nothing a model wrote can act as markup.
+messages" and unfolds on a click, "changes only" hides the identical ones, and the pager
+reaches every page, the last change included. The view draws with ``textContent`` only;
+every text is made ``visible`` here first (credentials redacted, bidi overrides and
+zero-width characters written out, half a surrogate pair as ``\\udXXX``), so nothing a model
+wrote can act as markup.
 
 In a cell with the extension loaded (``shower``), and in the fork tree, the diff shows as this
 view; its bundle keeps the static HTML for nbconvert and GitHub (``diffhtml``: the pairs that
