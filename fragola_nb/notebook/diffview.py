@@ -13,7 +13,7 @@ wrote can act as markup.
 
 In a cell with the extension loaded (``shower``), and in the fork tree, the diff shows as this
 view; its bundle keeps the static HTML for nbconvert and GitHub (``diffhtml``: the pairs that
-differ first, at most ``STATIC_ROWS`` messages' rows; a page parses it again and again).
+differ first, at most ``PAGE`` messages' rows, since a page parses it again and again).
 """
 
 from __future__ import annotations
@@ -156,7 +156,9 @@ class DiffView(anywidget.AnyWidget):
         bundle: Any = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
         left, right = self.diff.names
-        data = {**(data or {}), "text/html": branch_diff_html(self.diff),
+        # (the page's table of contents parses that HTML again after each change of the
+        # notebook: one page of it, the pairs that differ first)
+        data = {**(data or {}), "text/html": branch_diff_html(self.diff, PAGE),
                 "text/plain": f"{live_text(f'diff of {left!r} and {right!r}')}\n"
                               f"{visible(repr(self.diff))}"}
         return (data, metadata) if metadata else data

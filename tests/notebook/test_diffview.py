@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import fragola_nb
 from fragola_nb.core.diffhtml import STATIC_ROWS
-from fragola_nb.notebook.diffview import DiffView, unfolded
+from fragola_nb.notebook.diffview import PAGE, DiffView, unfolded
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 HOSTILE = ("<script>alert(1)</script> <img src=x onerror=alert(2)> [a](javascript:alert(3)) "
@@ -97,7 +97,8 @@ def test_a_kernel_cell_shows_the_view_with_a_bounded_static_copy(
     shell._fragola_nb.widgets = True  # as in a kernel
     data, _ = shell.display_formatter.format(d)
     assert WIDGET in data and data["text/plain"].startswith("fragola_nb diff of 'a' and 'b'")
-    assert 210 < data["text/html"].count('class="fragola-diff-row') <= STATIC_ROWS
+    assert data["text/html"].count('class="fragola-diff-row') == PAGE < STATIC_ROWS
+    assert "… 110 more pairs that differ, not in this static copy" in data["text/html"]
     shell.extension_manager.unload_extension("fragola_nb")
     assert WIDGET not in shell.display_formatter.format(d)[0]  # unloaded: no view
     shell.extension_manager.load_extension("fragola_nb")  # for the fixture's unload
