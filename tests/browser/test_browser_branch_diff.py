@@ -117,10 +117,17 @@ LONG_TREE = "tree = ForkTree(root); tree.compare(root, edited); tree"
 CHANGES = len(range(207, 5000, 23))
 
 
+def to_first(view: Any) -> None:
+    first = view.locator(".fragola-diff-page-first")
+    if first.is_enabled():
+        first.click()
+    expect(first).to_be_disabled()
+
+
 def pages_of(view: Any) -> list[list[str]]:
     """Every page of a diff view from the first: the kind of each line drawn, a fold's line
     as "fold"."""
-    view.locator(".fragola-diff-page-first").click()
+    to_first(view)
     seen = []
     while True:
         seen.append(view.locator(".fragola-diff-body > *").evaluate_all(
@@ -152,7 +159,7 @@ def check_long_view(ui: UI, view: Any, name: str) -> None:
         "… 8 identical messages (#4992–#4999)")
     ui.shot(f"{name}-last-page", view)
     # A fold unfolds (its 22 messages asked of the kernel) and folds again.
-    view.locator(".fragola-diff-page-first").click()
+    to_first(view)
     first.click()
     unfolded = view.locator(".fragola-diff-unfolded")
     expect(unfolded).to_have_count(22)
@@ -182,7 +189,7 @@ def test_two_5000_message_branches_changes_first_in_a_cell_and_in_the_tree(ui: U
     cell_view = h.cell(page, 2).locator(".fragola-diff")
     expect(cell_view).to_have_count(1)
     check_long_view(ui, cell_view, "cell")
-    tree_view = h.cell(page, 3).locator(".fragola-tree-diff .fragola-diff")
+    tree_view = h.cell(page, 3).locator(".fragola-tree-compared .fragola-diff")
     expect(tree_view).to_have_count(1)
     check_long_view(ui, tree_view, "tree")
     head = h.cell(page, 3).locator(".fragola-tree-diff-head")
