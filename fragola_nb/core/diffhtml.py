@@ -63,9 +63,10 @@ grid-template-columns:minmax(0,1fr) minmax(0,1fr)}
 .fragola-diff-note{font-size:12px;color:var(--fd-quiet);padding:3px 0}
 .fragola-diff-counts{display:flex;flex-wrap:wrap;gap:2px 12px;align-items:center;padding:4px 0;
 font-size:12px;overflow-wrap:anywhere}
-.fragola-diff-count{padding:0 6px;border-radius:8px;background:var(--fd-bg2)}
-.fragola-diff-count-changed{box-shadow:inset 3px 0 #d97706}
-.fragola-diff-count-only-left,.fragola-diff-count-only-right{box-shadow:inset 3px 0 #2563eb}
+.fragola-diff-count{padding:0 6px;border-radius:0 8px 8px 0;background:var(--fd-bg2);
+border-left:3px solid var(--fd-line)}
+.fragola-diff-count-changed{border-left-color:#d97706}
+.fragola-diff-count-only-left,.fragola-diff-count-only-right{border-left-color:#2563eb}
 .fragola-diff-toggle{cursor:pointer;white-space:nowrap}
 .fragola-diff-body{max-height:32em;overflow:auto;border:1px solid var(--fd-line);padding:2px 4px}
 .fragola-diff-row{border-bottom:1px dashed var(--fd-line);padding:3px 0;
