@@ -64,6 +64,37 @@ function counts(head, only, redraw) {
   return line;
 }
 
+// The lines in order: each pair that differs, each fold's line, and an unfolded fold's
+// messages (or a line saying they are on their way); "changes only" leaves out the rest.
+function linesOf(rows, state) {
+  const out = [];
+  rows.forEach((row, at) => {
+    if (row.k !== "fold") {
+      if (!(state.only && row.k === "same")) out.push([row, false, at]);
+      return;
+    }
+    if (state.only) return;
+    out.push([row, false, at]);
+    if (!state.open.has(at)) return;
+    const inner = state.got.get(at);
+    if (inner) for (const one of inner) out.push([one, true, at]);
+    else out.push([{ k: "wait" }, true, at]);
+  });
+  return out;
+}
+
+// Each side's name, length and own spending after the common part.
+function headOf(head) {
+  const heads = h("div", "fragola-diff-head");
+  (head.names || []).forEach((name, i) => {
+    const cell = h("div", "", name + " ");
+    cell.append(h("span", "fragola-diff-meta", `(${(head.lengths[i] || 0).toLocaleString("en-US")} messages)`));
+    if (head.spent[i]) cell.append(h("div", "fragola-diff-meta", head.spent[i]));
+    heads.append(cell);
+  });
+  return heads;
+}
+
 function render({ model, el }) {
   el.classList.add("fragola-diff", "fragola-diff-live");
   el.setAttribute("data-lm-suppress-shortcuts", "true");
@@ -77,22 +108,6 @@ function render({ model, el }) {
   model.on("msg:custom", onMsg);
   const body = h("div", "fragola-diff-body");
   const pager = h("div", "fragola-diff-pager");
-  const lines = () => {
-    const out = [];
-    (model.get("rows") || []).forEach((row, at) => {
-      if (row.k !== "fold") {
-        if (!(state.only && row.k === "same")) out.push([row, false, at]);
-        return;
-      }
-      if (state.only) return;
-      out.push([row, false, at]);
-      if (!state.open.has(at)) return;
-      const inner = state.got.get(at);
-      if (inner) for (const one of inner) out.push([one, true, at]);
-      else out.push([{ k: "wait" }, true, at]);
-    });
-    return out;
-  };
   const foldLine = (row, at) => {
     const open = state.open.has(at);
     const button = h("button", "fragola-diff-fold-line",
@@ -116,7 +131,7 @@ function render({ model, el }) {
     return b;
   };
   const draw = () => {
-    const all = lines(), size = model.get("page_size") || 100;
+    const all = linesOf(model.get("rows") || [], state), size = model.get("page_size") || 100;
     const pages = Math.max(1, Math.ceil(all.length / size));
     state.page = Math.min(Math.max(0, state.page), pages - 1);
     const from = state.page * size, part = all.slice(from, from + size);
@@ -140,15 +155,8 @@ function render({ model, el }) {
     state.got.clear();
     state.open.clear();
     const head = model.get("head") || {};
-    const heads = h("div", "fragola-diff-head");
-    (head.names || []).forEach((name, i) => {
-      const cell = h("div", "", name + " ");
-      cell.append(h("span", "fragola-diff-meta", `(${(head.lengths[i] || 0).toLocaleString("en-US")} messages)`));
-      if (head.spent[i]) cell.append(h("div", "fragola-diff-meta", head.spent[i]));
-      heads.append(cell);
-    });
     const top = counts(head, state.only, (only) => { state.only = only; state.page = 0; draw(); });
-    el.replaceChildren(heads, top, body, pager);
+    el.replaceChildren(headOf(head), top, body, pager);
     draw();
   };
   setup();
