@@ -3,7 +3,7 @@
 Loading registers the ``%%fragola`` cell magic, the ``%fragola_panel``, ``%fragola_tree``,
 ``%fragola_agents``, ``%fragola_reset`` and ``%fragola_local`` line magics, and the input
 transformer that lets a ``%%fragola`` cell run on the kernel's event loop (see ``magics``).
-Loading twice is harmless;
+A ``fragola_nb.diff(a, b)`` shows as its paged view (``diffview``). Loading twice is harmless;
 ``%unload_ext fragola_nb`` removes all of it and detaches the live panels. While loaded, a cell
 interrupted while it awaits an agent ends in one line (``interrupts``).
 ``wait_for_decisions(agent)`` is a cell's wait for a person's click on a paused turn
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fragola_nb.notebook import compare_cell, eval_cell, interrupts
+from fragola_nb.core.branchdiff import BranchDiff
+from fragola_nb.notebook import compare_cell, diffview, eval_cell, interrupts
 from fragola_nb.notebook.decisions import wait_for_decisions
 from fragola_nb.notebook.magics import Extension, FragolaMagics
 
@@ -36,6 +37,8 @@ def load_ipython_extension(ipython: Any) -> None:
     compare_cell.watch(ext)  # agent.compare shows its grid (the core has a hook, no import)
     eval_cell.watch(ext)  # agent.evaluate shows its matrix (the same kind of hook)
     interrupts.install(ipython)  # an interrupted `await agent...` cell ends in one line
+    # fragola_nb.diff(a, b) in a cell: the paged view (the core's _repr_html_ elsewhere)
+    ipython.display_formatter.mimebundle_formatter.for_type(BranchDiff, diffview.shower(ext))
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -53,5 +56,6 @@ def unload_ipython_extension(ipython: Any) -> None:
     compare_cell.unwatch(ext)
     eval_cell.unwatch(ext)
     interrupts.uninstall(ipython)
+    ipython.display_formatter.mimebundle_formatter.type_printers.pop(BranchDiff, None)
     ext.detach_all()
     delattr(ipython, _ATTR)

@@ -11,8 +11,8 @@ Below it, the Python side shows the selected agent's :class:`AgentPanel`.
 A fork's node says where it left its parent ("at message #7": it holds the parent's messages
 #0 to #6, ``fork.fork_at``, numbered as every view and ``state.messages[i]`` number them), and
 which of its messages a person edited ("edited by hand: #3"). Ticking the boxes of two nodes
-shows ``fragola_nb.diff(a, b)``'s HTML view (escaped by it; the names in the line above it
-escaped here) between the tree and the branch's panel, redrawn as either branch goes on;
+shows ``fragola_nb.diff(a, b)``'s paged view (``DiffView``: text only; the names in the line
+above it escaped here) between the tree and the branch's panel, redrawn as either branch goes on;
 unticking one closes it.
 """
 
@@ -29,6 +29,7 @@ import traitlets
 
 from fragola_nb.base.render import escape, visible
 from fragola_nb.core.events import transient
+from fragola_nb.notebook.diffview import DiffView
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.static_copy import live_text
 from fragola_nb.notebook.textviews import ForkTreeText, edited_words, hand_edited, walk
@@ -150,8 +151,10 @@ CSS = """
 .fragola-tree-status{font-size:11px;border-radius:8px;padding:0 6px;color:#fff;background:#047857}
 .fragola-tree-at{font-style:italic}
 .fragola-tree-pick{margin:0 2px 0 0;align-self:center}
-.fragola-tree-diff-head{display:flex;flex-wrap:wrap;gap:4px 8px;align-items:center;
-  overflow-wrap:anywhere;font-size:13px;color:var(--jp-ui-font-color1,#1f2328)}
+.fragola-tree-diff-head{display:flex;flex-wrap:wrap;gap:4px 8px;align-items:center;min-width:0;
+  flex:1 1 auto;overflow-wrap:anywhere;font-size:13px;color:var(--jp-ui-font-color1,#1f2328)}
+.fragola-tree-diff-head .widget-html-content{white-space:normal;overflow-wrap:anywhere}
+.fragola-tree-compared .widget-hbox{flex-wrap:wrap;gap:4px}
 .fragola-tree-diff{max-width:100%;min-width:0;overflow-x:auto}
 .fragola-tree-status-generating{background:#1d4ed8}.fragola-tree-status-waiting{background:#b45309}
 .fragola-fork-tree .jupyter-widgets-disconnected::before{display:none}
@@ -321,9 +324,9 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
         import fragola_nb
 
         try:
-            body = fragola_nb.diff(a, b)._repr_html_()
+            view: Any = DiffView(fragola_nb.diff(a, b))
         except Exception as exc:  # shown where the diff would be, as text
-            body = f"<pre>{escape(f'{type(exc).__name__}: {exc}')}</pre>"
+            view = widgets.HTML(f"<pre>{escape(f'{type(exc).__name__}: {exc}')}</pre>")
         head = widgets.HTML(
             f"<span>diff of <b>{escape(visible(a.name))}</b> [{escape(a.id)}] and "
             f"<b>{escape(visible(b.name))}</b> [{escape(b.id)}]</span>")
@@ -331,7 +334,6 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
         close = widgets.Button(description="close diff", tooltip="untick both nodes")
         close.add_class("fragola-tree-diff-close")
         close.on_click(lambda _: setattr(self.view, "picked", []))
-        view = widgets.HTML(body)
         view.add_class("fragola-tree-diff")
         self._replace_diff((widgets.HBox((head, close)), view))
 

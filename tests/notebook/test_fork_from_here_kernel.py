@@ -145,11 +145,17 @@ def test_two_ticked_nodes_show_their_diff_escaped(kernel: Kernel) -> None:
     ids = kernel.eval("[agent.id, other.id]")
     kernel.send_state(tree, {"picked": ids})  # what ticking both boxes sends
     kernel.wait_for("len(tree.compared.children) == 2")
-    html = str(kernel.eval("tree.compared.children[1].value"))
     head = str(kernel.eval("tree.compared.children[0].children[0].value"))
-    assert html == kernel.eval("fragola_nb_diff_html := __import__('fragola_nb')"
-                               ".diff(agent, other)._repr_html_()")
-    assert "&lt;script&gt;" in html and "<script" not in html
+    # the diff's paged view: the pairs of fragola_nb.diff as data, drawn as text
+    assert kernel.eval("type(tree.compared.children[1]).__name__") == "DiffView"
+    assert kernel.eval("tree.compared.children[1].rows == __import__('fragola_nb.notebook."
+                       "diffview', fromlist=['_']).rows_of(__import__('fragola_nb')"
+                       ".diff(agent, other))") is True
+    sent = str(kernel.eval("__import__('json').dumps(tree.compared.children[1].get_state(), "
+                           "ensure_ascii=False)"))
+    assert "<script>alert(2)</script>" in sent  # as text: the view sets textContent only
+    assert "\u202e" not in sent
+    assert json.loads(sent)["head"]["names"][1] == "<b>other</b>\\u202e"  # written out
     assert "&lt;b&gt;other&lt;/b&gt;\\u202e" in head and "\u202e" not in head
     # a third tick keeps the last two; unticking closes the diff
     kernel.execute("third = agent.fork('third')")

@@ -1,0 +1,172 @@
+// fragola_nb.diff(a, b), a page at a time (see diffview.py). Text only: textContent, never
+// innerHTML (the kernel made every text visible: credentials redacted, controls written out).
+
+function h(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const KINDS = [["changed", () => "changed"], ["only-left", (n) => "only in " + n[0]],
+  ["only-right", (n) => "only in " + n[1]], ["same", () => "identical"]];
+
+function side(s) {
+  if (!s) return h("div", "fragola-diff-cell fragola-diff-empty");
+  const role = String(s.role).replace(/[^a-z]/g, "");
+  const cell = h("div", "fragola-diff-cell fragola-diff-" + role);
+  cell.dataset.index = s.n;
+  const what = h("div", "fragola-diff-role");
+  what.append(h("span", "fragola-index", s.n), " · " + s.role);
+  if (s.id !== undefined) what.append(" · ", h("span", "", s.id));
+  if (s.edited) what.append(" ", h("span", "fragola-edited", "edited by hand"));
+  const text = h("div", "fragola-diff-text");
+  if (s.words) {
+    for (const [op, piece] of s.words) {
+      text.append(op === "=" ? piece : h(op === "-" ? "del" : "ins", "", piece));
+    }
+  } else {
+    text.textContent = s.text;
+  }
+  cell.append(what, text);
+  return cell;
+}
+
+function pairRow(row, unfolded) {
+  const kind = ["same", "changed", "only-left", "only-right"].includes(row.k) ? row.k : "same";
+  const line = h("div", "fragola-diff-row fragola-diff-" + kind + (unfolded ? " fragola-diff-unfolded" : ""));
+  line.dataset.kind = kind;
+  line.append(side(row.l));
+  if (kind !== "same") line.append(side(row.r));
+  return line;
+}
+
+function counts(head, only, redraw) {
+  const line = h("div", "fragola-diff-counts");
+  const c = head.counts, differ = head.pairs - c.same;
+  const total = h("span", "fragola-diff-total", `${head.common.toLocaleString("en-US")} message(s) in common, then ${head.pairs.toLocaleString("en-US")} pair(s): ${differ.toLocaleString("en-US")} differ`);
+  total.dataset.differ = differ;
+  line.append(total);
+  for (const [kind, label] of KINDS) {
+    const chip = h("span", "fragola-diff-count fragola-diff-count-" + kind, `${c[kind].toLocaleString("en-US")} ${label(head.names)}`);
+    chip.dataset.count = c[kind];
+    line.append(chip);
+  }
+  if (differ) {
+    const toggle = h("label", "fragola-diff-toggle");
+    const box = h("input", "fragola-diff-only");
+    box.type = "checkbox";
+    box.checked = only;
+    box.addEventListener("change", () => redraw(box.checked));
+    toggle.append(box, ` changes only (${differ.toLocaleString("en-US")})`);
+    line.append(toggle);
+  }
+  return line;
+}
+
+// The lines in order: each pair that differs, each fold's line, and an unfolded fold's
+// messages (or a line saying they are on their way); "changes only" leaves out the rest.
+function linesOf(rows, state) {
+  const out = [];
+  rows.forEach((row, at) => {
+    if (row.k !== "fold") {
+      if (!(state.only && row.k === "same")) out.push([row, false, at]);
+      return;
+    }
+    if (state.only) return;
+    out.push([row, false, at]);
+    if (!state.open.has(at)) return;
+    const inner = state.got.get(at);
+    if (inner) for (const one of inner) out.push([one, true, at]);
+    else out.push([{ k: "wait" }, true, at]);
+  });
+  return out;
+}
+
+// Each side's name, length and own spending after the common part.
+function headOf(head) {
+  const heads = h("div", "fragola-diff-head");
+  (head.names || []).forEach((name, i) => {
+    const cell = h("div", "", name + " ");
+    cell.append(h("span", "fragola-diff-meta", `(${(head.lengths[i] || 0).toLocaleString("en-US")} messages)`));
+    if (head.spent[i]) cell.append(h("div", "fragola-diff-meta", head.spent[i]));
+    heads.append(cell);
+  });
+  return heads;
+}
+
+function render({ model, el }) {
+  el.classList.add("fragola-diff", "fragola-diff-live");
+  el.setAttribute("data-lm-suppress-shortcuts", "true");
+  const state = { only: false, page: 0, open: new Set(), got: new Map() };
+  const onMsg = (msg) => {
+    if (msg && Number.isInteger(msg.fold) && Array.isArray(msg.rows)) {
+      state.got.set(msg.fold, msg.rows);
+      draw();
+    }
+  };
+  model.on("msg:custom", onMsg);
+  const body = h("div", "fragola-diff-body");
+  const pager = h("div", "fragola-diff-pager");
+  const foldLine = (row, at) => {
+    const open = state.open.has(at);
+    const button = h("button", "fragola-diff-fold-line",
+      `${open ? "\u25be" : "\u2026"} ${row.count.toLocaleString("en-US")} identical messages (${row.where})`);
+    button.type = "button";
+    button.dataset.count = row.count;
+    button.setAttribute("aria-expanded", String(open));
+    button.title = open ? "fold them again" : "show them";
+    button.addEventListener("click", () => {
+      if (open) state.open.delete(at); else state.open.add(at);
+      if (!open && !state.got.has(at)) model.send({ unfold: at }); // its messages, once
+      draw();
+    });
+    return button;
+  };
+  const button = (label, title, go) => {
+    const b = h("button", "fragola-diff-page-" + label, label);
+    b.type = "button";
+    b.title = title;
+    b.addEventListener("click", () => { state.page = go(); draw(); body.scrollTop = 0; });
+    return b;
+  };
+  const draw = () => {
+    const all = linesOf(model.get("rows") || [], state), size = model.get("page_size") || 100;
+    const pages = Math.max(1, Math.ceil(all.length / size));
+    state.page = Math.min(Math.max(0, state.page), pages - 1);
+    const from = state.page * size, part = all.slice(from, from + size);
+    body.replaceChildren(...part.map(([row, inner, at]) =>
+      row.k === "fold" && !inner ? foldLine(row, at)
+        : row.k === "wait" ? h("div", "fragola-diff-note", "\u2026 (the kernel sends them; run the cell again if it is gone)")
+          : pairRow(row, inner)));
+    if (!all.length) body.replaceChildren(h("div", "fragola-diff-note", "No difference after the common part."));
+    const last = pages - 1;
+    const nav = [button("first", "the first page", () => 0), button("previous", "the page before", () => state.page - 1),
+      button("next", "the page after", () => state.page + 1), button("last", "the last page", () => last)];
+    nav[0].disabled = nav[1].disabled = state.page === 0;
+    nav[2].disabled = nav[3].disabled = state.page === last;
+    const where = h("span", "fragola-diff-where", all.length
+      ? `lines ${(from + 1).toLocaleString("en-US")}\u2013${(from + part.length).toLocaleString("en-US")} of ${all.length.toLocaleString("en-US")} \u00b7 page ${state.page + 1} of ${pages}`
+      : "");
+    pager.replaceChildren(...nav.slice(0, 2), where, ...nav.slice(2));
+    pager.hidden = pages === 1;
+  };
+  const setup = () => {
+    state.got.clear();
+    state.open.clear();
+    const head = model.get("head") || {};
+    const top = counts(head, state.only, (only) => { state.only = only; state.page = 0; draw(); });
+    el.replaceChildren(headOf(head), top, body, pager);
+    draw();
+  };
+  setup();
+  model.on("change:rows", setup);
+  model.on("change:head", setup);
+  return () => {
+    model.off("change:rows", setup);
+    model.off("change:head", setup);
+    model.off("msg:custom", onMsg);
+  };
+}
+
+export default { render };
