@@ -56,6 +56,7 @@ from fragola_nb.sessions.export import branches, changed_instructions, subtitle
 __all__ = ["Clean", "Data", "export_html", "register_kind"]
 
 _HERE = Path(__file__).parent
+_SCRIPTS = ("htmlwindow.js", "htmlmessage.js", "htmlhistory.js", "htmlexport.js")
 # What may not appear as itself inside <script type="application/json">: "<" could close the
 # block ("</script>") or open a comment; ">" and "&" for good measure; U+2028/9 end a line in
 # older JavaScript. All are the same string once JSON.parse has read them.
@@ -244,7 +245,9 @@ register_kind(Agent, _agent_data, lambda agent: _tree(agent.root))
 
 @lru_cache(maxsize=1)
 def _assets() -> tuple[str, str]:
-    script = (_HERE / "htmlexport.js").read_text(encoding="utf-8")
+    # One inline script (one hash in the policy), from its parts in the order they need each
+    # other: the windowed list, a message, a history, the views.
+    script = "\n".join((_HERE / name).read_text(encoding="utf-8") for name in _SCRIPTS)
     style = (_HERE / "htmlexport.css").read_text(encoding="utf-8")
     return script, style
 
