@@ -7,9 +7,12 @@
 Why one file with a script: a history of thousands of messages, a fork tree and a batch of
 rows are browsed, not read top to bottom. Drawn as plain HTML, 5,000 messages (and each fork's
 copy of the messages it shares) would be a page that takes seconds to open; so the page holds
-the run as data and a small inline script (``htmlexport.js``) draws what is looked at: the
-history a chunk at a time as it is scrolled to, a tool call's arguments and result when it is
-opened, the history of the tree node clicked, the rows a filter keeps.
+the run as data and a small inline script (``htmlwindow.js``, ``htmlmessage.js``,
+``htmlhistory.js`` and ``htmlexport.js``, joined) draws what is looked at: the messages of a
+history near the screen (windowed: the page stays a few hundred elements at any length), a
+fork from its fork point (what it shares with its parent folded behind a marker), a tool
+call's arguments and result when it is opened, the history of the tree node clicked, the rows
+a filter keeps; a history's own find searches every message, drawn or not.
 
 What makes it safe to open, whatever a model, a tool or a person wrote:
 

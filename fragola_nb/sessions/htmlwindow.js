@@ -30,13 +30,15 @@ var FxWindow = (function () {
     };
     window.addEventListener("scroll", this.onScroll, { passive: true });
     window.addEventListener("resize", this.onScroll);
-    // a tool call opened or closed changes its row's height: measured again
-    this.list.addEventListener("toggle", function () { self.schedule(); }, true);
+    // a tool call opened or closed changes its row's height, a <details> holding this list
+    // shows it again: measured again
+    document.addEventListener("toggle", this.onScroll, true);
   }
 
   Window.prototype.stop = function () {
     window.removeEventListener("scroll", this.onScroll);
     window.removeEventListener("resize", this.onScroll);
+    document.removeEventListener("toggle", this.onScroll, true);
   };
 
   // Other rows (a fold opened or closed): nothing measured is kept.
@@ -48,6 +50,8 @@ var FxWindow = (function () {
     this.dirtyFrom = 0;
     this.drawn = new Map();  // k -> element
     this.list.textContent = "";
+    this.top.style.height = "0px";  // as tall as the rows will be, before any is drawn
+    this.bottom.style.height = this.offset(rows) + "px";
   };
 
   // The rows drawn again where they are (what marks them changed: a find's matches).
@@ -92,6 +96,7 @@ var FxWindow = (function () {
 
   Window.prototype.draw = function () {
     if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; }
+    if (!this.host.getClientRects().length) return;  // not shown (a closed <details>): later
     var n = this.rows, y = this.viewTop(), view = window.innerHeight || 800;
     var a = Math.max(0, this.find(y - OVERSCAN));
     var b = Math.min(n, this.find(y + view + OVERSCAN) + 1);
@@ -132,8 +137,8 @@ var FxWindow = (function () {
   // Scroll so that row k's top is `at` px below the viewport's top, and draw it there.
   Window.prototype.scrollTo = function (k, at) {
     for (var round = 0; round < 3; round++) {  // rows drawn there are measured: again
-      var want = this.offset(k) - at;
-      var delta = want - this.viewTop();
+      var delta = this.offset(k) - at - this.viewTop();
+      if (round && Math.abs(delta) <= 1) return;
       if (Math.abs(delta) > 1) window.scrollBy(0, delta);
       this.draw();
     }
