@@ -150,7 +150,7 @@ def section(result: dict[str, Any], reps: int) -> str:
         "`bench/export_html.py`: the file `export_html` writes for an agent of N messages with "
         "20 forks, opened from disk (file://) in chromium with the network blocked; from "
         "navigation start to the load event and to the first frame after the viewer drew the "
-        f"history's first chunk. Medians of {reps} opens, a fresh page each, sizes "
+        f"history's first rows. Medians of {reps} opens, a fresh page each, sizes "
         "interleaved; baseline: the same run with 50 messages.", "",
         *rows, "",
         f"- {n:,} messages open in **{big['painted_ms']:.0f} ms** (slowest "
