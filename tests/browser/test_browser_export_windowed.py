@@ -212,6 +212,9 @@ def test_a_fork_at_700_px_light_and_dark(long_files: dict[str, Path], opener: An
         assert in_view(page, page.locator(".fx-fold"))
         assert in_view(page, page.locator('.fx-msg[data-index="2500"]'))
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 700
+        # the history as wide as the tree above it, whatever its text
+        fold, tree = box(page.locator(".fx-fold")), box(page.locator(".fx-tree"))
+        assert abs(fold["x"] + fold["width"] - tree["x"] - tree["width"]) <= 1, (fold, tree)
         mode = "dark" if dark else "light"
         view.shot(f"fork-700-{mode}", full_page=False)
         page.locator(".fx-fold-toggle").click()
