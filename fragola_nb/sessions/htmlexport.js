@@ -1,132 +1,23 @@
-// fragola_nb's export_html viewer: draws the run held in #fx-data (see htmlexport.py).
+// fragola_nb's export_html viewer: draws the run held in #fx-data (see htmlexport.py), its
+// histories with FxHistory (htmlhistory.js), its messages with FxMessage (htmlmessage.js).
 // Every text is set with textContent; only "h" (assistant Markdown rendered and escaped by
 // fragola_nb.base.render in Python) is set as HTML. Nothing is fetched: the page's policy forbids it.
 (function () {
   "use strict";
-  var CHUNK = 150;
+  var CHUNK = 150;  // a batch's rows drawn at a time
+  var el = FxMessage.el, lazyDetails = FxMessage.lazyDetails;
+  function historyNode(messages) {  // a nested history: drawn at the next frame
+    return FxHistory.history(messages).node;
+  }
   var data = JSON.parse(document.getElementById("fx-data").textContent);
   var view = document.getElementById("fx-view");
 
-  function el(tag, cls, text) {
-    var node = document.createElement(tag);
-    if (cls) node.className = cls;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
   function badge(status) { return el("span", "fx-status fx-status-" + String(status).replace(/[^a-z_]/g, ""), status); }
   function facts(tokens, seconds) {
     var parts = [];
     if (tokens !== null && tokens !== undefined) parts.push(tokens.toLocaleString("en") + " tokens");
     if (seconds !== null && seconds !== undefined) parts.push(seconds.toFixed(2) + " s");
     return parts.join(" · ");
-  }
-
-  // Tool call id -> {name, result}, over a whole history, made when a call is first opened.
-  function callIndex(messages) {
-    var index = {};
-    messages.forEach(function (m) {
-      (m.c || []).forEach(function (c) { index[c.id] = { name: c.n, result: null }; });
-      if (m.r === "tool" && m.id !== undefined) {
-        var entry = index[m.id] || (index[m.id] = { name: "tool", result: null });
-        entry.result = m.t || "";
-      }
-    });
-    return index;
-  }
-
-  // A <details> whose body is drawn the first time it is opened.
-  function lazyDetails(cls, summary, fill, open) {
-    var details = el("details", cls);
-    var head = el("summary");
-    summary(head);
-    details.appendChild(head);
-    var filled = false;
-    function draw() { if (!filled && details.open) { filled = true; fill(details); } }
-    details.addEventListener("toggle", draw);
-    if (open) { details.open = true; draw(); }
-    return details;
-  }
-
-  // A message's number is its index in the history (0 first), as agent.state.messages[i],
-  // fork(at=i), edit(i) and every other view of fragola_nb count.
-  function messageNode(m, index, calls) {
-    var role = String(m.r);
-    var box = el("div", "fx-msg fx-msg-" + role.replace(/[^a-z]/g, ""));
-    box.dataset.index = String(index);
-    var head = el("div", "fx-role");
-    var number = el("span", "fx-index", "#" + index);
-    number.title = "message " + index + ": agent.state.messages[" + index + "]";
-    head.appendChild(number);
-    head.appendChild(document.createTextNode(" · " + role));
-    if (m.ed) {  // agent.edit put a person's text here (the model was sent the text alone)
-      head.appendChild(document.createTextNode(" "));
-      head.appendChild(el("span", "fx-edited", "edited by hand"));
-    }
-    box.appendChild(head);
-    if (m.h !== undefined) {
-      var md = el("div", "fx-md");
-      md.innerHTML = m.h;  // escaped by fragola_nb.base.render.markdown_html in Python
-      box.appendChild(md);
-    }
-    if (m.t !== undefined && role !== "tool") box.appendChild(el("div", "fx-text", m.t));
-    (m.c || []).forEach(function (c) {
-      box.appendChild(lazyDetails("fx-call", function (s) {
-        s.appendChild(document.createTextNode("calls "));
-        s.appendChild(el("b", "fx-call-name", c.n));
-      }, function (d) {
-        d.appendChild(el("div", "fx-label", "arguments"));
-        d.appendChild(el("pre", "fx-args", c.a));
-        var entry = calls()[c.id];
-        d.appendChild(el("div", "fx-label", "result"));
-        d.appendChild(entry && entry.result !== null ? el("pre", "fx-result", entry.result)
-          : el("div", "fx-none", "no result in this history"));
-      }));
-    });
-    if (role === "tool") {
-      box.appendChild(lazyDetails("fx-tool-result", function (s) {
-        var entry = calls()[m.id];
-        s.appendChild(document.createTextNode("result of "));
-        s.appendChild(el("b", "fx-call-name", entry ? entry.name : "tool"));
-      }, function (d) { d.appendChild(el("pre", "fx-result", m.t || "")); }));
-    }
-    if (m.e !== undefined) box.appendChild(el("div", "fx-error", m.e));
-    return box;
-  }
-
-  // A history drawn CHUNK messages at a time, the next chunk when its end is scrolled to.
-  function historyNode(messages) {
-    var list = el("div", "fx-history");
-    if (!messages.length) { list.appendChild(el("p", "fx-none", "No messages.")); return list; }
-    var index = null;
-    function calls() { return index || (index = callIndex(messages)); }
-    var shown = 0;
-    var more = el("button", "fx-more");
-    more.type = "button";
-    var observer = null;
-    function next() {
-      var end = Math.min(messages.length, shown + CHUNK);
-      var frag = document.createDocumentFragment();
-      for (var i = shown; i < end; i++) frag.appendChild(messageNode(messages[i], i, calls));
-      list.insertBefore(frag, more);
-      shown = end;
-      if (shown >= messages.length) {
-        more.remove();
-        if (observer) observer.disconnect();
-      } else {
-        more.textContent = "show more (" + shown.toLocaleString("en") + " of " +
-          messages.length.toLocaleString("en") + " shown)";
-      }
-    }
-    list.appendChild(more);
-    more.addEventListener("click", next);
-    next();
-    if (shown < messages.length && "IntersectionObserver" in window) {
-      observer = new IntersectionObserver(function (entries) {
-        if (entries.some(function (e) { return e.isIntersecting; })) next();
-      }, { rootMargin: "600px" });
-      observer.observe(more);
-    }
-    return list;
   }
 
   // -- an agent and its fork tree ------------------------------------------------------------
@@ -149,16 +40,21 @@
     order.forEach(function (n) {
       var b = el("button", "fx-node");
       b.type = "button";
-      b.style.paddingLeft = (6 + 14 * Math.min(n.depth, 12)) + "px";
+      // indented by its depth, at most 30% of the tree: a deep fork's name keeps its room
+      b.style.setProperty("--fx-depth", String(n.depth));
+      if (n.depth) b.title = "depth " + n.depth + " (fork of " + nodes[n.parent].name + ")";
       b.appendChild(el("span", "fx-node-name", n.name));
+      // its marks wrap together below the name when the name would be squeezed
+      var marks = el("span", "fx-node-marks");
       var edits = n.messages.filter(function (m) { return m.ed; }).length;
       if (edits) {  // this branch holds messages a person edited (agent.edit)
         var mark = el("span", "fx-edited fx-node-edited", "\u270e");  // a pencil: narrow
         mark.title = edits + " message(s) of this branch edited by hand";
         mark.setAttribute("aria-label", mark.title);
-        b.appendChild(mark);
+        marks.appendChild(mark);
       }
-      b.appendChild(el("span", "fx-node-count", String(history(n).length)));
+      marks.appendChild(el("span", "fx-node-count", String(history(n).length)));
+      b.appendChild(marks);
       b.addEventListener("click", function () { select(n.id); });
       buttons[n.id] = b;
       tree.appendChild(b);
@@ -186,7 +82,14 @@
       }
       var messages = history(n);
       detail.appendChild(el("div", "fx-label", messages.length.toLocaleString("en") + " messages"));
-      detail.appendChild(historyNode(messages));
+      // A fork opens at its fork point: what it shares with its parent folded above it.
+      var shown = FxHistory.history(messages, {
+        inherited: n.parent !== null ? n.start : 0,
+        from: n.parent !== null ? nodes[n.parent].name : null, find: true });
+      detail.appendChild(shown.node);
+      var top = detail.getBoundingClientRect().top;  // a node clicked far down a history
+      if (top < 0) window.scrollBy(0, top - 8);
+      shown.draw();
     }
     layout.appendChild(tree);
     layout.appendChild(detail);

@@ -7,9 +7,12 @@
 Why one file with a script: a history of thousands of messages, a fork tree and a batch of
 rows are browsed, not read top to bottom. Drawn as plain HTML, 5,000 messages (and each fork's
 copy of the messages it shares) would be a page that takes seconds to open; so the page holds
-the run as data and a small inline script (``htmlexport.js``) draws what is looked at: the
-history a chunk at a time as it is scrolled to, a tool call's arguments and result when it is
-opened, the history of the tree node clicked, the rows a filter keeps.
+the run as data and a small inline script (``htmlwindow.js``, ``htmlmessage.js``,
+``htmlhistory.js`` and ``htmlexport.js``, joined) draws what is looked at: the messages of a
+history near the screen (windowed: the page stays a few hundred elements at any length), a
+fork from its fork point (what it shares with its parent folded behind a marker), a tool
+call's arguments and result when it is opened, the history of the tree node clicked, the rows
+a filter keeps; a history's own find searches every message, drawn or not.
 
 What makes it safe to open, whatever a model, a tool or a person wrote:
 
@@ -56,6 +59,7 @@ from fragola_nb.sessions.export import branches, changed_instructions, subtitle
 __all__ = ["Clean", "Data", "export_html", "register_kind"]
 
 _HERE = Path(__file__).parent
+_SCRIPTS = ("htmlwindow.js", "htmlmessage.js", "htmlhistory.js", "htmlexport.js")
 # What may not appear as itself inside <script type="application/json">: "<" could close the
 # block ("</script>") or open a comment; ">" and "&" for good measure; U+2028/9 end a line in
 # older JavaScript. All are the same string once JSON.parse has read them.
@@ -244,7 +248,9 @@ register_kind(Agent, _agent_data, lambda agent: _tree(agent.root))
 
 @lru_cache(maxsize=1)
 def _assets() -> tuple[str, str]:
-    script = (_HERE / "htmlexport.js").read_text(encoding="utf-8")
+    # One inline script (one hash in the policy), from its parts in the order they need each
+    # other: the windowed list, a message, a history, the views.
+    script = "\n".join((_HERE / name).read_text(encoding="utf-8") for name in _SCRIPTS)
     style = (_HERE / "htmlexport.css").read_text(encoding="utf-8")
     return script, style
 

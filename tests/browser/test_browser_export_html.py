@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import shutil
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
-from fragola_nb import Fragola, export_html
+from fragola_nb import export_html
 from fragola_nb.models.scripted import ScriptedModel
 
-from .conftest import ARTIFACTS
+from .export_pages import opening
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import html_export_world as world
@@ -34,7 +32,8 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The three kinds of export, from real runs, and a 5,000-message agent."""
+    """The three kinds of export, from real runs (long histories and forks of them:
+    test_browser_export_windowed.py)."""
     folder = tmp_path_factory.mktemp("exports")
 
     async def build() -> dict[str, Any]:
@@ -53,77 +52,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {kind: folder / f"{kind}.html" for kind in made}
     for kind, obj in made.items():
         export_html(obj, paths[kind])
-    fragola = Fragola(api_key="k", base_url="http://127.0.0.1:9/v1")
-    long = fragola.agent("long", messages=[
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i + 1}"}
-        for i in range(5_000)])
-    paths["long"] = folder / "long.html"
-    export_html(long, paths["long"])
     return paths
-
-
-@dataclass
-class Opened:
-    page: Page
-    folder: Path
-    requests: list[str] = field(default_factory=list)
-    console: list[tuple[str, str]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    dialogs: list[str] = field(default_factory=list)
-    shots: int = 0
-
-    def shot(self, name: str) -> None:
-        self.shots += 1
-        self.page.screenshot(path=str(self.folder / f"{self.shots:02d}-{name}.png"),
-                             full_page=True)
-
-    def assert_clean(self) -> None:
-        assert self.requests == [], f"the file asked the network for {self.requests}"
-        assert self.errors == [], self.errors
-        assert [t for kind, t in self.console if kind == "error"] == []
-        assert self.dialogs == []
-        # nothing a model wrote became an element
-        assert self.page.evaluate(
-            "() => document.querySelectorAll('img,iframe,object,embed,form,"
-            "script:not(#fx-data):not(:last-of-type)').length") == 0
 
 
 @pytest.fixture
 def opener(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Any]:
-    folder = ARTIFACTS / request.node.name.replace("/", "_")
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    contexts = []
-
-    def open_file(path: Path, *, width: int = 1100, dark: bool = False) -> Opened:
-        context = browser.new_context(viewport={"width": width, "height": 800},
-                                      color_scheme="dark" if dark else "light")
-        contexts.append(context)
-        page = context.new_page()
-        opened = Opened(page, folder)
-
-        def route(r: Any) -> None:
-            if r.request.url.startswith("file://"):
-                r.continue_()
-            else:  # recorded, and never let through
-                opened.requests.append(r.request.url)
-                r.abort()
-
-        context.route("**/*", route)
-        page.on("console", lambda m: opened.console.append((m.type, m.text)))
-        page.on("pageerror", lambda e: opened.errors.append(str(e)))
-        def dialog(d: Any) -> None:  # an alert() that ran: recorded, dismissed
-            opened.dialogs.append(d.message)
-            d.dismiss()
-
-        page.on("dialog", dialog)
-        page.goto(path.as_uri())
-        expect(page.locator("html[data-fx-ready]")).to_have_count(1)
-        return opened
-
-    yield open_file
-    for context in contexts:
-        context.close()
+    yield from opening(browser, request.node.name)
 
 
 def test_an_agent_file_browses_its_tree_history_and_tool_calls(
@@ -132,11 +66,16 @@ def test_an_agent_file_browses_its_tree_history_and_tool_calls(
     page = view.page
     nodes = page.locator(".fx-node")
     expect(nodes).to_have_count(4)
-    # the exported agent ("deeper") is selected: its whole history, and where it was forked
+    # the exported agent ("deeper") is selected, opened at its fork point: its own messages,
+    # what it shares with its parent folded behind a marker
     expect(page.locator(".fx-node.fx-selected .fx-node-name")).to_have_text("deeper")
-    expect(page.locator(".fx-detail .fx-msg")).to_have_count(10)
     expect(page.locator(".fx-fork-note")).to_have_text(
         "fork of fork </script><script>alert(1)</script> at message #8")
+    expect(page.locator(".fx-detail .fx-msg .fx-index")).to_have_text(["#8", "#9"])
+    expect(page.locator(".fx-fold-text")).to_have_text(
+        "8 messages inherited from fork </script><script>alert(1)</script> (#0 to #7)")
+    page.locator(".fx-fold-toggle").click()  # shown: the whole history
+    expect(page.locator(".fx-detail .fx-msg")).to_have_count(10)
     # the server's half emoji (a lone surrogate) was stored as U+FFFD
     expect(page.locator(".fx-msg").last).to_contain_text("half \ufffd of an emoji")
     # hostile text is text: the names, the user's message, the answer, the controls written out
@@ -167,9 +106,11 @@ def test_an_agent_file_browses_its_tree_history_and_tool_calls(
     expect(page.locator(".fx-detail .fx-msg")).to_have_count(6)
     expect(page.locator(".fx-fork-note")).to_have_count(0)
     expect(page.locator(".fx-detail")).not_to_contain_text("fork question")
+    expect(page.locator(".fx-fold")).to_have_count(0)  # the root inherits nothing
     nodes.nth(1).click()
-    expect(page.locator(".fx-detail .fx-msg")).to_have_count(8)
+    expect(page.locator(".fx-detail .fx-msg .fx-index")).to_have_text(["#6", "#7"])
     expect(page.locator(".fx-fork-note")).to_contain_text("at message #6")
+    expect(page.locator(".fx-fold-toggle")).to_have_text("show")  # each fork opens folded
     # numbered as fork.state.messages[7] (from 0, as every view and the code count)
     expect(page.locator(".fx-msg").last).to_have_text("#7 · assistantthe fork's own answer")
     expect(page.locator(".fx-msg").last).to_have_attribute("data-index", "7")
@@ -230,26 +171,3 @@ def test_narrow_and_dark(files: dict[str, Path], opener: Any) -> None:
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 700
         view.shot(f"{kind}-700-dark")
         view.assert_clean()
-
-
-def test_a_long_history_is_drawn_as_it_is_scrolled_to(files: dict[str, Path],
-                                                      opener: Any) -> None:
-    view = opener(files["long"])
-    page = view.page
-    messages = page.locator(".fx-msg")
-    expect(messages.first).to_contain_text("message 1")
-    drawn = messages.count()
-    assert 0 < drawn <= 150, drawn  # not 5,000 nodes at once
-    # Scrolled to, the next chunk is drawn; a click on "show more" draws one more. When the
-    # observer's callback lands (before or after the click) is the browser's: the counts are
-    # whole chunks that grow, never the 5,000 at once.
-    page.locator(".fx-more").scroll_into_view_if_needed()
-    page.wait_for_function("() => document.querySelectorAll('.fx-msg').length >= 300")
-    before = messages.count()
-    page.locator(".fx-more").click()
-    page.wait_for_function("(n) => document.querySelectorAll('.fx-msg').length >= n + 150",
-                           arg=before)
-    after = messages.count()
-    assert before % 150 == 0 and after % 150 == 0 and after < 5000, (before, after)
-    expect(page.locator(".fx-more")).to_contain_text(f"{after:,} of 5,000 shown")
-    view.assert_clean()

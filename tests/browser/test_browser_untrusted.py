@@ -105,6 +105,8 @@ def test_a_shared_executed_notebook_says_what_each_view_is_then_runs_live(ui: UI
     # the export of the fork, opened from disk: the same numbers, the same mark
     page.goto((ui.lab.root / "edited.html").as_uri())
     messages = page.locator(".fx-detail .fx-msg")
+    expect(messages.locator(".fx-index")).to_have_text(["#2", "#3"])  # opened at its fork point
+    page.locator(".fx-fold-toggle").click()  # the two it shares with calculator, shown
     expect(messages).to_have_count(4)
     expect(messages.locator(".fx-index")).to_have_text(["#0", "#1", "#2", "#3"])
     expect(messages.nth(2).locator(".fx-edited")).to_have_text("edited by hand")
