@@ -44,8 +44,9 @@ from fragola_nb.notebook.actions import Actions, clicked, error_text
 from fragola_nb.notebook.rows import CallFacts, Rows
 from fragola_nb.notebook.runner import started_by
 from fragola_nb.notebook.static_copy import live_text
-from fragola_nb.notebook.stream import Stream
+from fragola_nb.notebook.stream import Pacer, Stream
 from fragola_nb.notebook.timeline import timeline_shown
+from fragola_nb.notebook.timeline_feed import TimelineFeed
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -134,6 +135,12 @@ class AgentPanel(anywidget.AnyWidget):
         self._rows = Rows(start=since or 0)
         self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
         self._stream = Stream(self._send_stream, shown.streamed_text)
+        # a turn's waterfall: its new bars, paced, while it runs; whole as the trait after
+        self._timeline = TimelineFeed(lambda: timeline_shown(self.usage, self._shown),
+                                      self.send, self._lock)
+        # the header's counts (steps, tokens): paced as the stream is, at once when the
+        # status changes (a long turn changed them a few times a step, over every call)
+        self._head_pace = Pacer(self._send_head, self._lock)
         self._model_used: str | None = None
         # A turn panel shows the usage of its turn: the calls made after it was made.
         self._usage_before = agent.usage if since is not None else None
@@ -198,6 +205,9 @@ class AgentPanel(anywidget.AnyWidget):
             for unsubscribe in self._store_unsubscribes:
                 unsubscribe()
             self._stream.flush()
+            self._settle_timeline()
+            self._timeline.stop()
+            self._head_pace.cancel()
             if self.strip.get("kind") == "step_limit":  # its Step is off now
                 self.strip = {**self.strip, "text": "step budget used"}
             self._static = self.html()  # nbconvert's copy keeps the turn as it ended too
@@ -229,6 +239,8 @@ class AgentPanel(anywidget.AnyWidget):
                 return
             self._stream.flush()
             self._refresh()
+            self._head_pace.flush()
+            self._settle_timeline()
 
     # -- the browser ---------------------------------------------------------------------------
 
@@ -271,6 +283,8 @@ class AgentPanel(anywidget.AnyWidget):
                 with self._stream.held() as (text, stopped):
                     message.update(reset=True, total=len(rows), stream=text, stopped=stopped)
                     self.send(message)
+            if self.turn and self._timeline.shown:  # the waterfall as made last, whole
+                self.send(self._timeline.hello())
 
     def _send_stream(self, message: dict[str, Any]) -> None:
         self.send({"t": "stream", **message})
@@ -312,6 +326,10 @@ class AgentPanel(anywidget.AnyWidget):
             self.turn_model = None
         self._running = None
         self._refresh()
+        if not self._detached:
+            self._head_pace.flush()  # the status is the header's
+        if event.status != "generating":  # the run ended or paused: the whole waterfall
+            self._settle_timeline()
 
     @_observer
     def _on_model_chunk(self, event: Any) -> None:
@@ -447,15 +465,28 @@ class AgentPanel(anywidget.AnyWidget):
         return usage if self._usage_before is None else usage.since(self._usage_before)
 
     def _refresh_head(self) -> None:
-        self.head = shown.head(self.agent, model=self._model(), usage=self.usage,
-                               turn=self.turn)
+        self._head_pace.due()
         self._refresh_strip()
         self._refresh_timeline()
 
+    def _send_head(self) -> None:
+        if self._detached:
+            return
+        try:
+            self.head = shown.head(self.agent, model=self._model(), usage=self.usage,
+                                   turn=self.turn)
+        except Exception:  # from the pace's timer: a view must not break the run it shows
+            _log.exception("fragola_nb: the panel of %s failed to update", self.agent.name)
+
     def _refresh_timeline(self) -> None:
-        # A turn's calls only: the whole agent's could be thousands of bars.
+        # A turn's calls only: the whole agent's could be thousands of bars. Its new bars go
+        # when the pace allows (``TimelineFeed``), not the whole waterfall at every event.
         if self.turn:
-            self.timeline = timeline_shown(self.usage, self._shown)
+            self._timeline.due()
+
+    def _settle_timeline(self) -> None:
+        if self.turn:
+            self.timeline = self._timeline.settle()
 
     def _refresh_strip(self) -> None:
         self.strip = shown.strip(self.agent, model=self._model(), running=self._running,
