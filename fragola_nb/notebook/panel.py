@@ -41,10 +41,11 @@ from fragola_nb.base.render import conversation_html, escape, visible
 from fragola_nb.core.events import transient
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.actions import Actions, clicked, error_text
+from fragola_nb.notebook.panel_outbox import PACED, Outbox
 from fragola_nb.notebook.rows import CallFacts, Rows
 from fragola_nb.notebook.runner import started_by
 from fragola_nb.notebook.static_copy import live_text
-from fragola_nb.notebook.stream import Pacer, Stream
+from fragola_nb.notebook.stream import Stream
 from fragola_nb.notebook.timeline import timeline_shown
 from fragola_nb.notebook.timeline_feed import TimelineFeed
 
@@ -69,6 +70,9 @@ RENDER_MAX = 400
 """Rows rendered per request of a view."""
 HELLO_CHUNK = 2_000
 """Rows per message when a view asks for all of them."""
+RUN_REASONS = frozenset({"user_message", "ai_message", "tool_result", "cancelled"})
+"""The state updates a run makes, a few a step: their rows and counts go paced
+(``panel_outbox``); the others (a decision, a fork, an edit...) show at once."""
 STATIC_LIMIT = 500
 """Messages in the static HTML copy: the last ones (the whole history is in a session
 file or ``export_html``)."""
@@ -138,9 +142,8 @@ class AgentPanel(anywidget.AnyWidget):
         # a turn's waterfall: its new bars, paced, while it runs; whole as the trait after
         self._timeline = TimelineFeed(lambda: timeline_shown(self.usage, self._shown),
                                       self.send, self._lock)
-        # the header's counts (steps, tokens): paced as the stream is, at once when the
-        # status changes (a long turn changed them a few times a step, over every call)
-        self._head_pace = Pacer(self._send_head, self._lock)
+        # rows, header and strip: paced as the stream is, at once when the status changes
+        self._outbox = Outbox(self.send, self.send_state, self._send_head, self._lock)
         self._model_used: str | None = None
         # A turn panel shows the usage of its turn: the calls made after it was made.
         self._usage_before = agent.usage if since is not None else None
@@ -207,7 +210,7 @@ class AgentPanel(anywidget.AnyWidget):
             self._stream.flush()
             self._settle_timeline()
             self._timeline.stop()
-            self._head_pace.cancel()
+            self._outbox.cancel()
             if self.strip.get("kind") == "step_limit":  # its Step is off now
                 self.strip = {**self.strip, "text": "step budget used"}
             self._static = self.html()  # nbconvert's copy keeps the turn as it ended too
@@ -239,7 +242,7 @@ class AgentPanel(anywidget.AnyWidget):
                 return
             self._stream.flush()
             self._refresh()
-            self._head_pace.flush()
+            self._outbox.flush()
             self._settle_timeline()
 
     # -- the browser ---------------------------------------------------------------------------
@@ -250,6 +253,8 @@ class AgentPanel(anywidget.AnyWidget):
         action = content.get("do")
         if action == "hello":  # a new view (or a reloaded page): everything, once
             self.seen = True
+            with self._lock:
+                self._outbox.flush()  # what waits goes before (the hello repeats it)
             self._send_all()
             return
         if action == "render":  # rows a view draws whose Markdown waits
@@ -293,12 +298,18 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_state_update(self, event: Any) -> None:
+        streamed = False
         if event.reason == "ai_message":
             # The last text first, in a small message: the stored reply's rows (a large
             # message, and its Markdown to draw) come after it.
             self._stream.finish()
+            streamed = bool(self._stream.sent) or self._stream.stopped
             self._stream.clear()  # the stored message replaces the streamed text
         self._refresh()
+        if streamed or event.reason not in RUN_REASONS:
+            # the stored reply in place of its streamed text, and what a person did
+            # (decided a call, forked, edited, an experiment began): at once
+            self._outbox.flush()
 
     @_observer
     def _on_status_change(self, event: Any) -> None:
@@ -327,7 +338,7 @@ class AgentPanel(anywidget.AnyWidget):
         self._running = None
         self._refresh()
         if not self._detached:
-            self._head_pace.flush()  # the status is the header's
+            self._outbox.flush()  # the status is the header's: at once
         if event.status != "generating":  # the run ended or paused: the whole waterfall
             self._settle_timeline()
 
@@ -370,7 +381,7 @@ class AgentPanel(anywidget.AnyWidget):
             facts.ms = round((time.time() - facts.started) * 1000)
         position = self._rows.refresh_call(event.id)
         if position is not None:
-            self.send({"t": "rows", "rows": [self._rows.rows[position]]})
+            self._outbox.rows([self._rows.rows[position]])
         self._running = None
         self._calling_since = time.time()
         self._refresh_strip()
@@ -411,6 +422,7 @@ class AgentPanel(anywidget.AnyWidget):
                 return False
             rows.clear()
             self._shown = []
+            self._outbox.drop_rows()
             if not self._quiet:
                 self.send({"t": "rows", "reset": True, "rows": []})
             read = rows.start
@@ -427,7 +439,7 @@ class AgentPanel(anywidget.AnyWidget):
         self._shown += fresh
         changed = [rows.rows[p] for p in patched] + added
         if changed and not self._quiet:
-            self.send({"t": "rows", "rows": changed})
+            self._outbox.rows(changed)
         return True
 
     def _mark_injected(self, call_id: str) -> None:
@@ -465,18 +477,22 @@ class AgentPanel(anywidget.AnyWidget):
         return usage if self._usage_before is None else usage.since(self._usage_before)
 
     def _refresh_head(self) -> None:
-        self._head_pace.due()
+        self._outbox.head()
         self._refresh_strip()
         self._refresh_timeline()
 
     def _send_head(self) -> None:
-        if self._detached:
-            return
-        try:
+        if not self._detached:
             self.head = shown.head(self.agent, model=self._model(), usage=self.usage,
                                    turn=self.turn)
-        except Exception:  # from the pace's timer: a view must not break the run it shows
-            _log.exception("fragola_nb: the panel of %s failed to update", self.agent.name)
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        # The header and the strip go with the outbox, paced (their values are current here).
+        outbox = getattr(self, "_outbox", None)  # None while the widget is being made
+        if key in PACED and outbox is not None and not self._detached:
+            outbox.trait(key)
+            return False
+        return bool(super()._should_send_property(key, value))
 
     def _refresh_timeline(self) -> None:
         # A turn's calls only: the whole agent's could be thousands of bars. Its new bars go
