@@ -45,6 +45,7 @@ from common import write_section  # noqa: E402  (bench/, the script's own direct
 SECTION = "## A long turn with its panel (issue 34)"
 SIZES = (20, 200)
 SETUP = '''\
+import json
 import time
 from fragola_nb import Fragola, tool
 from fragola_nb.models.scripted import call, reply, tool_calls
@@ -159,7 +160,9 @@ def run_browser(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
                             f"steps {n + 1}/", timeout=60_000)
                 h.run_cell(page, len(plan) + 1)
                 h.wait_kernel_idle(page)
-                out = h.cell_output(page, len(plan) + 1).last.inner_text()
+                output = h.cell_output(page, len(plan) + 1).last
+                expect(output).to_contain_text("]]", timeout=60_000)
+                out = output.inner_text()
                 version = browser.version
             finally:
                 browser.close()

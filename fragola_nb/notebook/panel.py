@@ -208,8 +208,10 @@ class AgentPanel(anywidget.AnyWidget):
             for unsubscribe in self._store_unsubscribes:
                 unsubscribe()
             self._stream.flush()
-            self._settle_timeline()
-            self._timeline.stop()
+            self._timeline.stop()  # the waterfall as the views have it, not made again
+            if self.turn and self._timeline.shown:
+                self.timeline = self._timeline.shown
+            self._outbox.flush()  # the turn's rows that wait (not the agent's header now)
             self._outbox.cancel()
             if self.strip.get("kind") == "step_limit":  # its Step is off now
                 self.strip = {**self.strip, "text": "step budget used"}
