@@ -50,17 +50,18 @@ import time
 from fragola_nb import Fragola, tool
 from fragola_nb.models.scripted import call, reply, tool_calls
 
-TIMES = []  # [first line of the cell, seconds]
+TIMES = []  # [first line of the cell, seconds, CPU seconds of the kernel's process]
 _began = {}
 
 
 def _pre(info):
-    _began["t"] = time.perf_counter()
+    _began["t"], _began["cpu"] = time.perf_counter(), time.process_time()
 
 
 def _post(result):
     first = (result.info.raw_cell or "").strip().splitlines()[:1]
-    TIMES.append([first[0] if first else "", time.perf_counter() - _began.pop("t", 0.0)])
+    TIMES.append([first[0] if first else "", time.perf_counter() - _began.pop("t", 0.0),
+                  time.process_time() - _began.pop("cpu", 0.0)])
 
 
 get_ipython().events.register("pre_run_cell", _pre)
@@ -108,7 +109,7 @@ def _timed(times: list[list[Any]], plan: list[tuple[str, str, int]]) -> list[dic
     cleared it)."""
     times = times[1:]
     assert len(times) >= len(plan), (len(times), len(plan))
-    return [{"kind": kind, "steps": n, "seconds": t[1], "cell": t[0]}
+    return [{"kind": kind, "steps": n, "seconds": t[1], "cpu": t[2], "cell": t[0]}
             for (kind, code, n), t in zip(plan, times[:len(plan)], strict=True)
             if kind != "make"]
 
@@ -176,8 +177,11 @@ def ratios(cells_timed: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     panel = [c["seconds"] for c in cells_timed if c["kind"] == "panel" and c["steps"] == steps]
     plain = [c["seconds"] for c in cells_timed if c["kind"] == "plain" and c["steps"] == steps]
     paired = [a / b for a, b in zip(panel, plain, strict=True)]
+    cpu = [a["cpu"] / b["cpu"] for a, b in zip(
+        [c for c in cells_timed if c["kind"] == "panel" and c["steps"] == steps],
+        [c for c in cells_timed if c["kind"] == "plain" and c["steps"] == steps], strict=True)]
     return {"panel": statistics.median(panel), "plain": statistics.median(plain),
-            "ratio": statistics.median(paired), "ratios": paired,
+            "ratio": statistics.median(paired), "ratios": paired, "cpu": statistics.median(cpu),
             "per_step_ms": 1000 * statistics.median(a - b for a, b in zip(panel, plain,
                                                                            strict=True)) / steps}
 
@@ -189,8 +193,8 @@ def table(result: dict[str, Any]) -> str:
              "rounds, the cells of a size back to back, which goes first alternating; median "
              "of the paired ratios. Target: the panel cell at most 1.15 × the plain one.", "",
              "| where | steps | `%%fragola` cell (panel) | plain cell (no panel) | panel / plain "
-             "(paired) | panel's cost a step | target |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "(paired, each round) | kernel CPU, panel / plain | panel's cost a step | target |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for where in ("kernel", "browser"):
         if where not in result:
             continue
@@ -201,7 +205,7 @@ def table(result: dict[str, Any]) -> str:
             met = "**met**" if r["ratio"] <= 1.15 else "**missed**"
             lines.append(f"| {label} | {n} | {r['panel']:.2f} s | {r['plain']:.2f} s | "
                          f"{r['ratio']:.2f} × ({', '.join(f'{x:.2f}' for x in r['ratios'])}) | "
-                         f"{r['per_step_ms']:+.1f} ms | {met} |")
+                         f"{r['cpu']:.2f} × | {r['per_step_ms']:+.1f} ms | {met} |")
     comms = result.get("kernel", {}).get("comms", [])
     if comms:
         lines += ["", "What the panel sent in the kernel run (comm messages of its turn, the "
