@@ -300,17 +300,15 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_state_update(self, event: Any) -> None:
-        streamed = False
         if event.reason == "ai_message":
             # The last text first, in a small message: the stored reply's rows (a large
-            # message, and its Markdown to draw) come after it.
+            # message, and its Markdown to draw) come after it (at once, unless the panel
+            # sent an update less than an interval ago: a fast run's burst of steps).
             self._stream.finish()
-            streamed = bool(self._stream.sent) or self._stream.stopped
             self._stream.clear()  # the stored message replaces the streamed text
         self._refresh()
-        if streamed or event.reason not in RUN_REASONS:
-            # the stored reply in place of its streamed text, and what a person did
-            # (decided a call, forked, edited, an experiment began): at once
+        if event.reason not in RUN_REASONS:
+            # what a person did (decided a call, forked, edited, an experiment began)
             self._outbox.flush()
 
     @_observer
