@@ -1000,6 +1000,13 @@ export default () => {
           if ("add" in msg) store.stream += msg.add; else store.stream = msg.text || "";
           store.stopped = Boolean(msg.stopped);
           for (const v of store.views) v.streamChanged();
+        } else if (msg.t === "timeline") {
+          // a running turn's waterfall: the bars from `from` on, and its totals (the kernel
+          // sets the whole as the trait when the run ends); set here only, never sent back
+          const { t: _t, from, bars, ...rest } = msg;
+          const had = (model.get("timeline") || {}).bars;
+          const kept = Array.isArray(had) ? had.slice(0, from || 0) : [];
+          model.set("timeline", { ...rest, bars: kept.concat(bars || []) });
         } else if (msg.t === "source" || msg.t === "edited") {
           for (const v of store.views) v.custom(msg);
         }

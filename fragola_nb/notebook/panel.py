@@ -41,11 +41,13 @@ from fragola_nb.base.render import conversation_html, escape, visible
 from fragola_nb.core.events import transient
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.actions import Actions, clicked, error_text
+from fragola_nb.notebook.panel_outbox import PACED, Outbox
 from fragola_nb.notebook.rows import CallFacts, Rows
 from fragola_nb.notebook.runner import started_by
 from fragola_nb.notebook.static_copy import live_text
 from fragola_nb.notebook.stream import Stream
 from fragola_nb.notebook.timeline import timeline_shown
+from fragola_nb.notebook.timeline_feed import TimelineFeed
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -68,6 +70,9 @@ RENDER_MAX = 400
 """Rows rendered per request of a view."""
 HELLO_CHUNK = 2_000
 """Rows per message when a view asks for all of them."""
+RUN_REASONS = frozenset({"user_message", "ai_message", "tool_result", "cancelled"})
+"""The state updates a run makes, a few a step: their rows and counts go paced
+(``panel_outbox``); the others (a decision, a fork, an edit...) show at once."""
 STATIC_LIMIT = 500
 """Messages in the static HTML copy: the last ones (the whole history is in a session
 file or ``export_html``)."""
@@ -134,6 +139,11 @@ class AgentPanel(anywidget.AnyWidget):
         self._rows = Rows(start=since or 0)
         self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
         self._stream = Stream(self._send_stream, shown.streamed_text)
+        # a turn's waterfall: its new bars, paced, while it runs; whole as the trait after
+        self._timeline = TimelineFeed(lambda: timeline_shown(self.usage, self._shown),
+                                      self.send, self._lock)
+        # rows, header and strip: paced as the stream is, at once when the status changes
+        self._outbox = Outbox(self.send, self.send_state, self._send_head, self._lock)
         self._model_used: str | None = None
         # A turn panel shows the usage of its turn: the calls made after it was made.
         self._usage_before = agent.usage if since is not None else None
@@ -198,6 +208,11 @@ class AgentPanel(anywidget.AnyWidget):
             for unsubscribe in self._store_unsubscribes:
                 unsubscribe()
             self._stream.flush()
+            self._timeline.stop()  # the waterfall as the views have it, not made again
+            if self.turn and self._timeline.shown:
+                self.timeline = self._timeline.shown
+            self._outbox.flush()  # the turn's rows that wait (not the agent's header now)
+            self._outbox.cancel()
             if self.strip.get("kind") == "step_limit":  # its Step is off now
                 self.strip = {**self.strip, "text": "step budget used"}
             self._static = self.html()  # nbconvert's copy keeps the turn as it ended too
@@ -229,6 +244,8 @@ class AgentPanel(anywidget.AnyWidget):
                 return
             self._stream.flush()
             self._refresh()
+            self._outbox.flush()
+            self._settle_timeline()
 
     # -- the browser ---------------------------------------------------------------------------
 
@@ -238,6 +255,8 @@ class AgentPanel(anywidget.AnyWidget):
         action = content.get("do")
         if action == "hello":  # a new view (or a reloaded page): everything, once
             self.seen = True
+            with self._lock:
+                self._outbox.flush()  # what waits goes before (the hello repeats it)
             self._send_all()
             return
         if action == "render":  # rows a view draws whose Markdown waits
@@ -271,6 +290,8 @@ class AgentPanel(anywidget.AnyWidget):
                 with self._stream.held() as (text, stopped):
                     message.update(reset=True, total=len(rows), stream=text, stopped=stopped)
                     self.send(message)
+            if self.turn and self._timeline.shown:  # the waterfall as made last, whole
+                self.send(self._timeline.hello())
 
     def _send_stream(self, message: dict[str, Any]) -> None:
         self.send({"t": "stream", **message})
@@ -281,10 +302,14 @@ class AgentPanel(anywidget.AnyWidget):
     def _on_state_update(self, event: Any) -> None:
         if event.reason == "ai_message":
             # The last text first, in a small message: the stored reply's rows (a large
-            # message, and its Markdown to draw) come after it.
+            # message, and its Markdown to draw) come after it (at once, unless the panel
+            # sent an update less than an interval ago: a fast run's burst of steps).
             self._stream.finish()
             self._stream.clear()  # the stored message replaces the streamed text
         self._refresh()
+        if event.reason not in RUN_REASONS:
+            # what a person did (decided a call, forked, edited, an experiment began)
+            self._outbox.flush()
 
     @_observer
     def _on_status_change(self, event: Any) -> None:
@@ -312,6 +337,10 @@ class AgentPanel(anywidget.AnyWidget):
             self.turn_model = None
         self._running = None
         self._refresh()
+        if not self._detached:
+            self._outbox.flush()  # the status is the header's: at once
+        if event.status != "generating":  # the run ended or paused: the whole waterfall
+            self._settle_timeline()
 
     @_observer
     def _on_model_chunk(self, event: Any) -> None:
@@ -352,7 +381,7 @@ class AgentPanel(anywidget.AnyWidget):
             facts.ms = round((time.time() - facts.started) * 1000)
         position = self._rows.refresh_call(event.id)
         if position is not None:
-            self.send({"t": "rows", "rows": [self._rows.rows[position]]})
+            self._outbox.rows([self._rows.rows[position]])
         self._running = None
         self._calling_since = time.time()
         self._refresh_strip()
@@ -393,6 +422,7 @@ class AgentPanel(anywidget.AnyWidget):
                 return False
             rows.clear()
             self._shown = []
+            self._outbox.drop_rows()
             if not self._quiet:
                 self.send({"t": "rows", "reset": True, "rows": []})
             read = rows.start
@@ -409,7 +439,7 @@ class AgentPanel(anywidget.AnyWidget):
         self._shown += fresh
         changed = [rows.rows[p] for p in patched] + added
         if changed and not self._quiet:
-            self.send({"t": "rows", "rows": changed})
+            self._outbox.rows(changed)
         return True
 
     def _mark_injected(self, call_id: str) -> None:
@@ -447,15 +477,32 @@ class AgentPanel(anywidget.AnyWidget):
         return usage if self._usage_before is None else usage.since(self._usage_before)
 
     def _refresh_head(self) -> None:
-        self.head = shown.head(self.agent, model=self._model(), usage=self.usage,
-                               turn=self.turn)
+        self._outbox.head()
         self._refresh_strip()
         self._refresh_timeline()
 
+    def _send_head(self) -> None:
+        if not self._detached:
+            self.head = shown.head(self.agent, model=self._model(), usage=self.usage,
+                                   turn=self.turn)
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        # The header and the strip go with the outbox, paced (their values are current here).
+        outbox = getattr(self, "_outbox", None)  # None while the widget is being made
+        if key in PACED and outbox is not None and not self._detached:
+            outbox.trait(key)
+            return False
+        return bool(super()._should_send_property(key, value))
+
     def _refresh_timeline(self) -> None:
-        # A turn's calls only: the whole agent's could be thousands of bars.
+        # A turn's calls only: the whole agent's could be thousands of bars. Its new bars go
+        # when the pace allows (``TimelineFeed``), not the whole waterfall at every event.
         if self.turn:
-            self.timeline = timeline_shown(self.usage, self._shown)
+            self._timeline.due()
+
+    def _settle_timeline(self) -> None:
+        if self.turn:
+            self.timeline = self._timeline.settle()
 
     def _refresh_strip(self) -> None:
         self.strip = shown.strip(self.agent, model=self._model(), running=self._running,

@@ -222,6 +222,15 @@ class Pacer:
         """Seconds between two runs at least."""
         return Stream.interval if self._interval is None else self._interval
 
+    @interval.setter
+    def interval(self, seconds: float) -> None:
+        self._interval = seconds
+
+    def cancel(self) -> None:
+        """Forget a run that is due (no trailing run)."""
+        with self.lock:
+            self._cancel_timer()
+
     def flush(self) -> None:
         """Run now."""
         with self.lock:

@@ -1,0 +1,248 @@
+"""A long turn with its panel (issue 34): a scripted model turn of 20 and 200 tool steps in a
+``%%fragola`` cell (its turn panel live) against the same turn with no panel (the plain
+``await agent.user_message(...)`` in a cell), in one kernel, rounds interleaved.
+
+Everything is local: a scripted model on loopback inside the kernel (a brain that asks for one
+call of an instant tool ``add`` while the request holds fewer than N tool results, then says
+"done"), fresh agents for each cell (made in the cell before, not timed).
+
+- kernel: a python3 kernel through ``jupyter_client`` (``tests/kernel_harness.py``), nothing
+  attached that draws: the panel's messages go to iopub and are read, as a front end would;
+- browser: the throw-away JupyterLab server and the Debian chromium of the browser tests
+  (``tests/browser/jlab_harness.py``), the notebook open, the cells run one at a time with
+  Ctrl+Enter; after a panel cell the page is waited on until it shows the turn's last step
+  ("done" and ``steps N/…``), so the next cell does not share the machine with its drawing.
+
+Each cell is timed in the kernel, from IPython's ``pre_run_cell`` to its ``post_run_cell``:
+the whole cell, the panel's display included. A round runs both cells of a size back to
+back, panel first in odd rounds, plain first in even ones; the figure is the median over the
+rounds of the paired ratio panel / plain. Also counted in the kernel run: the panel's comm
+messages and their bytes per step.
+
+    .venv/bin/python bench/panel_steps.py [--rounds 3] [--quick] [--only kernel|browser]
+                                          [--json FILE] [--no-write]
+
+It replaces the "A long turn with its panel (issue 34)" section of ``bench/results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+from common import write_section  # noqa: E402  (bench/, the script's own directory)
+
+SECTION = "## A long turn with its panel (issue 34)"
+SIZES = (20, 200)
+SETUP = '''\
+import json
+import time
+from fragola_nb import Fragola, tool
+from fragola_nb.models.scripted import call, reply, tool_calls
+
+TIMES = []  # [first line of the cell, seconds, CPU seconds of the kernel's process]
+_began = {}
+
+
+def _pre(info):
+    _began["t"], _began["cpu"] = time.perf_counter(), time.process_time()
+
+
+def _post(result):
+    first = (result.info.raw_cell or "").strip().splitlines()[:1]
+    TIMES.append([first[0] if first else "", time.perf_counter() - _began.pop("t", 0.0),
+                  time.process_time() - _began.pop("cpu", 0.0)])
+
+
+get_ipython().events.register("pre_run_cell", _pre)
+get_ipython().events.register("post_run_cell", _post)
+
+
+@tool
+def add(x: int) -> int:
+    """Add one."""
+    return x + 1
+
+
+def brain(request):
+    asked = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    steps = int(asked.split()[1])
+    done = sum(1 for m in request["messages"] if m["role"] == "tool")
+    return tool_calls(call("add", {"x": done})) if done < steps else reply("done")
+
+
+fragola = Fragola.scripted(brain=brain)
+
+
+def make(name, steps):
+    return fragola.agent(name=name, tools=[add], max_step=steps + 5)
+'''
+
+
+def cells(sizes: tuple[int, ...], rounds: int) -> list[tuple[str, str, int]]:
+    """(kind, code, steps): the warm-up, then per round and size the agents' cell and the
+    two timed cells in the round's order."""
+    out = [("make", 'w1, w2 = make("w1", 3), make("w2", 3)', 3),
+           ("panel", "%%fragola w1\nsteps 3", 3), ("plain", 'await w2.user_message("steps 3")', 3)]
+    for r in range(rounds):
+        for n in sizes:
+            out.append(("make", f'p{n}_{r}, q{n}_{r} = make("p{n}_{r}", {n}), '
+                                f'make("q{n}_{r}", {n})', n))
+            pair = [("panel", f"%%fragola p{n}_{r}\nsteps {n}", n),
+                    ("plain", f'await q{n}_{r}.user_message("steps {n}")', n)]
+            out += pair if r % 2 == 0 else pair[::-1]
+    return out
+
+
+def _timed(times: list[list[Any]], plan: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    """The timed cells of the plan, with their seconds (TIMES begins with the cell that
+    cleared it)."""
+    times = times[1:]
+    assert len(times) >= len(plan), (len(times), len(plan))
+    return [{"kind": kind, "steps": n, "seconds": t[1], "cpu": t[2], "cell": t[0]}
+            for (kind, code, n), t in zip(plan, times[:len(plan)], strict=True)
+            if kind != "make"]
+
+
+def run_kernel(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
+    from kernel_harness import Kernel
+
+    with Kernel() as kernel:
+        kernel.execute("%load_ext fragola_nb\n" + SETUP)
+        kernel.execute("TIMES.clear()")
+        comms: list[dict[str, Any]] = []
+        for kind, code, n in plan:
+            first = len(kernel.iopub_log)
+            kernel.execute(code, timeout=300)
+            if kind == "panel" and n != 3:
+                kernel.drain(0.3)
+                sent = [m for m in kernel.iopub_log[first:] if m["msg_type"] == "comm_msg"]
+                size = sum(len(json.dumps(m["content"], default=str)) for m in sent)
+                comms.append({"steps": n, "messages": len(sent), "bytes": size})
+        times = kernel.eval("TIMES")
+    return {"cells": _timed(times, plan), "comms": comms}
+
+
+def run_browser(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
+    from panel_browser import _notebook
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.browser import jlab_harness as h
+
+    lab = h.start_lab()
+    try:
+        name = "panel_steps.ipynb"
+        _notebook(lab.root / name, ["%load_ext fragola_nb\n" + SETUP + "\nTIMES.clear()",
+                                    *(code for _, code, _ in plan), "print(json.dumps(TIMES))"])
+        with sync_playwright() as p:
+            browser = h.launch_browser(p)
+            try:
+                page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                h.open_notebook(page, lab, name)
+                for index in range(len(plan) + 1):
+                    h.run_cell(page, index)
+                    h.wait_kernel_idle(page, 300_000)
+                    kind, _, n = plan[index - 1] if index else ("setup", "", 0)
+                    if kind == "panel":  # the page shows the turn's last step
+                        panel = h.cell(page, index).locator(".fragola-panel")
+                        expect(panel.locator(".fragola-msg-assistant").last).to_contain_text(
+                            "done", timeout=120_000)
+                        expect(panel).to_contain_text(
+                            f"steps {n + 1}/", timeout=60_000)
+                h.run_cell(page, len(plan) + 1)
+                h.wait_kernel_idle(page)
+                output = h.cell_output(page, len(plan) + 1).last
+                expect(output).to_contain_text("]]", timeout=60_000)
+                out = output.inner_text()
+                version = browser.version
+            finally:
+                browser.close()
+    finally:
+        h.stop_lab(lab)
+    times = json.loads(out.strip().splitlines()[-1])
+    return {"cells": _timed(times, plan), "chromium": f"Chromium {version}"}
+
+
+def ratios(cells_timed: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    panel = [c["seconds"] for c in cells_timed if c["kind"] == "panel" and c["steps"] == steps]
+    plain = [c["seconds"] for c in cells_timed if c["kind"] == "plain" and c["steps"] == steps]
+    paired = [a / b for a, b in zip(panel, plain, strict=True)]
+    cpu = [a["cpu"] / b["cpu"] for a, b in zip(
+        [c for c in cells_timed if c["kind"] == "panel" and c["steps"] == steps],
+        [c for c in cells_timed if c["kind"] == "plain" and c["steps"] == steps], strict=True)]
+    return {"panel": statistics.median(panel), "plain": statistics.median(plain),
+            "ratio": statistics.median(paired), "ratios": paired, "cpu": statistics.median(cpu),
+            "per_step_ms": 1000 * statistics.median(a - b for a, b in zip(panel, plain,
+                                                                           strict=True)) / steps}
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"Run {result['when']} (load average {result['load'][0]:.1f} before, "
+             f"{result['load'][1]:.1f} after, on 2 cores shared with other work: the paired "
+             f"ratios are the figures, the seconds move with the machine); {result['rounds']} "
+             "rounds, the cells of a size back to back, which goes first alternating; median "
+             "of the paired ratios. Target: the panel cell at most 1.15 × the plain one.", "",
+             "| where | steps | `%%fragola` cell (panel) | plain cell (no panel) | panel / plain "
+             "(paired, each round) | kernel CPU, panel / plain | panel's cost a step | target |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for where in ("kernel", "browser"):
+        if where not in result:
+            continue
+        label = {"kernel": "kernel, nothing attached",
+                 "browser": f"JupyterLab + {result[where].get('chromium', 'Chromium')}"}[where]
+        for n in result["sizes"]:
+            r = ratios(result[where]["cells"], n)
+            met = "**met**" if r["ratio"] <= 1.15 else "**missed**"
+            lines.append(f"| {label} | {n} | {r['panel']:.2f} s | {r['plain']:.2f} s | "
+                         f"{r['ratio']:.2f} × ({', '.join(f'{x:.2f}' for x in r['ratios'])}) | "
+                         f"{r['cpu']:.2f} × | {r['per_step_ms']:+.1f} ms | {met} |")
+    comms = result.get("kernel", {}).get("comms", [])
+    if comms:
+        lines += ["", "What the panel sent in the kernel run (comm messages of its turn, the "
+                  "widget's opening included), per step:", "",
+                  "| steps | messages a step | bytes a step |", "| ---: | ---: | ---: |"]
+        for n in result["sizes"]:
+            mine = [c for c in comms if c["steps"] == n]
+            lines.append(f"| {n} | {statistics.median(c['messages'] for c in mine) / n:.1f} | "
+                         f"{statistics.median(c['bytes'] for c in mine) / n:,.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one round: not for figures")
+    parser.add_argument("--only", choices=("kernel", "browser"))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    rounds = 1 if args.quick else args.rounds
+    plan = cells(SIZES, rounds)
+    load = os.getloadavg()[0]
+    result: dict[str, Any] = {"sizes": list(SIZES), "rounds": rounds}
+    if args.only in (None, "kernel"):
+        result["kernel"] = run_kernel(plan)
+    if args.only in (None, "browser"):
+        result["browser"] = run_browser(plan)
+    result.update(when=datetime.datetime.now().isoformat(timespec="minutes"),
+                  load=[load, os.getloadavg()[0]])
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    text = table(result)
+    print(text)
+    if not args.no_write and not args.quick:
+        write_section(SECTION, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""What a panel sends while a run goes on, paced as the stream is (issue 34).
+
+A long turn changes a panel a few times a step: a row is added, the call's time and then its
+result patch it, the status strip says "calling", "running add", "calling" again, the header
+counts a step and its tokens. Each was a comm message of its own (about 2 ms of a busy kernel
+each, 8 a step) and the header counted the turn's usage over every call each time. The
+``Outbox`` keeps them and sends, at most once per ``Stream.interval``, the rows that changed
+(each once, as it is then) in one message, then the header (made then, once) and the strip in
+one state update. The first change after a quiet interval goes at once; the last one of a
+burst goes when the interval is up (the trailing flush, on the event loop). The panel flushes
+it itself when the status changes, so a run's start and end show at once.
+
+The traits keep their values in the kernel as they are set (``panel.strip`` is current); only
+what goes on the wire waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fragola_nb.notebook.stream import Pacer
+
+__all__ = ["PACED", "Outbox"]
+
+_log = logging.getLogger("fragola_nb")
+
+PACED = frozenset({"head", "strip"})
+"""The traits whose updates go with the outbox."""
+
+
+class Outbox:
+    """Rows and trait updates of one panel, sent together, paced. ``send`` sends a custom
+    message, ``send_state`` the named traits, ``make_head`` sets the ``head`` trait."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None],
+                 send_state: Callable[[list[str]], None], make_head: Callable[[], None],
+                 lock: threading.RLock) -> None:
+        self._send, self._send_state, self._make_head = send, send_state, make_head
+        self._pacer = Pacer(self.run, lock)
+        self._rows: dict[int, dict[str, Any]] = {}  # by position: each row once, as it is
+        self._keys: set[str] = set()
+        self._head = False  # the header is to be made
+        self._running = False
+
+    def rows(self, rows: list[dict[str, Any]]) -> None:
+        """Rows added or changed."""
+        for row in rows:
+            self._rows[row["k"]] = row
+        self._pacer.due()
+
+    def trait(self, key: str) -> None:
+        """A paced trait changed (its value is sent as it is when the outbox goes)."""
+        self._keys.add(key)
+        if not self._running:
+            self._pacer.due()
+
+    def head(self) -> None:
+        """The header's counts changed: made when the outbox goes."""
+        self._head = True
+        self._pacer.due()
+
+    def flush(self) -> None:
+        """Send what waits now."""
+        self._pacer.flush()
+
+    def drop_rows(self) -> None:
+        """The history was replaced: the rows waiting are of the old one."""
+        self._rows.clear()
+
+    def cancel(self) -> None:
+        """Send nothing more of what waits (a detached panel keeps what it showed)."""
+        self._pacer.cancel()
+        self._rows.clear()
+        self._head = False
+
+    def run(self) -> None:
+        self._running = True
+        try:
+            rows, self._rows = self._rows, {}
+            if rows:
+                self._send({"t": "rows", "rows": list(rows.values())})
+            if self._head:
+                self._head = False
+                self._make_head()
+            keys, self._keys = self._keys, set()
+            if keys:
+                self._send_state(sorted(keys))
+        except Exception:  # from the pace's timer too: a view must not break the run
+            _log.exception("fragola_nb: a panel failed to update")
+        finally:
+            self._running = False
