@@ -68,7 +68,10 @@ def test_a_turn_of_200_steps_shows_every_step(ui: UI) -> None:
     assert shown_in_box(box, LAST)
     expect(panel).to_contain_text(f"steps {STEPS + 1}/{STEPS + 5}")
     expect(panel.locator(".fragola-status")).to_have_text("idle")
-    expect(panel.locator(".fragola-timeline > summary")).to_contain_text("timeline · model ")
+    summary = panel.locator(".fragola-timeline > summary")  # the waterfall's split of the turn
+    expect(summary).to_contain_text("timeline · turn ")
+    expect(summary).to_contain_text(" · model ")
+    expect(summary).to_contain_text(" · between calls ")
     # the step before the last: its call and its result, folded into one row
     before = panel.locator(f".fragola-msg[data-index='{LAST - 2}']")
     expect(before).to_contain_text(f"x={STEPS - 1}")
