@@ -8,9 +8,12 @@ cost, rows left; see ``evalhtml.head_facts``). The JavaScript draws only the row
 1,000-case evaluation is 1,000 rows), with ``textContent`` only, and filters them (failed
 only, changed only).
 
-The view follows the evaluation (``Evaluation.subscribe``): a run that finishes marks the
-view dirty, and the cells are sent at most every ``INTERVAL`` seconds (a 1,000 × 2 evaluation
-sends a dozen updates a second, not 4,000 messages), and at once when it ends. A click on a
+The view follows the evaluation (``Evaluation.subscribe``): a row that changes is counted
+(``eval_live.LiveTally``), and at most every ``INTERVAL`` seconds the view sends the cells of
+the rows that changed, as one ``{"do": "patch", "cells": [[index, cell], ...], "flags":
+[[index, flags or null], ...]}`` message, and the head from the counters: an update costs
+what changed, not the rows that exist. At the end (and on a diff or a label) everything is
+worked out afresh and sent whole, the verdicts with it. A click on a
 cell sets ``selected`` (case, variant, repeat); the view then shows that row's answer,
 error, grades and trajectory (``detail``; ``eval_trajectory``) and, below the matrix, the
 panel of the fork it ran on. It decides nothing. ``eval_cell.EvalWatcher`` shows it for
@@ -204,9 +207,10 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
             if index is None:  # the end, or a diff: at once
                 self.refresh()
             else:
-                with self._lock:
+                with self._lock:  # a row: counted at the next update, paced
                     self._tally.changed(index)
-                self._soon()
+                    if self._timer is None:
+                        self._soon()
         except Exception:
             _log.exception("fragola_nb: the evaluation matrix failed to update")
 
