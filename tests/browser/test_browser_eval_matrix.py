@@ -53,10 +53,10 @@ PWNED = "() => window.__pwned === undefined"
 def notebook(ui: UI, path: str) -> None:
     scenarios.write(ui.lab.root / path, scenarios.SETUP + "\n" + SCRIPT,
                     "evaluation = await agent.evaluate(cases, variants, checks, "
-                    "concurrency=32, progress=False)",
+                    "concurrency=32)",  # the live matrix (progress=True)
                     "evaluation",
-                    "flip = True\nagain = await agent.evaluate(cases[:50], variants, checks, "
-                    "progress=False)\n_ = again.diff(evaluation)",
+                    "flip = True\nagain = await agent.evaluate(cases[:50], variants, checks)"
+                    "\n_ = again.diff(evaluation)",
                     title="Issue 23")
 
 
