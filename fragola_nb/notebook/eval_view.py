@@ -82,7 +82,6 @@ class EvalMatrix(LiveWidget):
     flags = traitlets.Dict().tag(sync=True)  # eval_verdicts.matrix_flags
 
 
-
 class EvalView(widgets.VBox):  # type: ignore[misc]
     """The matrix of ``evaluation`` and, below it, the panel of the cell clicked."""
 
@@ -114,9 +113,8 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
         self.refresh()
 
     def refresh(self) -> None:
-        """Send the cells and the head as they are now, worked out afresh from every row
-        (at the end, on a diff or a label; while rows finish, ``_update`` sends what
-        changed)."""
+        """Send everything worked out afresh from every row (at the end, on a diff or a
+        label; while rows finish, ``_update`` sends what changed)."""
         with self._lock:
             self._cancel_timer()
             if self._detached:
@@ -126,8 +124,7 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
             lines = evaluation.summary()  # once: the title and the head are made from it
             cells, flags = matrix_cells(evaluation), matrix_flags(evaluation)
             verdicts = verdict_data(evaluation, lines)
-            # patched in place while it ran: the same values would not be sent again, and
-            # the end sends the whole matrix (a page that missed a patch has it then)
+            # patched in place while it ran: equal values would not be sent; the end sends all
             whole = [key for key, value in (("cells", cells), ("flags", flags))
                      if self._patched and value == getattr(self.matrix, key)]
             self._patched = False
