@@ -70,7 +70,7 @@ class Front:
         msg_id = self.kc.execute(code)
         matrix: str | None = None
         sent = {"messages": 0, "bytes": 0, "largest": 0}
-        text = ""
+        text, ended = "", False
         while True:
             try:
                 msg = self.kc.get_iopub_msg(timeout=600)
@@ -89,7 +89,9 @@ class Front:
                 size = len(json.dumps(content["data"]))
                 sent["messages"] += 1
                 sent["bytes"] += size
-                if not content["data"].get("state", {}).get("head", {}).get("done"):
+                ended = ended or bool(content["data"].get("state", {}).get("head", {}).get(
+                    "done"))  # from the end on, the whole matrix: not a live update
+                if not ended:
                     sent["largest"] = max(sent["largest"], size)
             if kind == "execute_result":
                 text = content["data"]["text/plain"]

@@ -25,7 +25,7 @@ from fragola_nb.core.usage import ModelPrice, Usage
 from fragola_nb.experiments.comparison import import_pandas
 from fragola_nb.experiments.evalheader import run_of
 from fragola_nb.experiments.evalrows import EvalRow, grade_record
-from fragola_nb.experiments.evalsummary import rate_text
+from fragola_nb.experiments.evalsummary import rate_text, usage_total
 from fragola_nb.experiments.evalversus import Judgements
 from fragola_nb.sessions.atomic import atomic_write
 
@@ -96,14 +96,13 @@ class Evaluation(Sequence[EvalRow], Judgements):
     @property
     def usage(self) -> Usage:
         """The graded calls of every row (a cached call counted, costing nothing)."""
-        return sum((row.usage for row in self._rows if row.usage is not None), Usage())
+        return usage_total(row.usage for row in self._rows)
 
     @property
     def judge_usage(self) -> Usage:
         """The calls of the ``judge`` graders and of ``judge_pairs``, apart from the graded
         calls."""
-        return sum((row.judge_usage for row in self._rows if row.judge_usage is not None),
-                   self.pairs_usage)
+        return usage_total((row.judge_usage for row in self._rows), self.pairs_usage)
 
     # -- live views ---------------------------------------------------------------------------
     def subscribe(self, observer: Callable[[int | None], None]) -> None:
@@ -260,8 +259,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         parts = [f"{line['variant']} {rate_text(line)}"
                  for line in (self.summary() if lines is None else lines)]
         # one cost: what was paid, the judges' and the simulated users' calls included
-        users = sum((row.user_usage for row in self._rows if row.user_usage is not None),
-                    Usage())
+        users = usage_total(row.user_usage for row in self._rows)
         usage = self.usage + self.judge_usage + users
         money = usage.cost_text()
         tail = f"{usage.total_tokens:,} tokens" + (f", {money}" if money else "")
