@@ -70,7 +70,7 @@ class Front:
         msg_id = self.kc.execute(code)
         matrix: str | None = None
         sent = {"messages": 0, "bytes": 0, "largest": 0}
-        text, ended = "", False
+        text = ""
         while True:
             try:
                 msg = self.kc.get_iopub_msg(timeout=600)
@@ -89,9 +89,9 @@ class Front:
                 size = len(json.dumps(content["data"]))
                 sent["messages"] += 1
                 sent["bytes"] += size
-                ended = ended or bool(content["data"].get("state", {}).get("head", {}).get(
-                    "done"))  # from the end on, the whole matrix: not a live update
-                if not ended:
+                if not {"cases", "cells"} & set(content["data"].get("state", {})):
+                    # a live update (a patch, the head); not the whole matrix, which is
+                    # sent once when the rows are made and once at the end
                     sent["largest"] = max(sent["largest"], size)
             if kind == "execute_result":
                 text = content["data"]["text/plain"]

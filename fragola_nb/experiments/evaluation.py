@@ -11,6 +11,7 @@ as they finish and ``subscribe``'d views hear of each (the notebook's matrix vie
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -64,6 +65,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         self.baseline: EvaluationDiff | None = None
         """Set by ``diff``: the last comparison with a baseline (views mark it)."""
         self._observers: list[Callable[[int | None], None]] = []
+        self._summary: list[dict[str, Any]] | None = None
         self.known: frozenset[str] = frozenset()
         """Credentials in use when it ran (set by ``evaluate``): hidden in what ``save``
         writes and the views show, should a model or a tool have echoed one."""
@@ -114,6 +116,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         self.notify(index)
 
     def notify(self, index: int | None) -> None:
+        self._summary = None  # a row changed (every change of a row is said here)
         for observer in list(self._observers):
             try:
                 observer(index)
@@ -169,7 +172,12 @@ class Evaluation(Sequence[EvalRow], Judgements):
         seconds. ``by="tag"``: a line per tag and variant."""
         from fragola_nb.experiments.evalsummary import summary_lines
 
-        return summary_lines(self._rows, self.variants, self.graders, by)
+        if by is not None:
+            return summary_lines(self._rows, self.variants, self.graders, by)
+        if self._summary is None:  # kept until a row changes: the views, repr and the
+            # static table of one update read it several times
+            self._summary = summary_lines(self._rows, self.variants, self.graders, None)
+        return copy.deepcopy(self._summary)
 
     def diff(self, baseline: Evaluation | str | os.PathLike[str]) -> EvaluationDiff:
         """This run against ``baseline`` (an ``Evaluation`` or a file ``save`` wrote),
