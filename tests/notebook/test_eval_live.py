@@ -14,7 +14,9 @@ from comm_log import Wire, record_comms
 from helpers import make_agent, make_fragola
 
 from fragola_nb import Fragola
+from fragola_nb.core.usage import CallUsage, ModelPrice, Usage
 from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.evalsummary import usage_total
 from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.graders import contains
@@ -188,3 +190,19 @@ async def test_progress_false_shows_no_live_matrix(model: ScriptedModel) -> None
         EVALUATION_WATCHERS.remove(watcher)
         for view in watcher.views:
             view.close()
+
+
+def test_usages_summed_in_one_pass_equal_their_sum_one_by_one() -> None:
+    first, second = ModelPrice(1.0, 2.0), ModelPrice(5.0, 9.0)
+    usages = [Usage((CallUsage("m", 10, 5, 15),), {"m": first}), None,
+              Usage((CallUsage("m", 3, 1, 4, cached=True), CallUsage("o", 7, 2, 9)),
+                    {"m": second, "o": second}),
+              Usage((CallUsage("x", 1, 1, 2, offline=True),))]
+    start = Usage((CallUsage("s", 2, 2, 4),), {"s": second})
+    for begin in (None, start):
+        total = usage_total(usages, begin)
+        one_by_one = sum((u for u in usages if u is not None), begin or Usage())
+        assert total == one_by_one and total.prices == one_by_one.prices  # the first's win
+        assert (total.cost, total.cost_text(), total.total_tokens) == (
+            one_by_one.cost, one_by_one.cost_text(), one_by_one.total_tokens)
+    assert usage_total([]) == Usage()
