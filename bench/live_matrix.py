@@ -160,7 +160,13 @@ def text_of(result: dict[str, Any], rounds: int, when: str, load: float) -> str:
         "- The live matrix costs the run " + "; ".join(verdicts) + " the time without it "
         "(target ≤ 1.1x at both sizes: the cost stays linear). The largest update while rows "
         "finish does not grow with the run: only the changed cells and the head are sent; "
-        "the whole matrix once, at the end."])
+        "the whole matrix once, when the rows are made and at the end.",
+        "- Each round's ratio, wall / kernel CPU (the noise of a shared machine): " + "; ".join(
+            f"{6 * int(n):,} runs: " + ", ".join(
+                f"{a / b:.2f}/{c / d:.2f}" for a, b, c, d in zip(
+                    data["live matrix"]["wall"], data["none"]["wall"],
+                    data["live matrix"]["cpu"], data["none"]["cpu"], strict=True))
+            for n, data in result.items()) + "."])
 
 
 def main() -> None:
