@@ -289,6 +289,16 @@ def test_await_evaluate_in_a_kernel_shows_the_matrix_once_and_a_click_opens_a_pa
     assert kernel.widgets[matrix]["detail"]["answer"] == "Paris says " + SHOWN
 
 
+def test_progress_false_in_a_kernel_shows_no_matrix_and_no_bar(kernel: Any) -> None:
+    before = set(matrix_ids(kernel))
+    result = kernel.execute("quiet = await agent.evaluate(cases, variants, checks, "
+                            "progress=False)")
+    assert set(matrix_ids(kernel)) == before and widget_views(result) == []
+    assert not result.stderr and result.outputs == []
+    shown = kernel.execute("quiet")  # displayed afterwards: its matrix
+    assert len(set(widget_views(shown))) == 1
+
+
 def test_the_magic_in_a_kernel_shows_the_matrix_and_binds_the_evaluation(kernel: Any) -> None:
     before = set(matrix_ids(kernel))
     result = kernel.execute("%%fragola agent --evaluate cases --variants variants "
