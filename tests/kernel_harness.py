@@ -50,6 +50,21 @@ def startup_profile(ipython_dir: Path) -> dict[str, str]:
     return {"IPYTHONDIR": str(ipython_dir)}
 
 
+def _patch(state: dict[str, Any], message: Any) -> None:
+    """The evaluation matrix's ``{"do": "patch", "cells": [[i, cell]], "flags": [[i, flag
+    or None]]}``, applied as evaluation.js applies it."""
+    if not isinstance(message, dict) or message.get("do") != "patch":
+        return
+    for at, cell in message.get("cells", []):
+        state.setdefault("cells", [])[at] = cell
+    flags = state.setdefault("flags", {})
+    for at, flag in message.get("flags", []):
+        if flag is None:
+            flags.pop(str(at), None)
+        else:
+            flags[str(at)] = flag
+
+
 class Kernel:
     """A python3 kernel in a subprocess, with a model of its widgets built from iopub."""
 
@@ -84,6 +99,8 @@ class Kernel:
             data = content.get("data", {})
             if data.get("method") == "update" and content["comm_id"] in self.widgets:
                 self.widgets[content["comm_id"]].update(data.get("state", {}))
+            elif data.get("method") == "custom" and content["comm_id"] in self.widgets:
+                _patch(self.widgets[content["comm_id"]], data.get("content"))
         elif kind == "comm_close":
             self.widgets.pop(content["comm_id"], None)
 

@@ -60,15 +60,17 @@ def evaluation_html(evaluation: Evaluation) -> str:
              for f in head_facts(evaluation, summary)]
     intervals = [f"<td>{escape(interval_text(line))}</td>" for line in summary]
     cases: dict[int, EvalRow] = {}
+    grouped: dict[tuple[int, str], list[EvalRow]] = {}  # one pass: cell() scans every row
     for row in evaluation:
         cases.setdefault(row.case, row)
+        grouped.setdefault((row.case, row.variant), []).append(row)
     body = []
     diff = evaluation.baseline
     flaky = flaky_cells(evaluation)
     for index, first in list(cases.items())[:SHOWN_CASES]:
         cells = []
         for variant in evaluation.variants:
-            rows = evaluation.cell(index, variant)
+            rows = grouped.get((index, variant), [])
             scores = [row.score for row in rows if row.score is not None]
             score = f" {sum(scores) / len(scores):.2f}" if scores else ""
             change = diff.of(index, variant) if diff is not None else None

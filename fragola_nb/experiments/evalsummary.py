@@ -12,7 +12,7 @@ rows did not run (a stop, a budget), ``"88% of 16 run"``: the rate is over the r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
@@ -21,7 +21,7 @@ from fragola_nb.core.usage import Usage
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.intervals import clustered, rate_interval
 
-__all__ = ["rate_text", "summary_lines", "variant_summary"]
+__all__ = ["rate_text", "summary_lines", "usage_total", "variant_summary"]
 
 
 def rate_text(line: dict[str, Any]) -> str:
@@ -32,6 +32,21 @@ def rate_text(line: dict[str, Any]) -> str:
     if line["ran"] < line["rows"]:
         return f"{percent(line['pass_rate'])} of {line['ran']:,} run"
     return f"{percent(line['pass_rate'])} passed"
+
+
+def usage_total(usages: Iterable[Usage | None], start: Usage | None = None) -> Usage:
+    """``sum(usages, start)`` (None left out) in one pass: adding them one by one copies
+    the calls so far at each step, a cost growing with the square of the rows."""
+    calls = list(start.calls) if start is not None else []
+    tools = list(start.tools) if start is not None else []
+    prices = dict(start.prices) if start is not None else {}
+    for usage in usages:
+        if usage is not None:
+            calls += usage.calls
+            tools += usage.tools
+            for model, price in usage.prices.items():
+                prices.setdefault(model, price)  # as ``a + b``: the first one's prices win
+    return Usage(tuple(calls), prices, tuple(tools))
 
 
 def summary_lines(rows: Sequence[EvalRow], variants: Sequence[str], graders: Sequence[str],
@@ -67,9 +82,9 @@ def variant_summary(variant: str, rows: Sequence[EvalRow],
             scored.setdefault(row.case, []).append(score)
     seconds = sorted(row.seconds for row in ran if row.seconds is not None)
     passes = {case: [1.0 if ok else 0.0 for ok in v] for case, v in by_case.items()}
-    usage = sum((row.usage for row in rows if row.usage is not None), Usage())
-    judged = sum((row.judge_usage for row in rows if row.judge_usage is not None), Usage())
-    users = sum((row.user_usage for row in rows if row.user_usage is not None), Usage())
+    usage = usage_total(row.usage for row in rows)
+    judged = usage_total(row.judge_usage for row in rows)
+    users = usage_total(row.user_usage for row in rows)
     paid = usage + judged + users  # what the run paid: answers, judges, simulated users
     return {
         "variant": variant,

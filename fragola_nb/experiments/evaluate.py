@@ -72,8 +72,8 @@ _log = logging.getLogger("fragola_nb")
 
 EVALUATION_WATCHERS: list[Any] = []
 """Registered by the notebook layer: ``watcher.started(evaluation)`` when the rows are made,
-true when it shows the evaluation live (no progress bar then); the core imports nothing of
-it."""
+true when it shows the evaluation live (no progress bar then); not called with
+``progress=False``. The core imports nothing of it."""
 
 
 async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | None,
@@ -129,7 +129,8 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
             agent.experiment_began(run.stop, f"evaluation of {len(run.jobs):,} runs")
         try:
             shown = False  # by a live view (a kernel's matrix): then no bar below it
-            for watcher in list(EVALUATION_WATCHERS):
+            # progress=False: no live view either (neither the bar nor a kernel's matrix)
+            for watcher in list(EVALUATION_WATCHERS) if progress else ():
                 try:
                     shown = bool(watcher.started(run.evaluation)) or shown
                 except Exception:  # a view must not stop the evaluation it shows

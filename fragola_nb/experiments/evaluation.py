@@ -11,6 +11,7 @@ as they finish and ``subscribe``'d views hear of each (the notebook's matrix vie
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from fragola_nb.core.usage import ModelPrice, Usage
 from fragola_nb.experiments.comparison import import_pandas
 from fragola_nb.experiments.evalheader import run_of
 from fragola_nb.experiments.evalrows import EvalRow, grade_record
-from fragola_nb.experiments.evalsummary import rate_text
+from fragola_nb.experiments.evalsummary import rate_text, usage_total
 from fragola_nb.experiments.evalversus import Judgements
 from fragola_nb.sessions.atomic import atomic_write
 
@@ -64,6 +65,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         self.baseline: EvaluationDiff | None = None
         """Set by ``diff``: the last comparison with a baseline (views mark it)."""
         self._observers: list[Callable[[int | None], None]] = []
+        self._summary: list[dict[str, Any]] | None = None
         self.known: frozenset[str] = frozenset()
         """Credentials in use when it ran (set by ``evaluate``): hidden in what ``save``
         writes and the views show, should a model or a tool have echoed one."""
@@ -96,14 +98,13 @@ class Evaluation(Sequence[EvalRow], Judgements):
     @property
     def usage(self) -> Usage:
         """The graded calls of every row (a cached call counted, costing nothing)."""
-        return sum((row.usage for row in self._rows if row.usage is not None), Usage())
+        return usage_total(row.usage for row in self._rows)
 
     @property
     def judge_usage(self) -> Usage:
         """The calls of the ``judge`` graders and of ``judge_pairs``, apart from the graded
         calls."""
-        return sum((row.judge_usage for row in self._rows if row.judge_usage is not None),
-                   self.pairs_usage)
+        return usage_total((row.judge_usage for row in self._rows), self.pairs_usage)
 
     # -- live views ---------------------------------------------------------------------------
     def subscribe(self, observer: Callable[[int | None], None]) -> None:
@@ -115,6 +116,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         self.notify(index)
 
     def notify(self, index: int | None) -> None:
+        self._summary = None  # a row changed (every change of a row is said here)
         for observer in list(self._observers):
             try:
                 observer(index)
@@ -170,7 +172,12 @@ class Evaluation(Sequence[EvalRow], Judgements):
         seconds. ``by="tag"``: a line per tag and variant."""
         from fragola_nb.experiments.evalsummary import summary_lines
 
-        return summary_lines(self._rows, self.variants, self.graders, by)
+        if by is not None:
+            return summary_lines(self._rows, self.variants, self.graders, by)
+        if self._summary is None:  # kept until a row changes: the views, repr and the
+            # static table of one update read it several times
+            self._summary = summary_lines(self._rows, self.variants, self.graders, None)
+        return copy.deepcopy(self._summary)
 
     def diff(self, baseline: Evaluation | str | os.PathLike[str]) -> EvaluationDiff:
         """This run against ``baseline`` (an ``Evaluation`` or a file ``save`` wrote),
@@ -260,8 +267,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         parts = [f"{line['variant']} {rate_text(line)}"
                  for line in (self.summary() if lines is None else lines)]
         # one cost: what was paid, the judges' and the simulated users' calls included
-        users = sum((row.user_usage for row in self._rows if row.user_usage is not None),
-                    Usage())
+        users = usage_total(row.user_usage for row in self._rows)
         usage = self.usage + self.judge_usage + users
         money = usage.cost_text()
         tail = f"{usage.total_tokens:,} tokens" + (f", {money}" if money else "")

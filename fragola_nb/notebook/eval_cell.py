@@ -109,7 +109,7 @@ class EvalCell:
         try:
             self.result = await self.agent.evaluate(
                 self.cases, self.variants, self.graders, repeat=self.options.repeat or 1,
-                progress=not self.ext.widgets)  # in a kernel the matrix is the progress
+                progress=True)  # in a kernel the matrix is the progress, else the bar
         except (asyncio.CancelledError, KeyboardInterrupt):
             self.interrupted = True
         except Exception as exc:

@@ -8,9 +8,12 @@ cost, rows left; see ``evalhtml.head_facts``). The JavaScript draws only the row
 1,000-case evaluation is 1,000 rows), with ``textContent`` only, and filters them (failed
 only, changed only).
 
-The view follows the evaluation (``Evaluation.subscribe``): a run that finishes marks the
-view dirty, and the cells are sent at most every ``INTERVAL`` seconds (a 1,000 × 2 evaluation
-sends a dozen updates a second, not 4,000 messages), and at once when it ends. A click on a
+The view follows the evaluation (``Evaluation.subscribe``): a row that changes is counted
+(``eval_live.LiveTally``), and at most every ``INTERVAL`` seconds the view sends the cells of
+the rows that changed, as one ``{"do": "patch", "cells": [[index, cell], ...], "flags":
+[[index, flags or null], ...]}`` message, and the head from the counters: an update costs
+what changed, not the rows that exist. At the end (and on a diff or a label) everything is
+worked out afresh and sent whole, the verdicts with it. A click on a
 cell sets ``selected`` (case, variant, repeat); the view then shows that row's answer,
 error, grades and trajectory (``detail``; ``eval_trajectory``) and, below the matrix, the
 panel of the fork it ran on. It decides nothing. ``eval_cell.EvalWatcher`` shows it for
@@ -36,11 +39,17 @@ import traitlets
 
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of, visible
-from fragola_nb.experiments.evalhtml import head_facts
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import Grade
 from fragola_nb.notebook.compare_view import LiveWidget
+from fragola_nb.notebook.eval_live import (
+    STATS_EVERY,
+    LiveTally,
+    cell_marks,
+    head_data,
+    matrix_cells,
+)
 from fragola_nb.notebook.eval_trajectory import trajectory_detail
 from fragola_nb.notebook.eval_verdicts import label_message, matrix_flags, verdict_data
 from fragola_nb.notebook.panel import AgentPanel
@@ -54,38 +63,7 @@ _HERE = Path(__file__).parent
 INTERVAL = 0.1
 """Seconds between two updates of the matrix while rows finish (at most 10 a second)."""
 
-_LETTER = {"queued": "q", "running": "r", "stopped": "s", "not run": "n"}
 SHORT = 160  # characters of a case's input in its row (the whole input is in the detail)
-
-
-def cell_marks(rows: list[EvalRow]) -> str:
-    """One letter per repeat: ``p`` passed, ``f`` failed (graded or errored), ``q`` queued,
-    ``r`` running, ``s`` stopped, ``n`` not run."""
-    return "".join(("p" if row.passed else "f") if row.finished else _LETTER.get(row.status, "n")
-                   for row in rows)
-
-
-def matrix_cells(evaluation: Evaluation) -> list[list[Any]]:
-    """The cells in case order, then variant: ``[marks, mean score or None, change]``
-    (``change``: ``""`` without a baseline or when unchanged; ``"other answers"`` when the
-    verdicts did not change but the answers did)."""
-    variants = {name: i for i, name in enumerate(evaluation.variants)}
-    width = len(variants)
-    grouped: dict[int, list[EvalRow]] = {}
-    for row in evaluation:  # one pass: cell() would scan every row for every cell
-        if row.variant in variants:
-            grouped.setdefault(row.case * width + variants[row.variant], []).append(row)
-    diff = evaluation.baseline
-    cells: list[list[Any]] = []
-    for index in range((max(grouped) // width + 1) * width if grouped else 0):
-        rows = sorted(grouped.get(index, []), key=lambda r: r.repeat)
-        scores = [row.score for row in rows if row.score is not None]
-        change = diff.of(index // width, evaluation.variants[index % width]) if diff else None
-        said = ("" if change is None else change.change if change.change != "unchanged"
-                else "other answers" if change.answers_changed else "")
-        cells.append([cell_marks(rows),
-                      round(sum(scores) / len(scores), 3) if scores else None, said])
-    return cells
 
 
 class EvalMatrix(LiveWidget):
@@ -104,7 +82,6 @@ class EvalMatrix(LiveWidget):
     flags = traitlets.Dict().tag(sync=True)  # eval_verdicts.matrix_flags
 
 
-
 class EvalView(widgets.VBox):  # type: ignore[misc]
     """The matrix of ``evaluation`` and, below it, the panel of the cell clicked."""
 
@@ -120,7 +97,9 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
         self.children = (self.matrix, self.branch)
         self._lock = threading.RLock()
         self._detached = False
-        self._sent_at = 0.0
+        self._sent_at = self._stats_at = 0.0
+        self._patched = False  # cells sent as patches since the last whole matrix
+        self._tally = LiveTally(evaluation)
         self._timer: asyncio.TimerHandle | None = None
         known = evaluation.known
         firsts: dict[int, EvalRow] = {}
@@ -134,30 +113,62 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
         self.refresh()
 
     def refresh(self) -> None:
-        """Send the cells and the head as they are now."""
+        """Send everything worked out afresh from every row (at the end, on a diff or a
+        label; while rows finish, ``_update`` sends what changed)."""
         with self._lock:
             self._cancel_timer()
             if self._detached:
                 return
             evaluation = self.evaluation
+            self._tally.take()  # the counters follow the rows the fresh figures read
             lines = evaluation.summary()  # once: the title and the head are made from it
-            variants = [{"name": visible(line["variant"]), "rate": line["pass_rate"],
-                         "ran": line["ran"], "rows": line["rows"], "rate_text": facts["rate"],
-                         "cost": facts["cost"] or None, "left": facts["left"]}
-                        for line, facts in zip(lines, head_facts(evaluation, lines),
-                                               strict=True)]
-            diff = evaluation.baseline
-            flags, verdicts = matrix_flags(evaluation), verdict_data(evaluation, lines)
+            cells, flags = matrix_cells(evaluation), matrix_flags(evaluation)
+            verdicts = verdict_data(evaluation, lines)
+            # patched in place while it ran: equal values would not be sent; the end sends all
+            whole = [key for key, value in (("cells", cells), ("flags", flags))
+                     if self._patched and value == getattr(self.matrix, key)]
+            self._patched = False
             self._sent_at = time.monotonic()  # after the figures: INTERVAL between sends
             with self.matrix.hold_sync():  # one message for them all
-                self.matrix.cells = matrix_cells(evaluation)
+                self.matrix.cells = cells
                 self.matrix.flags = flags
                 self.matrix.verdicts = verdicts
-                self.matrix.head = {
-                    "title": visible(evaluation.overview(lines)), "done": evaluation.done,
-                    "repeat": evaluation.repeat, "variants": variants,
-                    "baseline": None if diff is None else diff.totals,
-                    "against": "" if diff is None else visible(diff.overview())}
+                self.matrix.head = head_data(evaluation, lines, evaluation.overview(lines))
+            if whole:
+                self.matrix.send_state(whole)
+
+    def _update(self) -> None:
+        # Paced, while rows finish: the cells of the rows that changed (a ``patch``
+        # message), the head from the counters; the intervals at most every STATS_EVERY s.
+        with self._lock:
+            evaluation = self.evaluation
+            if evaluation.done or evaluation.baseline is not None:
+                self.refresh()
+                return
+            self._cancel_timer()
+            if self._detached:
+                return
+            cells, flags = self._tally.take()
+            lines = self._tally.lines()
+            head = head_data(evaluation, lines, self._tally.title(lines))
+            now = time.monotonic()
+            matrix = self.matrix
+            for at, cell in cells.items():  # in place: a page that opens later gets these
+                matrix.cells[at] = cell
+            for at, flag in flags.items():
+                if flag is None:
+                    matrix.flags.pop(str(at), None)
+                else:
+                    matrix.flags[str(at)] = flag
+            self._sent_at, self._patched = now, True
+            if cells:
+                matrix.send({"do": "patch", "cells": [[at, c] for at, c in cells.items()],
+                             "flags": [[at, f] for at, f in flags.items()]})
+            with matrix.hold_sync():
+                matrix.head = head
+                if now >= self._stats_at + STATS_EVERY:
+                    self._stats_at = now
+                    matrix.verdicts = {"intervals": self._tally.intervals(), "lines": []}
 
     def detach(self, why: str = "this matrix no longer follows the evaluation") -> None:
         with self._lock:
@@ -193,7 +204,10 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
             if index is None:  # the end, or a diff: at once
                 self.refresh()
             else:
-                self._soon()
+                with self._lock:  # a row: counted at the next update, paced
+                    self._tally.changed(index)
+                    if self._timer is None:
+                        self._soon()
         except Exception:
             _log.exception("fragola_nb: the evaluation matrix failed to update")
 
@@ -207,9 +221,9 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
             except RuntimeError:  # no loop here: no timer to flush later, so send now
                 wait = 0
             if wait <= 0:
-                self.refresh()
+                self._update()
             else:
-                self._timer = loop.call_later(wait, self.refresh)
+                self._timer = loop.call_later(wait, self._update)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

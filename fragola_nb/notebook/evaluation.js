@@ -445,7 +445,19 @@ function render({ model, el }) {
   drawRows();
   drawDetail();
   drawStatus();
+  // While rows finish, the kernel sends only the cells that changed: {do: "patch", cells:
+  // [[index, cell], ...], flags: [[index, flags or null], ...]}, applied to the model's values.
+  const onPatch = (msg) => {
+    const cells = model.get("cells") || [];
+    for (const [at, cell] of msg.cells || []) cells[at] = cell;
+    const flags = model.get("flags") || {};
+    for (const [at, flag] of msg.flags || []) {
+      if (flag) flags[String(at)] = flag; else delete flags[String(at)];
+    }
+    refilter();
+  };
   const onMessage = (msg) => {
+    if (msg && msg.do === "patch") { onPatch(msg); return; }
     if (msg && msg.live && !link.live) { link.live = true; drawn = ""; drawRows(); drawStatus(); drawDetail(); }
   };
   model.on("msg:custom", onMessage);

@@ -609,7 +609,7 @@ offline_guide = Fragola.cached(agent_cache, model="SmolLM2-135M-Instruct",
                                base_url="http://127.0.0.1:9/v1").agent(
     name="guide", tools=[km_to_miles, celsius_to_fahrenheit], model_settings=agent_settings,
     max_step=3)
-replayed_trip = await offline_guide.evaluate(trips, how, progress=False,
+replayed_trip = await offline_guide.evaluate(trips, how,  # the live matrix: click a cell
                                              graders=[right_tools, max_model_calls(2)])
 trajectories(replayed_trip)
 print(replayed_trip)

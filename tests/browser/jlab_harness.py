@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -385,4 +386,10 @@ def save_notebook(page: Any, lab: LabServer, path: str, timeout: float = 30.0) -
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} was not saved in {timeout}s")
         time.sleep(0.1)
-    return lab.read_notebook(path)
+    while True:  # a busy machine: the file may still be being written (empty, unreadable)
+        try:
+            return lab.read_notebook(path)
+        except urllib.error.HTTPError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

@@ -53,10 +53,10 @@ PWNED = "() => window.__pwned === undefined"
 def notebook(ui: UI, path: str) -> None:
     scenarios.write(ui.lab.root / path, scenarios.SETUP + "\n" + SCRIPT,
                     "evaluation = await agent.evaluate(cases, variants, checks, "
-                    "concurrency=32, progress=False)",
+                    "concurrency=32)",  # the live matrix (progress=True)
                     "evaluation",
-                    "flip = True\nagain = await agent.evaluate(cases[:50], variants, checks, "
-                    "progress=False)\n_ = again.diff(evaluation)",
+                    "flip = True\nagain = await agent.evaluate(cases[:50], variants, checks)"
+                    "\n_ = again.diff(evaluation)",
                     title="Issue 23")
 
 
@@ -188,7 +188,8 @@ def test_matrix_of_1000_cases_hostile_filters_click_diff_dark_narrow(ui: UI) -> 
     saved = h.save_notebook(page, ui.lab, "eval23.ipynb")
     html = "".join(o["data"].get("text/html", "") for o in saved["cells"][RUN]["outputs"]
                    if "data" in o)
-    assert "<table" in html and "&lt;script&gt;" in html and "<script>" not in html
+    assert "<table" in html and "&lt;script&gt;" in html and "<script>" not in html, [
+        (o.get("output_type"), sorted(o.get("data", {}))) for o in saved["cells"][RUN]["outputs"]]
     assert re.search(r"… 950 more cases", html)
     static = ui.tab.context.new_page()
     static.set_content(html)

@@ -38,8 +38,8 @@ RUN = 2
 def test_a_cells_detail_shows_the_trajectory_and_the_panel_opens(ui: UI) -> None:
     scenarios.write(ui.lab.root / "trajectory.ipynb", scenarios.SETUP + "\n" + SCRIPT,
                     "evaluation = await agent.evaluate(cases, graders=[tool_sequence("
-                    "['temperature', 'clock'], mode='exact'), never_called('clock')], "
-                    "progress=False)", title="Issue 37")
+                    "['temperature', 'clock'], mode='exact'), never_called('clock')])",
+                    title="Issue 37")
     ui.open_and_run_all("trajectory.ipynb", timeout=180_000)
     page = ui.page
     out = h.cell(page, RUN).locator(".jp-OutputArea")

@@ -47,7 +47,7 @@ PWNED = "() => window.__pwned === undefined"
 def test_intervals_verdicts_flaky_cells_and_a_label_set_in_the_view(ui: UI) -> None:
     scenarios.write(ui.lab.root / "verdicts36.ipynb", scenarios.SETUP + "\n" + SCRIPT,
                     "evaluation = await agent.evaluate(cases, variants, [contains('Paris')], "
-                    "repeat=2, concurrency=1, progress=False)\nevaluation",
+                    "repeat=2, concurrency=1)\nevaluation",
                     "print(evaluation[-1].label)", title="Issue 36")
     dialogs: list[str] = []
     ui.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))

@@ -58,7 +58,7 @@ async def test_the_head_shows_each_interval_and_the_verdicts_as_repr_does(
     agent = make_agent(model, name="geo")
     variants = {"right": {}, HOSTILE: {"instructions": "be wrong"}}
     evaluation = await agent.evaluate([f"q{i}" for i in range(8)], variants,
-                                      [contains("Paris")], progress=False)
+                                      [contains("Paris")], progress=True)
     [view] = views
 
     data = view.matrix.verdicts
@@ -81,8 +81,8 @@ async def test_with_a_baseline_the_view_says_each_variants_verdict_and_the_setup
     model.brain = brain
     agent = make_agent(model, name="geo")
     before = await agent.evaluate(["q1", "q2"], {"v": {"instructions": "be wrong"}},
-                                  [contains("Paris")], progress=False)
-    now = await agent.evaluate(["q1", "q2"], {"v": {}}, [contains("Paris")], progress=False)
+                                  [contains("Paris")], progress=True)
+    now = await agent.evaluate(["q1", "q2"], {"v": {}}, [contains("Paris")], progress=True)
     diff = now.diff(before)
 
     lines = [line["text"] for line in views[-1].matrix.verdicts["lines"]]
@@ -101,7 +101,7 @@ async def test_flaky_cells_and_labels_are_marked_and_a_detail_labels_its_row(
     brain.asked = 0  # type: ignore[attr-defined]
     agent = make_agent(model, name="geo")
     evaluation = await agent.evaluate(["coin", "fixed"], {"right": {}}, [contains("Paris")],
-                                      repeat=2, concurrency=1, progress=False)
+                                      repeat=2, concurrency=1, progress=True)
     [view] = views
     matrix = view.matrix
     assert matrix.flags == {"0": [True, ""]}  # case 0's repeats disagree

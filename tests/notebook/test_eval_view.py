@@ -68,7 +68,7 @@ async def test_the_matrix_has_a_cell_per_case_and_variant_and_a_head_per_variant
     model.brain = brain
     agent = make_agent(model, name="geo")
     evaluation = await agent.evaluate(["Capital of France?", HOSTILE], VARIANTS,
-                                      [contains("Paris")], repeat=2, progress=False)
+                                      [contains("Paris")], repeat=2, progress=True)
     [view] = matrices.views
     matrix = view.matrix
     assert matrix.cases == ["Capital of France?", SHOWN]
@@ -87,7 +87,7 @@ async def test_a_click_on_a_cell_shows_its_row_and_opens_its_forks_panel(
     model.brain = brain
     agent = make_agent(model, name="geo")
     evaluation = await agent.evaluate(["Capital of France?", HOSTILE], VARIANTS,
-                                      [contains("Paris")], repeat=2, progress=False)
+                                      [contains("Paris")], repeat=2, progress=True)
     [view] = matrices.views
     view.matrix.selected = [1, 1, 1]  # case 1, variant "wrong", repeat 1: what a click sends
     [row] = [r for r in evaluation if (r.case, r.variant, r.repeat) == (1, "wrong", 1)]
@@ -118,7 +118,7 @@ async def test_updates_are_coalesced_to_a_few_a_second(model: ScriptedModel,
     try:
         started = time.monotonic()
         evaluation = await agent.evaluate([f"case {i}" for i in range(150)], VARIANTS,
-                                          [contains("Paris")], concurrency=16, progress=False)
+                                          [contains("Paris")], concurrency=16, progress=True)
         seconds = time.monotonic() - started
     finally:
         EVALUATION_WATCHERS.pop()
@@ -138,9 +138,9 @@ async def test_a_baseline_marks_the_cells_that_changed(model: ScriptedModel,
     model.brain = brain
     agent = make_agent(model, name="geo")
     before = await agent.evaluate(["a", "b"], {"right": {"instructions": "be wrong"}},
-                                  [contains("Paris")], progress=False)
+                                  [contains("Paris")], progress=True)
     now = await agent.evaluate(["a", "c"], {"right": {}}, [contains("Paris")],
-                               progress=False)
+                               progress=True)
     view = matrices.views[-1]
     assert [cell[2] for cell in view.matrix.cells] == ["", ""]
     now.diff(before)
@@ -289,6 +289,16 @@ def test_await_evaluate_in_a_kernel_shows_the_matrix_once_and_a_click_opens_a_pa
     assert kernel.widgets[matrix]["detail"]["answer"] == "Paris says " + SHOWN
 
 
+def test_progress_false_in_a_kernel_shows_no_matrix_and_no_bar(kernel: Any) -> None:
+    before = set(matrix_ids(kernel))
+    result = kernel.execute("quiet = await agent.evaluate(cases, variants, checks, "
+                            "progress=False)")
+    assert set(matrix_ids(kernel)) == before and widget_views(result) == []
+    assert not result.stderr and result.outputs == []
+    shown = kernel.execute("quiet")  # displayed afterwards: its matrix
+    assert len(set(widget_views(shown))) == 1
+
+
 def test_the_magic_in_a_kernel_shows_the_matrix_and_binds_the_evaluation(kernel: Any) -> None:
     before = set(matrix_ids(kernel))
     result = kernel.execute("%%fragola agent --evaluate cases --variants variants "
@@ -351,7 +361,7 @@ async def test_a_cells_detail_shows_the_trajectory_calls_and_turns_as_safe_text(
     lab = Fragola(api_key=key, base_url=model.base_url, max_retries=0)
     agent = lab.agent("wx", tools=[tool(temperature)])
     evaluation = await agent.evaluate(
-        [{"turns": ["How warm is it in Oslo?", "Say hi"]}], progress=False)
+        [{"turns": ["How warm is it in Oslo?", "Say hi"]}], progress=True)
     [view] = matrices.views
     view.matrix.selected = [0, 0, 0]
     trajectory = view.matrix.detail["trajectory"]
