@@ -2,13 +2,15 @@
 // model, a grader or a case is set with textContent, never as HTML. Only the rows in sight
 // are drawn (an evaluation may have thousands of cases); a click on a cell sets `selected`,
 // and the kernel sends that row's `detail` and shows its fork's panel below the matrix.
-// One cell is redrawn alone by `patchCells` (a `{"patch": [[index, cell], ...]}` message).
-// A narrow matrix (under NARROW px: a 700 px window) has two-line rows with a narrower case
-// column, wrapped variant heads and the change badges as their symbol, so every variant's
-// marks stay in sight with up to 4 variants; more scroll sideways, and the cue says so.
+// While rows finish, the kernel may send only the cells that changed: `{do: "patch", cells:
+// [[index, cell], ...], flags: [[index, flags or null], ...]}`; `patchCells` redraws those alone.
+// A narrow matrix (under NARROW px: a 700 px window) has two-line rows, the case on the
+// first line across the row and the variants' cells under it, wrapped variant heads and the
+// change badges as their symbol, so every variant's marks stay in sight with up to 4
+// variants in a 330 px output; more scroll sideways, and the cue says so.
 
 const ROW = 26; // px: every row is one line high, so the rows in sight follow from scrollTop
-const ROW_NARROW = 40; // px: two lines of a case in a narrow matrix
+const ROW_NARROW = 40; // px: a narrow matrix's row, its case over its cells
 const NARROW = 720; // px: a matrix narrower than this is laid out narrow
 const EXTRA = 12; // rows drawn above and below the ones in sight, for a smooth scroll
 
@@ -210,12 +212,15 @@ function render({ model, el }) {
     const info = model.get("head") || {};
     const em = parseFloat(getComputedStyle(head).fontSize) || 13;
     const repeats = (info.repeat || 1) * 1.7;
-    return Math.ceil((narrow ? Math.max(5.5, repeats + 3.4 + (info.baseline ? 1.8 : 0))
+    return Math.ceil((narrow ? Math.max(4.5, repeats * 0.9 + 2.7 + (info.baseline ? 1.5 : 0))
       : Math.max(8.5, repeats + 3.8 + (info.baseline ? 6.5 : 0))) * em);
   };
-  const caseColumn = () => (narrow ? "minmax(6em, 1fr) " : "minmax(9em, 1fr) ");
+  // narrow: no case column (the case is above the cells, across the row), the rest of the
+  // width after the variants' columns
+  const caseColumn = () => (narrow ? "" : "minmax(9em, 1fr) ");
+  const rest = () => (narrow ? " minmax(0, 1fr)" : "");
   const columns = (n) => caseColumn() + (widths.length !== n ? "max-content ".repeat(n).trim()
-    : widths.map((w) => w + "px").join(" "));
+    : widths.map((w) => w + "px").join(" ")) + rest();
 
   // Narrow or not follows the matrix's own width (the output's, not the window's).
   function layout() {
@@ -233,7 +238,7 @@ function render({ model, el }) {
     const boxes = head.querySelectorAll(".fragola-eval-vhead");
     if (!head.isConnected || !head.clientWidth) return; // not laid out yet: measured later
     layout();
-    head.style.gridTemplateColumns = caseColumn() + "max-content ".repeat(boxes.length).trim();
+    head.style.gridTemplateColumns = caseColumn() + "max-content ".repeat(boxes.length).trim() + rest();
     const least = cellWidth();
     const next = [...boxes].map((b, i) =>
       Math.max(Math.ceil(b.getBoundingClientRect().width) + 2, least,
@@ -338,6 +343,8 @@ function render({ model, el }) {
   function cellNode(c, v, cell, selected) {
     const box = h("div", "fragola-eval-cell");
     box.setAttribute("role", "cell");
+    const width = ((model.get("head") || {}).variants || []).length || 1;
+    box.dataset.cell = c * width + v;
     const marks = String(cell ? cell[0] : "");
     const score = cell ? cell[1] : null;
     const change = cell ? cell[2] : "";
@@ -365,7 +372,6 @@ function render({ model, el }) {
       badge.title = CHANGE_SAYS[change] || change;
       box.append(badge);
     }
-    const width = ((model.get("head") || {}).variants || []).length || 1;
     const flags = (model.get("flags") || {})[String(c * width + v)];
     if (flags) flagCell(box, flags, flags[1]);
     return box;
@@ -406,21 +412,32 @@ function render({ model, el }) {
   }
 
   // One cell (case × variants + variant) redrawn alone when its row is drawn: the cells
-  // changed by a `{"patch": [[index, cell], ...]}` message, without a redraw of the rest.
+  // changed by a patch message, without a redraw of the rest.
   function redrawCell(index) {
     const width = ((model.get("head") || {}).variants || []).length || 1;
     const c = Math.floor(index / width), v = index % width;
-    const mark = rowsBox.querySelector('.fragola-eval-mark[data-at^="' + c + "," + v + ',"]');
-    const old = mark ? mark.closest(".fragola-eval-cell") : null;
+    const old = rowsBox.querySelector('.fragola-eval-cell[data-cell="' + index + '"]');
     if (!old) return; // not drawn: drawn from `cells` when scrolled to
-    old.replaceWith(cellNode(c, v, (model.get("cells") || [])[index], model.get("selected") || []));
+    const focused = old.contains(document.activeElement) ? document.activeElement.dataset.at : null;
+    const next = cellNode(c, v, (model.get("cells") || [])[index], model.get("selected") || []);
+    old.replaceWith(next);
+    const again = focused && next.querySelector('.fragola-eval-mark[data-at="' + focused + '"]');
+    if (again) again.focus();
   }
 
-  function patchCells(pairs) {
+  // A patch: the model's values changed in place (a view opened later has them), the cells
+  // redrawn alone; with a filter on, the rows it lets through are worked out again.
+  function patchCells(msg) {
     const cells = model.get("cells") || [];
-    for (const [index, cell] of pairs) cells[index] = cell;
+    const flags = model.get("flags") || {};
+    const changed = new Set();
+    for (const [at, cell] of msg.cells || []) { cells[at] = cell; changed.add(at); }
+    for (const [at, flag] of msg.flags || []) {
+      if (flag) flags[String(at)] = flag; else delete flags[String(at)];
+      changed.add(at);
+    }
     if (failedBox.checked || changedBox.checked) { refilter(); return; } // which rows pass
-    for (const [index] of pairs) redrawCell(index);
+    for (const at of changed) redrawCell(at);
   }
 
   // ↑ / ↓ on a mark: the same mark one row up or down, scrolled into sight (the rows out of
@@ -514,7 +531,7 @@ function render({ model, el }) {
   drawDetail();
   drawStatus();
   const onMessage = (msg) => {
-    if (msg && Array.isArray(msg.patch)) patchCells(msg.patch);
+    if (msg && msg.do === "patch") { patchCells(msg); return; }
     if (msg && msg.live && !link.live) { link.live = true; drawn = ""; drawRows(); drawStatus(); drawDetail(); }
   };
   model.on("msg:custom", onMessage);

@@ -1,9 +1,9 @@
 """Issue 34 as a person sees it in JupyterLab: the finished 1,000-case matrix reaches every
 row (by scroll: the first, a middle and the last case; by the keyboard: ↓ from mark to mark
 past the rows drawn; a click in the last row opens its detail); at 700 px, a diffed
-1,000 × 2 matrix and a 4-variant one keep every variant's marks and ▲/▼ badges in sight,
-with two-line case texts (light and dark); narrower still, the cue names the variants in
-sight and says it scrolls; hostile case text stays text."""
+matrix and a 4-variant one keep every variant's marks and ▲/▼ badges in sight, each case
+read across its row above its cells (light and dark); narrower still, the cue names the
+variants in sight and says it scrolls; hostile case text stays text."""
 
 from __future__ import annotations
 
@@ -21,8 +21,12 @@ pytestmark = pytest.mark.timeout(600)
 
 EVIL = ('<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1"> '
         '[click me](javascript:window.__pwned=1)')
+# The evaluations run before the extension is loaded (no live matrix: this test is about
+# the finished one, and a 1,000-case live run is the bench's), then are displayed.
 SCRIPT = f'''\
+from fragola_nb import Fragola
 from fragola_nb.graders import contains
+from fragola_nb.models.scripted import reply
 EVIL = {EVIL!r}
 flip = False
 
@@ -42,8 +46,18 @@ four = {{"plain": {{}}, "terse": {{"instructions": "terse"}},
         "formal": {{"instructions": "formal"}},
         "pirate": {{"instructions": "pirate"}}}}
 checks = [contains("Paris")]
+evaluation = await agent.evaluate(cases, variants, checks, concurrency=32, progress=False)
+flip = True
+again = await agent.evaluate(cases[:100], variants, checks, concurrency=32, progress=False)
+_ = again.diff(evaluation)
+flip = False
+base4 = await agent.evaluate(cases[:40], four, checks, concurrency=32, progress=False)
+flip = True
+again4 = await agent.evaluate(cases[:40], four, checks, concurrency=32, progress=False)
+_ = again4.diff(base4)
+print("ran", len(evaluation), len(again), len(again4))
 '''
-FINISHED, DIFFED, FOUR = 3, 4, 6
+FINISHED, DIFFED, FOUR = 2, 3, 4
 PWNED = "() => window.__pwned === undefined"
 
 # Each drawn row in sight: its marks and badges, left and right, against the scroller's box.
@@ -56,8 +70,9 @@ MARKS_JS = """(m) => {
     if (r.bottom <= body.top || r.top >= body.bottom) continue;
     for (const part of row.querySelectorAll('.fragola-eval-mark, .fragola-eval-change')) {
       const p = part.getBoundingClientRect();
-      out.push({ text: part.textContent, left: p.left - box.left, right: box.right - p.right,
-                 width: p.width });
+      const cell = part.closest('.fragola-eval-cell').getBoundingClientRect();
+      out.push({ text: part.innerText, left: p.left - box.left, right: box.right - p.right,
+                 width: p.width, clipped: p.right > cell.right + 0.5 });
     }
   }
   return out;
@@ -80,7 +95,8 @@ def in_sight(out: Any, text: str) -> None:
 def all_marks_in_sight(matrix: Any, variants: int, badges: bool) -> None:
     parts = matrix.evaluate(MARKS_JS)
     assert len(parts) >= 10 * variants, parts[:5]
-    hidden = [p for p in parts if p["left"] < -1 or p["right"] < -1 or p["width"] <= 0]
+    hidden = [p for p in parts
+              if p["left"] < -1 or p["right"] < -1 or p["width"] <= 0 or p["clipped"]]
     assert hidden == [], hidden[:5]
     if badges:
         assert any(p["text"] == "▲" for p in parts) and any(p["text"] == "▼" for p in parts)
@@ -89,26 +105,21 @@ def all_marks_in_sight(matrix: Any, variants: int, badges: bool) -> None:
     assert width[0] <= width[1] + 1, width
 
 
-def two_line_cases(matrix: Any) -> None:
-    """Narrow: the case texts read over two lines of a column wider than a few words."""
-    case = rows(matrix).nth(0).locator(".fragola-eval-case")
-    box = case.bounding_box()
-    assert box["width"] >= 100 and box["height"] >= 30, box
-    assert case.evaluate("c => c.scrollHeight > c.clientHeight + 4") or box["width"] >= 300
+def case_above_cells(matrix: Any) -> None:
+    """Narrow: a case reads across its row, above the row's cells (no case column)."""
+    row = rows(matrix).nth(0)
+    line, case = row.bounding_box(), row.locator(".fragola-eval-case").bounding_box()
+    mark = row.locator(".fragola-eval-mark").first.bounding_box()
+    assert case["width"] >= line["width"] - 12, (case, line)
+    assert case["y"] + case["height"] <= mark["y"] + 1, (case, mark)
+    assert mark["x"] - line["x"] <= 8, (mark, line)  # the first variant's cell at the left
 
 
 def test_every_row_reachable_and_700px_keeps_every_variant_in_sight(ui: UI) -> None:
-    scenarios.write(
-        ui.lab.root / "eval34.ipynb", scenarios.SETUP + "\n" + SCRIPT,
-        "evaluation = await agent.evaluate(cases, variants, checks, concurrency=32)",
-        "evaluation",
-        "flip = True\nagain = await agent.evaluate(cases, variants, checks, concurrency=32)\n"
-        "_ = again.diff(evaluation)\nagain",
-        "base4 = await agent.evaluate(cases[:60], four, checks, concurrency=32)",
-        "again4 = await agent.evaluate(cases[:60], four, checks, concurrency=32)\n"
-        "_ = again4.diff(base4)\nagain4", title="Issue 34")
+    scenarios.write(ui.lab.root / "eval34.ipynb", SCRIPT, "%load_ext fragola_nb\nevaluation",
+                    "again", "again4", title="Issue 34")
     ui.open_and_run_all("eval34.ipynb", timeout=480_000)
-    page = ui.page
+    expect(h.cell_output(page := ui.page, 1)).to_contain_text("ran 2000 200 160")
     out = h.cell(page, FINISHED).locator(".jp-OutputArea")
     matrix = out.locator(".fragola-eval")
     expect(matrix).to_have_count(1)
@@ -149,7 +160,7 @@ def test_every_row_reachable_and_700px_keeps_every_variant_in_sight(ui: UI) -> N
     page.keyboard.press("ArrowUp")
     assert page.evaluate("() => document.activeElement.dataset.at") == "44,1,0"
 
-    # 700 px: the diffed 1,000 × 2 matrix and the 4-variant one keep every mark and badge
+    # 700 px: the diffed 100 × 2 matrix and the 4-variant one keep every mark and badge
     page.set_viewport_size({"width": 700, "height": 1000})
     diffed = h.cell(page, DIFFED).locator(".jp-OutputArea .fragola-eval").first
     four = h.cell(page, FOUR).locator(".jp-OutputArea .fragola-eval").first
@@ -161,9 +172,9 @@ def test_every_row_reachable_and_700px_keeps_every_variant_in_sight(ui: UI) -> N
                 m.scroll_into_view_if_needed()
                 expect(m).to_have_class(re.compile(r"\bfragola-eval-narrow\b"))
                 expect(m.locator(".fragola-eval-change").first).to_be_visible()
-                all_marks_in_sight(m, variants, badges=True)
-                two_line_cases(m)
                 ui.shot(f"{name}-700px{'-dark' if dark else ''}", m)
+                all_marks_in_sight(m, variants, badges=True)
+                case_above_cells(m)
             if dark:
                 ratios = page.locator(
                     ".fragola-eval-narrow :is(.fragola-eval-case, .fragola-eval-mark, "
@@ -175,7 +186,7 @@ def test_every_row_reachable_and_700px_keeps_every_variant_in_sight(ui: UI) -> N
         set_theme(page, "JupyterLab Light")
 
         # narrower still: the cue names the variants wholly in sight and says it scrolls
-        page.set_viewport_size({"width": 480, "height": 1000})
+        page.set_viewport_size({"width": 560, "height": 1000})
         four.scroll_into_view_if_needed()
         more = four.locator(".fragola-eval-more")
         expect(more).to_be_visible()
@@ -187,7 +198,7 @@ def test_every_row_reachable_and_700px_keeps_every_variant_in_sight(ui: UI) -> N
         assert 1 <= whole < 4, whole
         said = "variant 1 of 4 in sight" if whole == 1 else f"variants 1–{whole} of 4 in sight"
         expect(more).to_have_text(f"{said} · scroll →")
-        ui.shot("four-480px-cue", four)
+        ui.shot("four-560px-cue", four)
     finally:
         set_theme(page, "JupyterLab Light")
         page.set_viewport_size({"width": 1280, "height": 1100})
