@@ -227,10 +227,12 @@ function render({ model, el }) {
     const now = scroller.clientWidth > 0 && scroller.clientWidth < NARROW;
     if (now === narrow) return;
     narrow = now;
+    const at = body.scrollTop / rowHeight; // the row at the top stays at the top
     rowHeight = narrow ? ROW_NARROW : ROW;
     el.classList.toggle("fragola-eval-narrow", narrow);
     widths = [];
     spacer.style.height = shown.length * rowHeight + "px";
+    body.scrollTop = at * rowHeight;
     drawn = "";
   }
 
