@@ -14,8 +14,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import operator
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -65,7 +66,6 @@ class Evaluation(Sequence[EvalRow], Judgements):
         self.baseline: EvaluationDiff | None = None
         """Set by ``diff``: the last comparison with a baseline (views mark it)."""
         self._observers: list[Callable[[int | None], None]] = []
-        self._summary: list[dict[str, Any]] | None = None
         self.known: frozenset[str] = frozenset()
         """Credentials in use when it ran (set by ``evaluate``): hidden in what ``save``
         writes and the views show, should a model or a tool have echoed one."""
@@ -74,6 +74,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         per variant, instructions, model, settings, tools and graders (see ``evalsetup``)."""
         self.pairs_usage = Usage()
         """The calls of ``judge_pairs``, apart from the graded calls and the judges'."""
+        self._kept: dict[Any, tuple[tuple[EvalRow, ...], Any]] = {}
 
     # -- the rows ---------------------------------------------------------------------------
     @overload
@@ -87,13 +88,31 @@ class Evaluation(Sequence[EvalRow], Judgements):
     def __len__(self) -> int:
         return len(self._rows)
 
+    def __iter__(self) -> Iterator[EvalRow]:  # not Sequence's, an index at a time
+        return iter(self._rows)
+
     @property
     def cases(self) -> int:
         return len({row.case for row in self._rows})
 
     def cell(self, case: int, variant: str) -> list[EvalRow]:
         """The rows (one per repeat) of ``case`` (its index) on ``variant``."""
-        return [row for row in self._rows if row.case == case and row.variant == variant]
+        def group(rows: tuple[EvalRow, ...]) -> dict[tuple[int, str], list[EvalRow]]:
+            cells: dict[tuple[int, str], list[EvalRow]] = {}
+            for row in rows:
+                cells.setdefault((row.case, row.variant), []).append(row)
+            return cells
+
+        return list(self._once("cells", group).get((case, variant), ()))
+
+    def _once(self, key: Any, make: Callable[[tuple[EvalRow, ...]], Any]) -> Any:
+        # ``make(rows)`` once for the same rows (frozen: a changed row is a new object), so
+        # the matrix, its title, the repr and the static table of one display share it.
+        rows = tuple(self._rows)
+        kept = self._kept.get(key)
+        if kept is None or len(kept[0]) != len(rows) or not all(map(operator.is_, kept[0], rows)):
+            kept = self._kept[key] = (rows, make(rows))
+        return kept[1]
 
     @property
     def usage(self) -> Usage:
@@ -116,7 +135,6 @@ class Evaluation(Sequence[EvalRow], Judgements):
         self.notify(index)
 
     def notify(self, index: int | None) -> None:
-        self._summary = None  # a row changed (every change of a row is said here)
         for observer in list(self._observers):
             try:
                 observer(index)
@@ -172,12 +190,9 @@ class Evaluation(Sequence[EvalRow], Judgements):
         seconds. ``by="tag"``: a line per tag and variant."""
         from fragola_nb.experiments.evalsummary import summary_lines
 
-        if by is not None:
-            return summary_lines(self._rows, self.variants, self.graders, by)
-        if self._summary is None:  # kept until a row changes: the views, repr and the
-            # static table of one update read it several times
-            self._summary = summary_lines(self._rows, self.variants, self.graders, None)
-        return copy.deepcopy(self._summary)
+        variants, graders = self.variants, self.graders
+        return copy.deepcopy(self._once(("summary", by, variants, graders), lambda rows:
+                                        summary_lines(rows, variants, graders, by)))
 
     def diff(self, baseline: Evaluation | str | os.PathLike[str]) -> EvaluationDiff:
         """This run against ``baseline`` (an ``Evaluation`` or a file ``save`` wrote),

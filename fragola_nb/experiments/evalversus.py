@@ -55,16 +55,17 @@ def verdicts(evaluation: Evaluation, alpha: float = 0.05) -> list[Versus]:
             or not math.isfinite(alpha) or not 0 < alpha < 1):
         raise BadUsage(f"verdicts(alpha=...) takes a number between 0 and 1, not {alpha!r:.60}")
     first, *others = evaluation.variants or ("",)
-    return with_holm([versus(evaluation, first, other) for other in others], float(alpha))
+    # once for the same rows: the matrix, the repr and the static table of a display ask
+    key = ("verdicts", float(alpha), evaluation.variants)
+    return list(evaluation._once(key, lambda _: with_holm(
+        [versus(evaluation, first, other) for other in others], float(alpha))))
 
 
 def verdict_lines(evaluation: Evaluation) -> list[str]:
     """What the reprs and views show: each variant's pass rate with its interval, then a
     line per verdict (none while it runs, nor with one variant)."""
-    from fragola_nb.experiments.evalsummary import summary_lines
-
     parts = []
-    for line in summary_lines(list(evaluation), evaluation.variants, evaluation.graders, None):
+    for line in evaluation.summary():  # worked out once for the same rows
         parts.append(f"{line['variant']} {rate_text(line['pass_rate'], line['pass_rate_ci'])}"
                      f" of {line['cases']} case{'s' if line['cases'] != 1 else ''}")
     lines = ["pass rate, 95% interval: " + "; ".join(parts)] if parts else []

@@ -2,8 +2,16 @@
 // model, a grader or a case is set with textContent, never as HTML. Only the rows in sight
 // are drawn (an evaluation may have thousands of cases); a click on a cell sets `selected`,
 // and the kernel sends that row's `detail` and shows its fork's panel below the matrix.
+// While rows finish, the kernel may send only the cells that changed: `{do: "patch", cells:
+// [[index, cell], ...], flags: [[index, flags or null], ...]}`; `patchCells` redraws those alone.
+// A narrow matrix (under NARROW px: a 700 px window) has two-line rows, the case on the
+// first line across the row and the variants' cells under it, wrapped variant heads and the
+// change badges as their symbol, so every variant's marks stay in sight with up to 4
+// variants in a 330 px output; more scroll sideways, and the cue says so.
 
 const ROW = 26; // px: every row is one line high, so the rows in sight follow from scrollTop
+const ROW_NARROW = 40; // px: a narrow matrix's row, its case over its cells
+const NARROW = 720; // px: a matrix narrower than this is laid out narrow
 const EXTRA = 12; // rows drawn above and below the ones in sight, for a smooth scroll
 
 function h(tag, cls, text) {
@@ -15,8 +23,9 @@ function h(tag, cls, text) {
 
 const MARK = { p: "✓", f: "✗", q: "·", r: "◌", s: "■", n: "–" };
 const SAYS = { p: "passed", f: "failed", q: "queued", r: "running", s: "stopped", n: "not run" };
-const CHANGE = { improved: "▲ improved", regressed: "▼ regressed", new: "new", gone: "gone",
-  "other answers": "≠ answers" };
+// a change's badge: its symbol, then its word (hidden in a narrow matrix when there is a symbol)
+const CHANGE = { improved: ["▲", " improved"], regressed: ["▼", " regressed"], new: ["", "new"],
+  gone: ["", "gone"], "other answers": ["≠", " answers"] };
 const CHANGE_SAYS = { "other answers": "the same verdicts as the baseline, other answers" };
 
 // The cell detail's trajectory: the counts, the fork's own tool calls as a compact numbered
@@ -197,20 +206,41 @@ function render({ model, el }) {
   // the columns jump back and forth.
   let widths = [];
   let template = "";
+  let narrow = false;
+  let rowHeight = ROW;
   const cellWidth = () => {
     const info = model.get("head") || {};
     const em = parseFloat(getComputedStyle(head).fontSize) || 13;
-    return Math.ceil(Math.max(8.5, (info.repeat || 1) * 1.7 + 3.8 + (info.baseline ? 6.5 : 0)) * em);
+    const repeats = (info.repeat || 1) * 1.7;
+    return Math.ceil((narrow ? Math.max(4.5, repeats * 0.9 + 2.7 + (info.baseline ? 1.5 : 0))
+      : Math.max(8.5, repeats + 3.8 + (info.baseline ? 6.5 : 0))) * em);
   };
-  const columns = (n) => {
-    if (widths.length !== n) return "minmax(9em, 1fr) " + "max-content ".repeat(n).trim();
-    return "minmax(9em, 1fr) " + widths.map((w) => w + "px").join(" ");
-  };
+  // narrow: no case column (the case is above the cells, across the row), the rest of the
+  // width after the variants' columns
+  const caseColumn = () => (narrow ? "" : "minmax(9em, 1fr) ");
+  const rest = () => (narrow ? " minmax(0, 1fr)" : "");
+  const columns = (n) => caseColumn() + (widths.length !== n ? "max-content ".repeat(n).trim()
+    : widths.map((w) => w + "px").join(" ")) + rest();
+
+  // Narrow or not follows the matrix's own width (the output's, not the window's).
+  function layout() {
+    const now = scroller.clientWidth > 0 && scroller.clientWidth < NARROW;
+    if (now === narrow) return;
+    narrow = now;
+    const at = body.scrollTop / rowHeight; // the row at the top stays at the top
+    rowHeight = narrow ? ROW_NARROW : ROW;
+    el.classList.toggle("fragola-eval-narrow", narrow);
+    widths = [];
+    spacer.style.height = shown.length * rowHeight + "px";
+    body.scrollTop = at * rowHeight;
+    drawn = "";
+  }
 
   function fit() {
     const boxes = head.querySelectorAll(".fragola-eval-vhead");
     if (!head.isConnected || !head.clientWidth) return; // not laid out yet: measured later
-    head.style.gridTemplateColumns = "minmax(9em, 1fr) " + "max-content ".repeat(boxes.length).trim();
+    layout();
+    head.style.gridTemplateColumns = caseColumn() + "max-content ".repeat(boxes.length).trim() + rest();
     const least = cellWidth();
     const next = [...boxes].map((b, i) =>
       Math.max(Math.ceil(b.getBoundingClientRect().width) + 2, least,
@@ -308,13 +338,15 @@ function render({ model, el }) {
       if (keep) shown.push(c);
     }
     count.textContent = (failed || changed ? shown.length + " of " : "") + cases.length + " cases";
-    spacer.style.height = shown.length * ROW + "px";
+    spacer.style.height = shown.length * rowHeight + "px";
     drawn = "";
   }
 
   function cellNode(c, v, cell, selected) {
     const box = h("div", "fragola-eval-cell");
     box.setAttribute("role", "cell");
+    const width = ((model.get("head") || {}).variants || []).length || 1;
+    box.dataset.cell = c * width + v;
     const marks = String(cell ? cell[0] : "");
     const score = cell ? cell[1] : null;
     const change = cell ? cell[2] : "";
@@ -335,11 +367,13 @@ function render({ model, el }) {
     }
     if (score !== null && score !== undefined) box.append(h("span", "fragola-eval-score", Number(score).toFixed(2)));
     if (change) {
-      const badge = h("span", "fragola-eval-change fragola-eval-change-" + change.replace(/[^a-z]/g, ""), CHANGE[change] || change);
+      const [symbol, word] = CHANGE[change] || ["", change];
+      const badge = h("span", "fragola-eval-change fragola-eval-change-" + change.replace(/[^a-z]/g, ""), symbol);
+      if (symbol) badge.append(h("span", "fragola-eval-change-word", word));
+      else badge.textContent = word;
       badge.title = CHANGE_SAYS[change] || change;
       box.append(badge);
     }
-    const width = ((model.get("head") || {}).variants || []).length || 1;
     const flags = (model.get("flags") || {})[String(c * width + v)];
     if (flags) flagCell(box, flags, flags[1]);
     return box;
@@ -351,10 +385,10 @@ function render({ model, el }) {
     const cells = model.get("cells") || [];
     const width = ((model.get("head") || {}).variants || []).length || 1;
     const selected = model.get("selected") || [];
+    if (widths.length !== width) fit(); // measured once the head is in the page
     const height = body.clientHeight || 400;
-    const first = Math.max(0, Math.floor(body.scrollTop / ROW) - EXTRA);
-    const last = Math.min(shown.length, Math.ceil((body.scrollTop + height) / ROW) + EXTRA);
-    if (widths.length !== width) requestAnimationFrame(fit); // not measured yet
+    const first = Math.max(0, Math.floor(body.scrollTop / rowHeight) - EXTRA);
+    const last = Math.min(shown.length, Math.ceil((body.scrollTop + height) / rowHeight) + EXTRA);
     const key = first + ":" + last + ":" + link.live + ":" + selected.join(",");
     if (key === drawn) return;
     drawn = key;
@@ -364,15 +398,67 @@ function render({ model, el }) {
       const c = shown[i];
       const row = h("div", "fragola-eval-row");
       row.setAttribute("role", "row");
+      row.dataset.i = i;
       row.style.gridTemplateColumns = template;
-      row.style.top = i * ROW + "px";
+      row.style.top = i * rowHeight + "px";
       const name = h("div", "fragola-eval-case", cases[c]);
       name.title = cases[c];
       row.append(name);
       for (let v = 0; v < width; v++) row.append(cellNode(c, v, cells[c * width + v], selected));
       rows.push(row);
     }
+    const focused = rowsBox.contains(document.activeElement) ? document.activeElement.dataset.at : null;
     rowsBox.replaceChildren(...rows);
+    const again = focused && rowsBox.querySelector('.fragola-eval-mark[data-at="' + focused + '"]');
+    if (again) again.focus(); // a redraw while a run goes on keeps the keyboard's place
+  }
+
+  // One cell (case × variants + variant) redrawn alone when its row is drawn: the cells
+  // changed by a patch message, without a redraw of the rest.
+  function redrawCell(index) {
+    const width = ((model.get("head") || {}).variants || []).length || 1;
+    const c = Math.floor(index / width), v = index % width;
+    const old = rowsBox.querySelector('.fragola-eval-cell[data-cell="' + index + '"]');
+    if (!old) return; // not drawn: drawn from `cells` when scrolled to
+    const focused = old.contains(document.activeElement) ? document.activeElement.dataset.at : null;
+    const next = cellNode(c, v, (model.get("cells") || [])[index], model.get("selected") || []);
+    old.replaceWith(next);
+    const again = focused && next.querySelector('.fragola-eval-mark[data-at="' + focused + '"]');
+    if (again) again.focus();
+  }
+
+  // A patch: the model's values changed in place (a view opened later has them), the cells
+  // redrawn alone; with a filter on, the rows it lets through are worked out again.
+  function patchCells(msg) {
+    const cells = model.get("cells") || [];
+    const flags = model.get("flags") || {};
+    const changed = new Set();
+    for (const [at, cell] of msg.cells || []) { cells[at] = cell; changed.add(at); }
+    for (const [at, flag] of msg.flags || []) {
+      if (flag) flags[String(at)] = flag; else delete flags[String(at)];
+      changed.add(at);
+    }
+    if (failedBox.checked || changedBox.checked) { refilter(); return; } // which rows pass
+    for (const at of changed) redrawCell(at);
+  }
+
+  // ↑ / ↓ on a mark: the same mark one row up or down, scrolled into sight (the rows out of
+  // sight are not in the page, so Tab alone would leave the matrix at the last drawn row).
+  function step(event) {
+    if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return;
+    const mark = event.target.closest ? event.target.closest(".fragola-eval-mark") : null;
+    const row = mark ? mark.closest(".fragola-eval-row") : null;
+    if (!row) return;
+    const i = Number(row.dataset.i) + (event.key === "ArrowDown" ? 1 : -1);
+    if (i < 0 || i >= shown.length) return;
+    event.preventDefault();
+    const [, v, r] = mark.dataset.at.split(",");
+    const top = i * rowHeight;
+    if (top < body.scrollTop) body.scrollTop = top;
+    else if (top + rowHeight > body.scrollTop + body.clientHeight) body.scrollTop = top + rowHeight - body.clientHeight;
+    drawRows();
+    const next = rowsBox.querySelector('.fragola-eval-mark[data-at="' + shown[i] + "," + v + "," + r + '"]');
+    if (next) next.focus();
   }
 
   const queueRows = () => {
@@ -423,11 +509,12 @@ function render({ model, el }) {
     model.set("selected", now.join(",") === at.join(",") ? [] : at);
     model.save_changes();
   });
+  rowsBox.addEventListener("keydown", step);
   body.addEventListener("scroll", queueRows, { passive: true });
   const resized = typeof ResizeObserver === "function"
     ? new ResizeObserver(() => { requestAnimationFrame(fit); queueRows(); }) : null;
   if (resized) { resized.observe(body); resized.observe(scroller); }
-  const refilter = () => { filter(); queueRows(); };
+  function refilter() { filter(); queueRows(); }
   failedBox.addEventListener("change", refilter);
   changedBox.addEventListener("change", refilter);
 
@@ -447,17 +534,8 @@ function render({ model, el }) {
   drawStatus();
   // While rows finish, the kernel sends only the cells that changed: {do: "patch", cells:
   // [[index, cell], ...], flags: [[index, flags or null], ...]}, applied to the model's values.
-  const onPatch = (msg) => {
-    const cells = model.get("cells") || [];
-    for (const [at, cell] of msg.cells || []) cells[at] = cell;
-    const flags = model.get("flags") || {};
-    for (const [at, flag] of msg.flags || []) {
-      if (flag) flags[String(at)] = flag; else delete flags[String(at)];
-    }
-    refilter();
-  };
   const onMessage = (msg) => {
-    if (msg && msg.do === "patch") { onPatch(msg); return; }
+    if (msg && msg.do === "patch") { patchCells(msg); return; }
     if (msg && msg.live && !link.live) { link.live = true; drawn = ""; drawRows(); drawStatus(); drawDetail(); }
   };
   model.on("msg:custom", onMessage);
