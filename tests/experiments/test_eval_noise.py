@@ -233,6 +233,35 @@ async def test_judge_pairs_on_the_scripted_model_is_deterministic_and_counted_ap
     assert "calm vs loud: +0.33" in versus.line()
 
 
+async def test_judge_pairs_calls_are_kept_by_save_and_counted_after_load(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """What ``judge_pairs`` paid is in the title's total; ``save``/``load`` keep it, so the
+    loaded evaluation says the same total, and a hand-edited header is refused clearly."""
+    agent = eval_agent(model)
+    run = await agent.evaluate(["be calm", "hello"], VARIANTS, progress=False)
+    judge = Fragola.scripted()
+    try:
+        await run.judge_pairs("loud", "calm", 'The answer is "calm".', fragola=judge)
+    finally:
+        await judge.aclose()
+    assert run.pairs_usage.requests == 4
+    path = run.save(tmp_path / "pairs.json")
+    loaded = Evaluation.load(path)
+    assert loaded.pairs_usage.calls == run.pairs_usage.calls
+    assert loaded.judge_usage.total_tokens == run.judge_usage.total_tokens > 0
+    assert loaded.overview().split(";")[1] == run.overview().split(";")[1]  # tokens, cost
+
+    data = json.loads(path.read_text())
+    data[0]["run"]["pairs_usage"] = [{"model": "m"}]
+    path.write_text(json.dumps(data))
+    with pytest.raises(BadUsage, match=r"pairs\.json is not an evaluation file: its header's "
+                                       r"pairs_usage holds a call that is not one"):
+        Evaluation.load(path)
+    del data[0]["run"]["pairs_usage"]  # a file written before it: no calls
+    path.write_text(json.dumps(data))
+    assert Evaluation.load(path).pairs_usage.requests == 0
+
+
 def pair_brain(request: dict[str, Any]) -> Item:
     """The answers of ``brain``; a judge that always picks the first answer it is shown."""
     if "pairwise judge" in str(request["messages"][0]["content"]):
