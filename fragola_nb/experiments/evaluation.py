@@ -32,6 +32,7 @@ from fragola_nb.sessions.atomic import atomic_write
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaldiff import EvaluationDiff
+    from fragola_nb.experiments.evalfile import EvalResumeFile
 
 __all__ = ["Evaluation"]
 
@@ -73,6 +74,8 @@ class Evaluation(Sequence[EvalRow], Judgements):
         per variant, instructions, model, settings, tools and graders (see ``evalsetup``)."""
         self.pairs_usage = Usage()
         """The calls of ``judge_pairs``, apart from the graded calls and the judges'."""
+        self.resume: EvalResumeFile | None = None
+        """The resume file of the run (``evaluate(resume=...)``): a label is appended to it."""
 
     # -- the rows ---------------------------------------------------------------------------
     @overload

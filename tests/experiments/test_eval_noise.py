@@ -5,6 +5,7 @@ the scripted model behind the real client."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,46 @@ async def test_labels_show_on_rows_are_saved_and_refuse_bad_input(model: Scripte
     with pytest.raises(BadUsage, match="no grader named 'judge'"):
         run.agreement("judge")
     assert run[1].label == Label(False, "shouts <b>too</b> much")  # untouched by the errors
+
+
+async def test_labels_given_after_the_run_are_kept_by_its_resume_file(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """A label given once the run ended is appended to the run's resume file: the resumed
+    rows come back with it (the last given wins, ``None`` takes it off), nothing sent."""
+    agent = eval_agent(model)
+    path = tmp_path / "r.jsonl"
+    run = await agent.evaluate(["one", "two"], VARIANTS, graders=[contains("calm")],
+                               resume=path, progress=False)
+    run.label(0, True)
+    run.label(0, False, note="on second thought")
+    run.label(2, True)
+    run.label(2, None)
+    run.label(3, True, note="fine")
+    sent = len(model.requests)
+    again = await agent.evaluate(["one", "two"], VARIANTS, graders=[contains("calm")],
+                                 resume=path, progress=False)
+    assert len(model.requests) == sent and all(row.resumed for row in again)
+    assert [row.label for row in again] == [Label(False, "on second thought"), None, None,
+                                            Label(True, "fine")]
+
+
+async def test_a_label_leaves_a_resume_file_that_is_gone_or_in_use_alone(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    from fragola_nb.experiments.batchfile import open_resume
+
+    agent = eval_agent(model)
+    path = tmp_path / "r.jsonl"
+    run = await agent.evaluate(["one"], VARIANTS, resume=path, progress=False)
+    held = open_resume(path, "an evaluation")  # another run of the same file
+    try:
+        with pytest.raises(BadUsage, match="cannot keep the label in the resume file"):
+            run.label(0, True)
+    finally:
+        os.close(held)
+    assert run[0].label is None  # refused: nothing changed
+    path.unlink()  # deleted to start over: a label does not make it again
+    assert run.label(0, True).label == Label(True, "")
+    assert not path.exists()
 
 
 def test_agreement_is_cohens_kappa_over_the_labelled_rows() -> None:
