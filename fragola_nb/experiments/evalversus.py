@@ -141,7 +141,11 @@ class Judgements:
         this = _this(self)
         index, done = labelled(this, row, passed, note)
         if this.resume is not None:  # so that a resume keeps it
-            this.resume.relabel(done)
+            try:
+                this.resume.relabel(done)
+            except BadUsage:
+                remember(this[index])  # not labelled: human() reads the label it had
+                raise
         this.set_row(index, done)
         this.notify(None)  # as diff does: the views redraw at once, a saved table too
         return done

@@ -16,6 +16,7 @@ from scipy import stats
 from fragola_nb import BadUsage, Fragola
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.grading import graded_row
 from fragola_nb.experiments.labels import Label
 from fragola_nb.graders import Grade, contains, human
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
@@ -184,13 +185,15 @@ async def test_a_label_leaves_a_resume_file_that_is_gone_or_in_use_alone(
     agent = eval_agent(model)
     path = tmp_path / "r.jsonl"
     run = await agent.evaluate(["one"], VARIANTS, resume=path, progress=False)
+    run.label(0, None)  # no label for this answer in this session (another test's)
     held = open_resume(path, "an evaluation")  # another run of the same file
     try:
         with pytest.raises(BadUsage, match="cannot keep the label in the resume file"):
             run.label(0, True)
     finally:
         os.close(held)
-    assert run[0].label is None  # refused: nothing changed
+    assert run[0].label is None  # refused: nothing changed, human() sees no label either
+    assert human()(graded_row(run[0].input, run[0].answer, None, None, None)) is None
     path.unlink()  # deleted to start over: a label does not make it again
     assert run.label(0, True).label == Label(True, "")
     assert not path.exists()
