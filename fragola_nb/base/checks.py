@@ -82,7 +82,10 @@ def refuse_half_emoji(value: Any, what: str) -> None:
     or result, an injected result, a rejection's reason, edited arguments, instructions),
     holds half an emoji (a lone surrogate): refused, never stored mended, as the text of a
     model or a tool is (``fragola_nb.base.surrogates``)."""
-    half = first_lone_surrogate(value)
+    try:
+        half = first_lone_surrogate(value)
+    except RecursionError:  # circular or too deep: the value's own check says so
+        return
     if half is not None:
         raise BadUsage(f"{what} holds half an emoji, a lone surrogate ('{half}'), which no "
                        "request can carry: replace it before sending the text")
