@@ -72,6 +72,7 @@ async def test_new_texts_files_and_reprs_hold_no_key_the_server_quoted(
     found += leaks("facts", json.dumps(evalhtml.head_facts(evaluation), default=str))
     found += leaks("diff", "\n".join(diff.lines()) + repr(diff) + diff._repr_html_()
                    + "\n".join(evalsetup.setup_changes(baseline, evaluation)))
+    assert "fx-eval-trail" in evaluation._repr_html_()  # the turns, replies quoting keys
     found += leaks("evaluation", repr(evaluation) + evaluation._repr_html_())
     found += leaks("judge_pairs", repr(versus) + versus.line())
     found += leaks("table", json.dumps(evaluation.table(), default=str)
