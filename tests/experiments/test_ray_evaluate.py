@@ -13,22 +13,13 @@ import ray
 from helpers import assert_valid_history, user
 
 from fragola_nb import Agent, Budget, Decision, Fragola, RayBackend, SimulatedUser, tool
-from fragola_nb.experiments.ray.run import connect
 from fragola_nb.graders import max_model_calls, tool_args, tool_sequence
 from fragola_nb.models.scripted import Item, call, reply, tool_calls
 from fragola_nb.models.scripted.simulating import simulated_request
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_instance() -> Any:
-    assert not ray.is_initialized()
-    connect(ray, RayBackend(init={"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}))
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("ray_instance")]
 
 
 @tool
