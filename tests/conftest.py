@@ -45,6 +45,7 @@ from openai_schema import (  # noqa: E402
     validate_request,
     validate_response,
 )
+from quoting_api import QuotingAPI  # noqa: E402
 
 
 def _mismatches(
@@ -88,3 +89,13 @@ async def client(model: ScriptedModel) -> AsyncIterator[openai.AsyncOpenAI]:
         yield async_client
     finally:
         await async_client.close()
+
+
+@pytest.fixture
+def api() -> Iterator[QuotingAPI]:
+    """A model API that quotes back every credential it was sent (``quoting_api``), for the
+    tests that no view, file or repr shows one; ``quoting_api.fragola_on`` makes a Fragola
+    on it with a given key. (A module may define an ``api`` of its own.)"""
+    server = QuotingAPI()
+    yield server
+    server.close()

@@ -101,3 +101,11 @@ class QuotingAPI:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def fragola_on(api: QuotingAPI, key: str) -> Any:
+    """A ``Fragola`` that sends ``key`` to ``api`` (the conftest's ``api`` fixture), with no
+    retry."""
+    from fragola_nb import Fragola
+
+    return Fragola(api_key=key, base_url=api.base_url, max_retries=0)

@@ -44,8 +44,10 @@ CONTENT_HINT = (
 
 def normalize_instructions(instructions: str | list[str] | None) -> str | None:
     if instructions is None or isinstance(instructions, str):
+        refuse_half_emoji(instructions, "instructions")
         return instructions
     if isinstance(instructions, (list, tuple)) and all(isinstance(i, str) for i in instructions):
+        refuse_half_emoji(list(instructions), "instructions")
         return "\n".join(instructions)
     raise BadUsage("instructions must be a string, a list of strings, or None")
 
@@ -62,11 +64,22 @@ def check_content(content: Any) -> str | list[dict[str, Any]]:
         problem = parts_problem(content, "user")
         if problem is not None:
             raise BadUsage(f"content must be {CONTENT_HINT} ({problem})")
-    half = first_lone_surrogate(content)
-    if half is not None:
-        raise BadUsage(f"content holds half an emoji, a lone surrogate ('{half}'), which no "
-                       "request can carry: replace it before sending the text")
+    refuse_half_emoji(content, "content")
     return content  # type: ignore[no-any-return]
+
+
+def refuse_half_emoji(value: Any, what: str) -> None:
+    """A ``BadUsage`` when ``value``, text a person gives (a user message, an edited message
+    or result, an injected result, a rejection's reason, edited arguments, instructions),
+    holds half an emoji (a lone surrogate): refused, never stored mended, as the text of a
+    model or a tool is (``fragola_nb.base.surrogates``)."""
+    try:
+        half = first_lone_surrogate(value)
+    except RecursionError:  # circular or too deep: the value's own check says so
+        return
+    if half is not None:
+        raise BadUsage(f"{what} holds half an emoji, a lone surrogate ('{half}'), which no "
+                       "request can carry: replace it before sending the text")
 
 
 def _kind(value: Any) -> str:

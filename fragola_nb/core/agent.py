@@ -19,6 +19,7 @@ from fragola_nb.base.checks import (
     check_content,
     check_messages,
     kept_problem,
+    refuse_half_emoji,
     sent,
     withheld,
 )
@@ -503,6 +504,7 @@ class Agent(Listening):
         pending = self._undecided(call_id)
         if pending.reason == "dynamic":
             raise BadUsage(f"{pending.name} is a dynamic tool: answer it with inject(id, result)")
+        refuse_half_emoji(params, "approve(params=...)")
         parsed = None
         if params is not None:
             tool = self.tool_named(pending.name)
@@ -525,12 +527,16 @@ class Agent(Listening):
 
     def reject(self, call_id: str, reason: str = "") -> None:
         """Refuse a paused call; the model is told, with ``reason``."""
-        self._decide(self._undecided(call_id), Decision("reject", text=str(reason)))
+        pending = self._undecided(call_id)
+        refuse_half_emoji(str(reason), "reject(reason=...)")
+        self._decide(pending, Decision("reject", text=str(reason)))
 
     def inject(self, call_id: str, result: Any) -> None:
         """Answer a paused call (dynamic or awaiting approval) with ``result`` by hand: a
         value, or a ``ToolCallPayload`` (a failed one reaches the model as its error line)."""
-        self._decide(self._undecided(call_id), Decision("inject", text=result))
+        pending = self._undecided(call_id)
+        refuse_half_emoji(result, "inject(result=...)")
+        self._decide(pending, Decision("inject", text=result))
 
     def _undecided(self, call_id: str) -> PendingCall:
         pending = self._pending.get(call_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fragola_nb.base.checks import refuse_half_emoji
 from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.parts import PART_KINDS, a_message, parts_problem
 from fragola_nb.core.tools import serialize_result
@@ -38,7 +39,9 @@ def check_edit(where: int, role: str, content: Any, result: Any, has_result: boo
 
 
 def _check_result(where: int, result: Any) -> None:
-    """``result`` as the model would read it, JSON that any reader takes (no NaN)."""
+    """``result`` as the model would read it, JSON that any reader takes (no NaN), and no
+    half an emoji: typed by a person, it is refused as ``edit(content=...)`` refuses it."""
+    refuse_half_emoji(result, f"edit(result=...) for messages[{where}]")
     try:
         text = serialize_result(result)
         if not isinstance(result, str):

@@ -13,7 +13,8 @@ from the file (``resumed``) and are not sent again; failed ones run again, as in
 mixed in; more or fewer repeats are fine. A last line cut short by a crash is cut off; any
 other line that is not a row is a ``BadUsage`` naming the line, the file left as it was. As
 for batch: created readable by its owner only, a symbolic link refused, one run at a time
-per file (an advisory lock).
+per file (an advisory lock). A label given to a row (``Evaluation.label``), during the run or
+after it, is appended as the row again with its label, so a resume keeps it.
 """
 
 from __future__ import annotations
@@ -104,6 +105,38 @@ class EvalResumeFile:
         """Append ``row``, on disk before this returns."""
         self._append(row.record())
 
+    def relabel(self, row: EvalRow) -> None:
+        """``row`` labelled (``Evaluation.label``), appended so that a resume keeps its label
+        (the last line of a row is the one read back). After the run the file is opened
+        again, and locked, for it; a file that is gone, or now holds another run's rows, is
+        left alone."""
+        if not row.finished:
+            return
+        if self._fd >= 0:  # the run is still writing it
+            self.write(row)
+            return
+        if not self.path.is_file():
+            return
+        try:
+            self._fd = open_resume(self.path, "an evaluation")
+        except BadUsage as exc:
+            raise BadUsage(f"label(...) cannot keep the label in the resume file: {exc}"
+                           ) from None
+        try:
+            with os.fdopen(os.dup(self._fd), "rb") as file:
+                file.seek(0)
+                first = file.readline()
+            try:
+                header = json.loads(first)
+            except (ValueError, RecursionError):
+                return
+            written = redacted(self.run, self.known)
+            if isinstance(header, dict) and all(header.get(name) == written[name] for name in
+                                                ("format", "cases", "variants", "graders")):
+                self.write(row)
+        finally:
+            self.close()
+
     def _append(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(redacted(dict(record), self.known), ensure_ascii=False) + "\n"
         self._write(utf8(line))
@@ -114,7 +147,9 @@ class EvalResumeFile:
         os.fsync(self._fd)
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def run_header(keys: Sequence[str], variants: Sequence[str],

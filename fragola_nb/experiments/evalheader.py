@@ -11,7 +11,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["run_of"]
+from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
+
+__all__ = ["run_of", "usage_read_back"]
 
 
 def run_of(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -34,3 +36,16 @@ def run_of(meta: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(stopped, bool):
         raise ValueError("stopped is not true or false")
     return {**names, "repeat": repeat, "seconds": float(seconds), "stopped": stopped}
+
+
+def usage_read_back(calls: Any, prices: Mapping[str, ModelPrice], field: str) -> Usage:
+    """The calls the header's ``field`` holds (``pairs_usage``: ``judge_pairs``'s; none in
+    files written before it)."""
+    if calls is None:
+        return Usage()
+    if not isinstance(calls, list):
+        raise ValueError(f"{field} is not a list of calls")
+    try:
+        return Usage(tuple(call_read_back(call) for call in calls), prices)
+    except ValueError as exc:
+        raise ValueError(f"{field} holds a call that is not one ({exc})") from None

@@ -1,5 +1,6 @@
 """An ``Evaluation`` as static, escaped HTML: the summary per variant, then the matrix (cases
-down, variants across, a pass/fail mark per repeat and the mean score in each cell). What a
+down, variants across, a pass/fail mark per repeat and the mean score in each cell, and the
+cell's trajectory folded under it: ``trailhtml``). What a
 notebook saved without its widgets shows, and the ``_repr_html_`` outside a kernel. Model and
 grader text is escaped, never HTML."""
 
@@ -12,6 +13,7 @@ from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
 from fragola_nb.experiments.evalrows import flaky_cells
 from fragola_nb.experiments.evalsummary import rate_text
+from fragola_nb.experiments.trailhtml import trail_html
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evalrows import EvalRow
@@ -84,7 +86,7 @@ def evaluation_html(evaluation: Evaluation) -> str:
             note += cell_flags(rows, (index, variant) in flaky)
             title = f' title="{escape(redact_text(reasons, known)[:300])}"' if reasons else ""
             cells.append(f'<td style="white-space:nowrap"{title}>{escape(marks(rows))}'
-                         f"{escape(score)}{note}</td>")
+                         f"{escape(score)}{note}{trail_html(rows, known)}</td>")
         shown = _short(redact_text(text_of(first.input), known))
         body.append(f'<tr><td style="overflow-wrap:anywhere;min-width:8em;text-align:left">'
                     f"{escape(shown)}</td>{''.join(cells)}</tr>")

@@ -168,6 +168,7 @@ class _Run:
                 turns=case.turns if len(case.turns) > 1 else (), tags=case.tags))
         self.evaluation = Evaluation(rows, variants=list(bases), graders=names, repeat=repeat)
         self.evaluation.known = known
+        self.evaluation.resume = file  # a label given later is appended to it
         self.evaluation.done = False
         self.todo = iter([i for i, row in enumerate(rows) if not row.finished])
         self.running: dict[int, Agent] = {}

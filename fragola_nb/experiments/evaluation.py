@@ -12,6 +12,7 @@ as they finish and ``subscribe``'d views hear of each (the notebook's matrix vie
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import operator
@@ -25,7 +26,7 @@ from fragola_nb.base.redact import redacted, redacted_texts
 from fragola_nb.base.render import visible
 from fragola_nb.core.usage import ModelPrice, Usage
 from fragola_nb.experiments.comparison import import_pandas
-from fragola_nb.experiments.evalheader import run_of
+from fragola_nb.experiments.evalheader import run_of, usage_read_back
 from fragola_nb.experiments.evalrows import EvalRow, grade_record
 from fragola_nb.experiments.evalsummary import rate_text, usage_total
 from fragola_nb.experiments.evalversus import Judgements
@@ -33,6 +34,7 @@ from fragola_nb.sessions.atomic import atomic_write
 
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaldiff import EvaluationDiff
+    from fragola_nb.experiments.evalfile import EvalResumeFile
 
 __all__ = ["Evaluation"]
 
@@ -75,6 +77,8 @@ class Evaluation(Sequence[EvalRow], Judgements):
         self.pairs_usage = Usage()
         """The calls of ``judge_pairs``, apart from the graded calls and the judges'."""
         self._kept: dict[Any, tuple[tuple[EvalRow, ...], Any]] = {}
+        self.resume: EvalResumeFile | None = None
+        """The resume file of the run (``evaluate(resume=...)``): a label is appended to it."""
 
     # -- the rows ---------------------------------------------------------------------------
     @overload
@@ -208,12 +212,12 @@ class Evaluation(Sequence[EvalRow], Judgements):
     # -- files --------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the rows to ``path`` as JSON: a list of row objects (``pandas.read_json``
-        reads it), the first holding the run's variants, graders and repeat in ``"run"``.
-        No fork, setting, header or key is written. Written as sessions are (a temporary file
-        beside it renamed over it: a crash leaves the old file or the new one, a symbolic link
-        at ``path`` is replaced, never followed); a folder at ``path``, or one that cannot be
-        written, is a ``BadUsage``.
-        Returns the path."""
+        reads it), the first holding the run's variants, graders and repeat in ``"run"``
+        (and the calls of ``judge_pairs``, counted in the total as they were). No fork,
+        setting, header or key is written. Written as sessions are (a temporary file beside
+        it renamed over it: a crash leaves the old file or the new one, a symbolic link at
+        ``path`` is replaced, never followed); a folder at ``path``, or one that cannot be
+        written, is a ``BadUsage``. Returns the path."""
         target = _path(path, "save")
         if target.is_dir() and not target.is_symlink():
             raise BadUsage(f"Evaluation.save takes a file path, and {target} is a folder")
@@ -221,7 +225,8 @@ class Evaluation(Sequence[EvalRow], Judgements):
         meta = {"format": FORMAT, "variants": list(self.variants),
                 "graders": list(self.graders), "repeat": self.repeat,
                 "seconds": self.seconds, "stopped": self.stopped,
-                "setup": redacted(self.setup, self.known)}
+                "setup": redacted(self.setup, self.known),
+                "pairs_usage": [dataclasses.asdict(c) for c in self.pairs_usage.calls]}
         if records:
             records[0] = {**records[0], "run": meta}
         text = json.dumps(records, ensure_ascii=False, indent=1)
@@ -250,6 +255,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
             raise BadUsage(f"{source} is not an evaluation file (Evaluation.save writes one)")
         try:
             header = run_of(meta)
+            pairs = usage_read_back(meta.get("pairs_usage"), prices or {}, "pairs_usage")
         except ValueError as exc:
             raise BadUsage(f"{source} is not an evaluation file: its header's {exc}") from None
         rows = []
@@ -262,6 +268,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         loaded = cls(rows, **header)
         setup = meta.get("setup")
         loaded.setup = setup if isinstance(setup, dict) else None
+        loaded.pairs_usage = pairs
         from fragola_nb.experiments.labels import remember
 
         for row in rows:

@@ -136,10 +136,17 @@ class Judgements:
 
     def label(self, row: EvalRow | int, passed: bool | None, note: str = "") -> EvalRow:
         """A person's verdict on ``row`` (an ``EvalRow`` of this evaluation or its index):
-        shown on the row (``row.label``), kept by ``save``, read by ``agreement`` and
-        ``graders.human()``; ``passed=None`` takes it off. Returns the labelled row."""
+        shown on the row (``row.label``), kept by ``save`` and by the run's resume file,
+        read by ``agreement`` and ``graders.human()``; ``passed=None`` takes it off.
+        Returns the labelled row."""
         this = _this(self)
         index, done = labelled(this, row, passed, note)
+        if this.resume is not None:  # so that a resume keeps it
+            try:
+                this.resume.relabel(done)
+            except BadUsage:
+                remember(this[index])  # not labelled: human() reads the label it had
+                raise
         this.set_row(index, done)
         this.notify(None)  # as diff does: the views redraw at once, a saved table too
         return done

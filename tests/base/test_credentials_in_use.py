@@ -10,28 +10,15 @@ credentials in use (``fragola_nb.base.inuse``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANT_KEY, VARIANTS, QuotingAPI
+from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANT_KEY, VARIANTS, QuotingAPI, fragola_on
 
 from fragola_nb import Fragola, export_html, save_session
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.graders import contains, judge
 from fragola_nb.sessions.export import export_markdown, export_tree_html, export_tree_markdown
-
-
-@pytest.fixture
-def api() -> Iterator[QuotingAPI]:
-    server = QuotingAPI()
-    yield server
-    server.close()
-
-
-def fragola_on(api: QuotingAPI, key: str) -> Fragola:
-    return Fragola(api_key=key, base_url=api.base_url, max_retries=0)
 
 
 def proxied_agent(api: QuotingAPI, name: str = "quoted") -> Any:

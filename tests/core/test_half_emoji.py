@@ -1,7 +1,8 @@
 """Half an emoji (a lone surrogate, which no request can carry) never bricks an agent: text
-that enters a history from a model, a tool, a decision, an edit or a file is stored with
-U+FFFD in its place; a new user message holding one is refused, nothing stored. After each,
-the history is a valid next request and the next call is sent."""
+that enters a history from a model, a tool or a file is stored with U+FFFD in its place;
+text a person types (a user message, an edit of a message or a result, an injected result, a
+rejection's reason, edited arguments, instructions) holding one is refused, nothing stored.
+After each, the history is a valid next request and the next call is sent."""
 
 from __future__ import annotations
 
@@ -77,23 +78,61 @@ async def test_a_user_message_with_half_an_emoji_is_refused_and_nothing_stored(
     await next_call_works(agent, model)
 
 
-async def test_an_injected_result_and_an_edit_are_mended_or_refused(model: ScriptedModel
-                                                                     ) -> None:
+async def test_an_injected_result_and_an_edit_a_person_types_are_refused_alike(
+        model: ScriptedModel) -> None:
+    """One rule for text a person types: ``edit(content=...)``, ``edit(result=...)`` and
+    ``inject`` refuse half an emoji with the same BadUsage, nothing changed."""
     asking = tool(name="ask_person", description="Ask a person.", handler="dynamic",
                   schema={"type": "object", "properties": {"text": {"type": "string"}}})
     model.push(tool_calls(call("ask_person", {"text": "hi"}, id="c1")), reply("thanks"))
     agent = make_fragola(model).agent("a", tools=[asking])
     await agent.user_message("ask")
 
-    agent.inject("c1", HALF)
+    for result in (HALF, {"note": HALF}, [HALF]):
+        with pytest.raises(BadUsage, match=r"^inject\(result=...\) holds half an emoji, a "
+                                           r"lone surrogate \('\\ud83d'\)"):
+            agent.inject("c1", result)
+    assert agent.state.pending[0].decision is None  # refused: still waiting
+    agent.inject("c1", "fine")
     state = await agent.step()
-    assert state.messages[2]["content"] == MENDED
+    assert state.messages[2]["content"] == "fine"
 
-    with pytest.raises(BadUsage, match="lone surrogate"):
+    before = agent.state.messages
+    with pytest.raises(BadUsage, match=r"^content holds half an emoji, a lone surrogate"):
         agent.edit(0, content=HALF)
-    agent.edit(2, result=HALF)
-    assert agent.state.messages[2]["content"].endswith(MENDED)
-    assert agent.state.messages[0]["content"] == "ask"
+    for result in (HALF, {HALF: 1}):
+        with pytest.raises(BadUsage, match=r"^edit\(result=...\) for messages\[2\] holds "
+                                           r"half an emoji, a lone surrogate"):
+            agent.edit(2, result=result)
+    assert agent.state.messages == before
+    await next_call_works(agent, model)
+
+
+async def test_a_rejection_edited_arguments_and_instructions_with_half_an_emoji_are_refused(
+        model: ScriptedModel) -> None:
+    needs = tool(name="delete", description="Delete a file.", handler=lambda path: "done",
+                 schema={"type": "object", "properties": {"path": {"type": "string"}}},
+                 require_approval=True)
+    model.push(tool_calls(call("delete", {"path": "a"}, id="c1")), reply("ok"))
+    fragola = make_fragola(model)
+    agent = fragola.agent("a", tools=[needs])
+    await agent.user_message("delete a")
+    with pytest.raises(BadUsage, match=r"^reject\(reason=...\) holds half an emoji"):
+        agent.reject("c1", HALF)
+    with pytest.raises(BadUsage, match=r"^approve\(params=...\) holds half an emoji"):
+        agent.approve("c1", {"path": HALF})
+    assert agent.state.pending[0].decision is None
+    for instructions in (HALF, ["be brief", HALF]):
+        with pytest.raises(BadUsage, match=r"^instructions holds half an emoji"):
+            agent.set_instructions(instructions)
+        with pytest.raises(BadUsage, match=r"^instructions holds half an emoji"):
+            fragola.agent("b", instructions=instructions)
+    with pytest.raises(BadUsage, match=r"^instructions holds half an emoji"):
+        agent.set_instructions(HALF, scope="tone")
+    assert agent.instructions_for("*") is None
+    agent.reject("c1", "not that one")
+    state = await agent.step()
+    assert state.outcome == "finished"
     await next_call_works(agent, model)
 
 

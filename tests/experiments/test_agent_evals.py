@@ -238,3 +238,27 @@ async def test_bad_conversation_cases_are_one_clear_error(model: ScriptedModel) 
     with pytest.raises(BadUsage, match="max_turns"):
         SimulatedUser("g", max_turns=0)
     assert not model.requests
+
+
+async def test_the_static_table_shows_each_cells_trajectory_escaped(
+        model: ScriptedModel, tmp_path: Any) -> None:
+    """The static table (``_repr_html_``: a saved notebook, an evaluation loaded from a
+    file) folds each cell's trajectory under its marks: the fork's own calls with their
+    arguments and results, and a conversation's turns; a tool's text is escaped, not HTML."""
+    model.brain = demo_brain
+    hostile = tool(name="temperature", description="Current temperature of a city.",
+                   handler=lambda args: f"<img src=x onerror=alert(1)> in {args['city']}",
+                   schema={"type": "object", "properties": {"city": {"type": "string"}}})
+    agent = make_agent(model, hostile, tool(clock), name="wx")
+    cases = ["How warm is it in Oslo?", {"turns": TURNS[1:]}, "hello"]
+    evaluation = await agent.evaluate(cases, progress=False)
+    for shown in (evaluation, Evaluation.load(evaluation.save(tmp_path / "run.json"))):
+        page = shown._repr_html_()
+        assert "<img" not in page
+        assert page.count('<details class="fx-eval-trail"') == 2  # "hello" called no tool
+        assert ("<li>temperature({&quot;city&quot;: &quot;Oslo&quot;}) → &lt;img src=x "
+                "onerror=alert(1)&gt; in Oslo</li>") in page
+        assert "<li>clock({&quot;city&quot;: &quot;Oslo&quot;}) → 10:00 in Oslo</li>" in page
+        assert "<summary>2 tool calls</summary>" in page
+        assert "1 tool call, 2 model calls" in page
+        assert "<li>user: What time is it in Oslo? · agent: " in page

@@ -5,6 +5,7 @@ the scripted model behind the real client."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from scipy import stats
 from fragola_nb import BadUsage, Fragola
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.grading import graded_row
 from fragola_nb.experiments.labels import Label
 from fragola_nb.graders import Grade, contains, human
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
@@ -155,6 +157,48 @@ async def test_labels_show_on_rows_are_saved_and_refuse_bad_input(model: Scripte
     assert run[1].label == Label(False, "shouts <b>too</b> much")  # untouched by the errors
 
 
+async def test_labels_given_after_the_run_are_kept_by_its_resume_file(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """A label given once the run ended is appended to the run's resume file: the resumed
+    rows come back with it (the last given wins, ``None`` takes it off), nothing sent."""
+    agent = eval_agent(model)
+    path = tmp_path / "r.jsonl"
+    run = await agent.evaluate(["one", "two"], VARIANTS, graders=[contains("calm")],
+                               resume=path, progress=False)
+    run.label(0, True)
+    run.label(0, False, note="on second thought")
+    run.label(2, True)
+    run.label(2, None)
+    run.label(3, True, note="fine")
+    sent = len(model.requests)
+    again = await agent.evaluate(["one", "two"], VARIANTS, graders=[contains("calm")],
+                                 resume=path, progress=False)
+    assert len(model.requests) == sent and all(row.resumed for row in again)
+    assert [row.label for row in again] == [Label(False, "on second thought"), None, None,
+                                            Label(True, "fine")]
+
+
+async def test_a_label_leaves_a_resume_file_that_is_gone_or_in_use_alone(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    from fragola_nb.experiments.batchfile import open_resume
+
+    agent = eval_agent(model)
+    path = tmp_path / "r.jsonl"
+    run = await agent.evaluate(["one"], VARIANTS, resume=path, progress=False)
+    run.label(0, None)  # no label for this answer in this session (another test's)
+    held = open_resume(path, "an evaluation")  # another run of the same file
+    try:
+        with pytest.raises(BadUsage, match="cannot keep the label in the resume file"):
+            run.label(0, True)
+    finally:
+        os.close(held)
+    assert run[0].label is None  # refused: nothing changed, human() sees no label either
+    assert human()(graded_row(run[0].input, run[0].answer, None, None, None)) is None
+    path.unlink()  # deleted to start over: a label does not make it again
+    assert run.label(0, True).label == Label(True, "")
+    assert not path.exists()
+
+
 def test_agreement_is_cohens_kappa_over_the_labelled_rows() -> None:
     # human / grader: 4 both pass, 1 only the human, 2 only the grader, 3 both fail, and
     # two labelled rows the grader did not grade, one graded row not labelled
@@ -231,6 +275,35 @@ async def test_judge_pairs_on_the_scripted_model_is_deterministic_and_counted_ap
     assert len(model.requests) == graded_requests  # the graded model was not asked
     assert run.judge_usage.requests == 12 and run.usage.requests == 6  # both calls' judges
     assert "calm vs loud: +0.33" in versus.line()
+
+
+async def test_judge_pairs_calls_are_kept_by_save_and_counted_after_load(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    """What ``judge_pairs`` paid is in the title's total; ``save``/``load`` keep it, so the
+    loaded evaluation says the same total, and a hand-edited header is refused clearly."""
+    agent = eval_agent(model)
+    run = await agent.evaluate(["be calm", "hello"], VARIANTS, progress=False)
+    judge = Fragola.scripted()
+    try:
+        await run.judge_pairs("loud", "calm", 'The answer is "calm".', fragola=judge)
+    finally:
+        await judge.aclose()
+    assert run.pairs_usage.requests == 4
+    path = run.save(tmp_path / "pairs.json")
+    loaded = Evaluation.load(path)
+    assert loaded.pairs_usage.calls == run.pairs_usage.calls
+    assert loaded.judge_usage.total_tokens == run.judge_usage.total_tokens > 0
+    assert loaded.overview().split(";")[1] == run.overview().split(";")[1]  # tokens, cost
+
+    data = json.loads(path.read_text())
+    data[0]["run"]["pairs_usage"] = [{"model": "m"}]
+    path.write_text(json.dumps(data))
+    with pytest.raises(BadUsage, match=r"pairs\.json is not an evaluation file: its header's "
+                                       r"pairs_usage holds a call that is not one"):
+        Evaluation.load(path)
+    del data[0]["run"]["pairs_usage"]  # a file written before it: no calls
+    path.write_text(json.dumps(data))
+    assert Evaluation.load(path).pairs_usage.requests == 0
 
 
 def pair_brain(request: dict[str, Any]) -> Item:

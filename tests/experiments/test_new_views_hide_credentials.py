@@ -9,14 +9,12 @@ half is shown or written."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI
+from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI, fragola_on
 
-from fragola_nb import Fragola, SimulatedUser
+from fragola_nb import SimulatedUser
 from fragola_nb.experiments import evalhtml, evalsetup, evalversus
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.graders import human, judge
@@ -28,28 +26,18 @@ PAIR_KEY = "pair-gw-5Jm9Tc2Lx7Wd"
 ALL = (*KEYS, SIM_KEY, PAIR_KEY)
 
 
-@pytest.fixture
-def api() -> Iterator[QuotingAPI]:
-    server = QuotingAPI()
-    yield server
-    server.close()
-
-
-def on(api: QuotingAPI, key: str) -> Fragola:
-    return Fragola(api_key=key, base_url=api.base_url, max_retries=0)
-
-
 def leaks(where: str, text: str) -> list[str]:
     """Each key found whole, or its first half (a view that cut a key in two)."""
     return [f"{where}: {key}" for key in ALL if key[:len(key) // 2] in text]
 
 
 async def evaluated(api: QuotingAPI) -> tuple[Evaluation, Evaluation]:
-    agent = on(api, AGENT_KEY).agent("evaluated")
-    graders = [judge("polite?", fragola=on(api, JUDGE_KEY))]
+    agent = fragola_on(api, AGENT_KEY).agent("evaluated")
+    graders = [judge("polite?", fragola=fragola_on(api, JUDGE_KEY))]
     # 95 "#": the reply's key starts 107 characters in, where the detail cuts a turn (120).
     cases: list[Any] = ["hi", {"turns": ["#" * 95 + " long", "hi again"]},
-                        {"user": SimulatedUser("say hi", fragola=on(api, SIM_KEY), max_turns=2)}]
+                        {"user": SimulatedUser("say hi", fragola=fragola_on(api, SIM_KEY),
+                                               max_turns=2)}]
     baseline = await agent.evaluate(cases[:1], VARIANTS, graders=graders, progress=False)
     evaluation = await agent.evaluate(cases, VARIANTS, graders=graders, progress=False)
     return baseline, evaluation
@@ -62,7 +50,7 @@ async def test_new_texts_files_and_reprs_hold_no_key_the_server_quoted(
     assert JUDGE_KEY not in json.dumps(evaluation.table(), default=str)
     evaluation.label(1, False, note=f"it said {AGENT_KEY}")
     versus = await evaluation.judge_pairs("plain", "proxied", "better?",
-                                          fragola=on(api, PAIR_KEY))
+                                          fragola=fragola_on(api, PAIR_KEY))
     diff = evaluation.diff(baseline)
     saved = evaluation.save(tmp_path / "e.json")
     labels = human(saved)
@@ -72,6 +60,7 @@ async def test_new_texts_files_and_reprs_hold_no_key_the_server_quoted(
     found += leaks("facts", json.dumps(evalhtml.head_facts(evaluation), default=str))
     found += leaks("diff", "\n".join(diff.lines()) + repr(diff) + diff._repr_html_()
                    + "\n".join(evalsetup.setup_changes(baseline, evaluation)))
+    assert "fx-eval-trail" in evaluation._repr_html_()  # the turns, replies quoting keys
     found += leaks("evaluation", repr(evaluation) + evaluation._repr_html_())
     found += leaks("judge_pairs", repr(versus) + versus.line())
     found += leaks("table", json.dumps(evaluation.table(), default=str)
@@ -108,15 +97,15 @@ space, half an emoji (which no UTF-8 message to the browser can carry)."""
 
 
 async def test_hostile_names_notes_and_answers_are_escaped_and_visible(api: QuotingAPI) -> None:
-    agent = on(api, AGENT_KEY).agent("evaluated")
+    agent = fragola_on(api, AGENT_KEY).agent("evaluated")
     variants: dict[str, Any] = {"plain": {}, "x\ud800" + HOSTILE[:30]: {}}
-    graders = [judge("polite?", fragola=on(api, JUDGE_KEY))]
+    graders = [judge("polite?", fragola=fragola_on(api, JUDGE_KEY))]
     baseline = await agent.evaluate([HOSTILE], variants, graders=graders, progress=False)
     evaluation = await agent.evaluate([HOSTILE, {"turns": [HOSTILE, "again " + HOSTILE]}],
                                       variants, graders=graders, progress=False)
     evaluation.label(0, False, note=HOSTILE + "\ud800")
     versus = await evaluation.judge_pairs("plain", list(variants)[1], "better? " + HOSTILE,
-                                          fragola=on(api, PAIR_KEY))
+                                          fragola=fragola_on(api, PAIR_KEY))
     diff = evaluation.diff(baseline)
     pages = {"evaluation html": evaluation._repr_html_(), "diff html": diff._repr_html_()}
     for where, page in pages.items():

@@ -41,7 +41,6 @@ from fragola_nb import (
 from fragola_nb.core.hooks import preset
 from fragola_nb.core.timing import Timeline
 from fragola_nb.experiments.ray.backend import definition_of
-from fragola_nb.experiments.ray.run import connect
 from fragola_nb.models.scripted import Item, ScriptedModel, call, fail, hang, reply, tool_calls
 
 # The tools and brains below are defined in this test module, which Ray's workers cannot
@@ -49,22 +48,9 @@ from fragola_nb.models.scripted import Item, ScriptedModel, call, fail, hang, re
 # are sent by value, as a notebook's own functions are.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("ray_instance")]
 
 FEW_SHOT = [user("2 + 2?"), {"role": "assistant", "content": "4"}]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_instance() -> Any:
-    """One local Ray instance with 2 CPUs for the module, as CI's machine has."""
-    assert not ray.is_initialized()
-    # Through the backend's own start (it tries once more when Ray's raylet misses its
-    # start-up deadline on a busy machine, a known Ray bug).
-    # Nothing more: the test sees the node address and dashboard the backend chooses.
-    connect(ray, RayBackend(init={"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}))
-    assert ray.cluster_resources()["CPU"] == 2
-    yield
-    ray.shutdown()
 
 
 @tool

@@ -13,22 +13,13 @@ import ray
 from helpers import assert_valid_history, user
 
 from fragola_nb import Agent, Budget, Decision, Fragola, RayBackend, SimulatedUser, tool
-from fragola_nb.experiments.ray.run import connect
 from fragola_nb.graders import max_model_calls, tool_args, tool_sequence
 from fragola_nb.models.scripted import Item, call, reply, tool_calls
 from fragola_nb.models.scripted.simulating import simulated_request
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_instance() -> Any:
-    assert not ray.is_initialized()
-    connect(ray, RayBackend(init={"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}))
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("ray_instance")]
 
 
 @tool
@@ -121,3 +112,63 @@ async def test_a_budget_stops_an_evaluation_on_ray_from_starting_more_rows() -> 
     assert ran and not_run and len(ran) + len(not_run) == 30
     assert len(ran) <= 3  # the rows in flight when the first one spent the budget
     assert all(row.error == "budget" or "budget" in str(row.error) for row in not_run)
+
+
+async def test_a_simulated_users_calls_count_against_budgets_on_ray_as_locally() -> None:
+    """The simulated user's calls on a worker are counted by the budgets in force (the
+    evaluation's, the Fragola's) when its row comes back, as they are locally: a Fragola's
+    meter holds the same tokens after the run on Ray as after the same run here."""
+    cases = [{"user": SimulatedUser('Say "double 3" then "hello there"')},
+             {"user": SimulatedUser('Say "double 4"')}]
+    spent = {}
+    for backend in ("local", "ray"):
+        fragola = Fragola.scripted(brain=brain, budget=Budget(tokens=10**9))
+        agent = fragola.agent(name="calc", instructions="Be brief.", tools=[double])
+        evaluation = await agent.evaluate(cases, progress=False, backend=backend)
+        assert [row.status for row in evaluation] == ["done", "done"]
+        users = sum(row.user_usage.total_tokens for row in evaluation
+                    if row.user_usage is not None)
+        assert users > 0
+        assert fragola.meter is not None
+        assert fragola.meter.tokens == evaluation.usage.total_tokens + users
+        spent[backend] = fragola.meter.tokens
+    assert spent["ray"] == spent["local"]
+
+
+async def test_an_evaluations_budget_on_ray_is_spent_by_a_simulated_users_calls() -> None:
+    """A budget that the graded calls of every row together would not reach, but the
+    simulated users' calls do: on Ray too the rows after it are not sent."""
+    cases = [{"user": SimulatedUser(f'Say "double {n}" then "hello there"')}
+             for n in range(10, 22)]
+    agent = make_agent()
+    first = await agent.evaluate(cases[:1], progress=False)
+    row = first[0]
+    assert row.usage is not None and row.user_usage is not None
+    # the answers of every case together do not spend it; with the users' calls, half do
+    budget = Budget(tokens=len(cases) * row.usage.total_tokens + 1)
+    assert row.user_usage.total_tokens >= row.usage.total_tokens
+    backend = RayBackend(chunk_size=1, workers=1)
+    evaluation = await agent.evaluate(cases, progress=False, budget=budget, concurrency=1,
+                                      backend=backend)
+    not_run = [row for row in evaluation if row.status == "not run"]
+    assert len(not_run) >= 3 and all("budget" in str(row.error) for row in not_run)
+    assert evaluation.why_stopped is not None and "budget" in evaluation.why_stopped
+
+
+async def test_labels_given_after_a_run_on_ray_are_kept_by_its_resume_file(tmp_path: Any
+                                                                            ) -> None:
+    """Rows that ran on Ray, labelled once the run ended: the resume file keeps the labels,
+    so the run resumed (here, or on Ray) gives the labelled rows back without sending."""
+    from fragola_nb.experiments.labels import Label
+
+    agent = make_agent()
+    path = tmp_path / "ray.jsonl"
+    cases = ["double 2", "double 3", {"turns": ["double 4", "hello"]}]
+    run = await agent.evaluate(cases, progress=False, resume=path, backend="ray")
+    assert [row.status for row in run] == ["done"] * 3
+    run.label(0, False, note="not what I asked")
+    run.label(2, True)
+    again = await agent.evaluate(cases, progress=False, resume=path)
+    assert all(row.resumed for row in again)
+    assert [row.label for row in again] == [Label(False, "not what I asked"), None,
+                                            Label(True, "")]

@@ -168,3 +168,30 @@ async def test_a_retry_after_date_that_cannot_be_waited_for_is_backed_off_and_re
     assert len(model.requests) == 2
     check_agent(agent)
     await fragola.aclose()
+
+
+async def test_a_cache_miss_refused_after_a_budget_stop_gives_its_tokens_back(
+        model: ScriptedModel, tmp_path: Any) -> None:
+    """On ``Fragola.cached`` with its budget spent, a miss is not sent (``NotCached``): the
+    tokens it reserved under ``tpm`` come back, so the hits after it do not wait for them."""
+    from fragola_nb import Budget
+
+    model.brain = lambda request: reply("ok")
+    fragola = Fragola.cached(tmp_path / "cache.jsonl", "m", api_key="k",
+                             base_url=model.base_url, max_retries=0,
+                             rate_limit=RateLimit(tpm=600), budget=Budget(tokens=1))
+    try:
+        agent = fragola.agent("a")
+        first = await agent.user_message("x" * 1_600)  # sent: spends the budget
+        assert first.outcome == "finished" and len(model.requests) == 1
+        limiter = fragola._model._limiter
+        assert limiter is not None
+        for n in range(3):  # each a miss: not sent, each reserving about 400 tokens
+            refused = await fragola.agent(f"b{n}").user_message(str(n) * 1_600)
+            assert refused.outcome == "budget"
+        assert len(model.requests) == 1
+        # the bucket holds its 600 tokens (less the first call's reported use, refilled
+        # since at 10 a second): a request of 500 goes at once
+        assert limiter.reserve(500) == 0
+    finally:
+        await fragola.aclose()

@@ -7,29 +7,15 @@ gets it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI
+from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI, fragola_on
 
-from fragola_nb import Fragola
 from fragola_nb.graders import judge
 from fragola_nb.notebook.compare_view import CompareView
 from fragola_nb.notebook.eval_view import EvalView
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.tree import ForkTree
-
-
-@pytest.fixture
-def api() -> Iterator[QuotingAPI]:
-    server = QuotingAPI()
-    yield server
-    server.close()
-
-
-def fragola_on(api: QuotingAPI, key: str) -> Fragola:
-    return Fragola(api_key=key, base_url=api.base_url, max_retries=0)
 
 
 def state_of(widget: Any) -> str:

@@ -383,8 +383,12 @@ class _RayRun:
         fork = self.fork(report)
         usage = fork.usage if fork is not None else Usage()
         # The workers' calls were not metered where they ran: the batch's budget and the
-        # Fragola's count them here, as each row comes back.
-        limits.count(self.batch.agent.fragola, usage)
+        # Fragola's count them here, as each row comes back; a simulated user's calls too
+        # (kept apart in the row, paid all the same), as they are counted locally.
+        fragola = self.batch.agent.fragola
+        limits.count(fragola, usage)
+        if report.user_calls:
+            limits.count(fragola, Usage(report.user_calls, fragola.prices))
         self.batch._finish(BatchRow(
             index=report.index, input=self.batch.items[report.index], answer=report.answer,
             error=report.error, status=report.status,  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ from fragola_nb.base.redact import (
 )
 from fragola_nb.models.client.ratelimit import (
     Limiter,
+    NotSent,
     RateLimit,
     check_rate_limit,
     estimate_tokens,
@@ -345,6 +346,10 @@ class ModelClient:
                     exchange.answered = True
                     exchange.saw(data)
                     reply = reply_from_response(data)
+            except NotSent:  # refused before it went out (a cache's miss): tokens back
+                if limiter is not None:
+                    limiter.settle(estimate, 0)
+                raise
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 delay = self._retry(exc, exchange, client.max_retries, retried[0])
                 if delay is None:

@@ -9,7 +9,8 @@ compare and batch of it, on any thread's event loop. Each request waits for its 
   would refuse, and never more than ``rpm`` in any minute);
 - ``tpm``: a bucket of ``tpm`` tokens refilled at ``tpm / 60`` a second; a request takes its
   estimated tokens (its text's characters / 4, plus ``max_tokens`` when set) before it is sent,
-  and the difference is given back or taken once its usage is reported.
+  and the difference is given back or taken once its usage is reported; a request not sent
+  (its check before sending refused it, or its transport raised ``NotSent``) gives it all back.
 
 Turns are given in the order requests ask (a reservation), so a request never starves.
 A retry is a request too: it waits for its turn like the first try.
@@ -37,7 +38,8 @@ from typing import Any
 
 from fragola_nb.base.errors import BadUsage
 
-__all__ = ["Limiter", "RateLimit", "check_rate_limit", "estimate_tokens", "retry_delay"]
+__all__ = ["Limiter", "NotSent", "RateLimit", "check_rate_limit", "estimate_tokens",
+           "retry_delay"]
 
 MAX_RETRY_AFTER = 60.0
 """The longest ``Retry-After`` honoured (as ``openai`` does): a longer one is backed off."""
@@ -70,6 +72,11 @@ class RateLimit:
         parts = max(1, parts)
         return RateLimit(None if self.rpm is None else self.rpm / parts,
                          None if self.tpm is None else self.tpm / parts)
+
+
+class NotSent(BaseException):  # not an error: what raises it says why
+    """Raised by a transport for a request it did not send (``Fragola.cached``'s miss once a
+    budget is spent): the request's turn is given back, its tokens returned to the bucket."""
 
 
 def check_rate_limit(value: Any) -> RateLimit | None:

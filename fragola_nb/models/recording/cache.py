@@ -54,6 +54,7 @@ import openai
 
 from fragola_nb.base.redact import REDACTED, redacted
 from fragola_nb.models.client.asking import CURRENT_AGENT
+from fragola_nb.models.client.ratelimit import NotSent
 from fragola_nb.models.client.reported import CACHE_HEADER
 from fragola_nb.models.recording.recordfile import Appender, Exchange, read_recording
 from fragola_nb.models.recording.replayer import DEFAULT_IGNORED
@@ -73,10 +74,11 @@ HITS_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar(
 costs nothing), a miss is not sent (``NotCached``)."""
 
 
-class NotCached(BaseException):
+class NotCached(NotSent):
     """A request the cache cannot answer while only hits may be (``HITS_ONLY``): nothing was
-    sent. A ``BaseException``, as the run loop's own stop is, so that the openai client
-    neither retries it nor wraps it; the run loop ends the turn with outcome ``"budget"``."""
+    sent. A ``NotSent`` (a ``BaseException``, as the run loop's own stop is, so that the
+    openai client neither retries it nor wraps it): the rate limiter gets the request's
+    tokens back, and the run loop ends the turn with outcome ``"budget"``."""
 
 
 Key = tuple[str | None, str, int]  # base URL (None: any), keyed hash of the request, repeat
