@@ -1,0 +1,240 @@
+"""Issue 34: fragola_nb's client CPU per model call against the official client's own floor.
+
+The floor is a hand-written loop on the official ``openai.AsyncOpenAI`` client that sends
+through the client's own ``post()`` with the body as it is (a plain dict, no
+``maybe_transform``) and takes plain dicts back: ``cast_to=object`` for a plain answer, and
+for a stream ``stream_cls=openai.AsyncStream[object]``, read with the client's own SSE
+decoder (every chunk a dict). It sends the very bodies fragola_nb sends (checked at every
+run), to the same lean server.
+
+K = 5 and 20 tool steps then the answer, plain and streamed; a sample is 4 conversations at
+K=5 (24 calls) or 1 at K=20 (21 calls); the two ways alternate (A B, B A, ...), ratios are
+taken per pair of samples, then their median and its 95% CI. Then where fragola_nb's extra
+CPU goes: a profile (pyinstrument) of both ways, by fragola_nb function.
+
+    .venv/bin/python bench/call_floor.py [--quick] [--reps N] [--write] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+import openai
+from common import LeanServer, median, median_ci, report, same_requests, write_section
+from workloads import FLOOR_TOOLS, MODEL, Run, answer_calls, client, make_fragola, prompt
+
+FLOOR = "official client post() (floor)"
+FRAGOLA = "fragola_nb"
+TARGET = 1.10
+STREAM_CLASS: Any = openai.AsyncStream[object]
+
+
+def make_post_floor(base_url: str) -> Run:
+    """The floor of issue 34: ``client.post()`` with the body as it is, dicts back."""
+    bare = client(base_url)
+
+    async def call(messages: list[dict[str, Any]], stream: bool
+                   ) -> tuple[str | None, list[dict[str, Any]]]:
+        body: dict[str, Any] = {"model": MODEL, "messages": messages, "tools": FLOOR_TOOLS}
+        if not stream:
+            data: Any = await bare.post("/chat/completions", body=body, cast_to=object)
+            message = data["choices"][0]["message"]
+            return message.get("content"), [
+                {"id": c["id"], "type": "function",
+                 "function": {"name": c["function"]["name"],
+                              "arguments": c["function"]["arguments"]}}
+                for c in message.get("tool_calls") or ()]
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        chunks = await bare.post("/chat/completions", body=body, cast_to=object, stream=True,
+                                 stream_cls=STREAM_CLASS)
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        async for chunk in chunks:  # the client's own SSE decoder; each chunk a dict
+            if not chunk.get("choices"):
+                continue
+            delta = chunk["choices"][0].get("delta") or {}
+            if delta.get("content"):
+                text.append(delta["content"])
+            for part in delta.get("tool_calls") or ():
+                c = calls.setdefault(part["index"], {
+                    "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                if part.get("id"):
+                    c["id"] = part["id"]
+                function = part.get("function") or {}
+                c["function"]["name"] += function.get("name") or ""
+                c["function"]["arguments"] += function.get("arguments") or ""
+        return "".join(text) or None, [calls[i] for i in sorted(calls)]
+
+    async def run(k: int, stream: bool) -> None:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt(k)}]
+        while True:
+            content, calls = await call(messages, stream)
+            if not calls:
+                assert content and content.startswith("The total is"), content
+                return
+            answer_calls(messages, content, calls)
+
+    run.aclose = bare.close  # type: ignore[attr-defined]
+    return run
+
+
+MAKERS = {FLOOR: make_post_floor, FRAGOLA: make_fragola}
+
+
+def conversations(k: int) -> int:
+    return 4 if k == 5 else 1
+
+
+async def per_call(server: LeanServer, reps: int, ks: tuple[int, ...]) -> list[dict[str, Any]]:
+    runs = {name: make(server.base_url) for name, make in MAKERS.items()}
+    names = list(runs)
+    rows = []
+    for stream in (False, True):
+        for k in ks:
+            for run in runs.values():
+                for _ in range(3):
+                    await run(k, stream)
+            n = conversations(k)
+            cpu: dict[str, list[float]] = {name: [] for name in names}
+            for rep in range(reps):
+                for name in names if rep % 2 == 0 else names[::-1]:
+                    gc.collect()
+                    start = time.process_time()
+                    for _ in range(n):
+                        await runs[name](k, stream)
+                    cpu[name].append((time.process_time() - start) / (n * (k + 1)) * 1e6)
+            ratios = [a / b for a, b in zip(cpu[FRAGOLA], cpu[FLOOR], strict=True)]
+            low, high = median_ci(ratios)
+            rows.append({"stream": stream, "k": k, "floor_us": median(cpu[FLOOR]),
+                         "fragola_us": median(cpu[FRAGOLA]), "ratio": median(ratios),
+                         "low": low, "high": high, "reps": reps})
+            print(f"  call_floor: stream={stream} K={k}: {median(ratios):.3f}x",
+                  file=sys.stderr, flush=True)
+    for run in runs.values():
+        await run.aclose()  # type: ignore[attr-defined]
+    return rows
+
+
+async def where(server: LeanServer, k: int, stream: bool, calls: int) -> dict[str, Any]:
+    """Both ways under pyinstrument: µs per call by layer, and fragola_nb's by function (the
+    shares scaled to the CPU each way took in the same profile's run, unprofiled)."""
+    from profile_calls import profiled
+
+    found: dict[str, Any] = {}
+    for name, make in MAKERS.items():
+        run = make(server.base_url)
+        for _ in range(3):
+            await run(k, stream)
+        runs = max(1, calls // (k + 1))
+        start = time.process_time()
+        for _ in range(runs):
+            await run(k, stream)
+        per_call = (time.process_time() - start) / (runs * (k + 1)) * 1e6
+        by_layer, by_function = await profiled(run, k, stream, runs)
+        total = sum(by_layer.values()) or 1.0
+        found[name] = {
+            "us": per_call,
+            "layers": {layer: v / total * per_call for layer, v in by_layer.items()},
+            "functions": {f: v / total * per_call for f, v in by_function.items()}}
+    return {"k": k, "stream": stream, **found}
+
+
+def calls_table(rows: list[dict[str, Any]]) -> str:
+    out = ["| mode | K | floor: `post()`, dicts back, CPU µs/call | fragola_nb CPU µs/call "
+           "| × floor (median of paired, 95% CI) | target ≤ 1.10x |",
+           "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        verdict = "met" if r["ratio"] <= TARGET else "not met"
+        out.append(f"| {'stream' if r['stream'] else 'plain'} | {r['k']} | {r['floor_us']:.0f} "
+                   f"| {r['fragola_us']:.0f} | {r['ratio']:.2f}x ({r['low']:.2f}–{r['high']:.2f})"
+                   f" | {verdict} |")
+    return "\n".join(out)
+
+
+def where_table(profile: dict[str, Any], top: int = 10) -> str:
+    floor, ours = profile[FLOOR], profile[FRAGOLA]
+    mode = "stream" if profile["stream"] else "plain"
+    out = [f"{mode}, K={profile['k']}: floor {floor['us']:.0f} µs a call, fragola_nb "
+           f"{ours['us']:.0f} µs (this profile's runs)", "",
+           "| layer | floor µs/call | fragola_nb µs/call | difference |",
+           "| --- | ---: | ---: | ---: |"]
+    layers = set(floor["layers"]) | set(ours["layers"])
+    diff = defaultdict(float, {name: ours["layers"].get(name, 0.0)
+                               - floor["layers"].get(name, 0.0) for name in layers})
+    for name in sorted(layers, key=lambda n: -abs(diff[n])):
+        a, b = floor["layers"].get(name, 0.0), ours["layers"].get(name, 0.0)
+        if max(a, b) >= 5:
+            out.append(f"| {name} | {a:.0f} | {b:.0f} | {diff[name]:+.0f} |")
+    out += ["", "| fragola_nb function (own time, callees outside fragola_nb included) "
+            "| µs per call |", "| --- | ---: |"]
+    for name, us in sorted(ours["functions"].items(), key=lambda item: -item[1])[:top]:
+        out.append(f"| `{name}` | {us:.1f} |")
+    return "\n".join(out)
+
+
+SECTION = "## 10. A model call against the official client's own floor (issue 34)"
+
+
+def section(result: dict[str, Any]) -> str:
+    rows, load = result["calls"], result["load"]
+    worst = max(rows, key=lambda r: r["ratio"])
+    met = all(r["ratio"] <= TARGET for r in rows)
+    lines = [
+        "`bench/call_floor.py`: client CPU per model call of fragola_nb (an agent with one "
+        "tool, K tool steps then the answer, a fresh conversation each run) against a "
+        "hand-written loop on the same official `openai.AsyncOpenAI` client that sends "
+        "through the client's own `post()` with the body as it is and takes plain dicts back "
+        "(`cast_to=object`; streamed: `stream_cls=AsyncStream[object]`, the client's own SSE "
+        "decoder). Same lean server, the very same request bodies (checked), 4 conversations "
+        "a sample at K=5 and 1 at K=20, the two ways alternating, "
+        f"{rows[0]['reps']} pairs; the ratio is the median of the per-pair ratios. "
+        f"Load average {load[0]:.1f} / {load[1]:.1f} (before / after): a busy shared machine "
+        "of 2 cores; the ratios, whose baseline ran in the same minutes, are what counts.",
+        "",
+        calls_table(rows),
+        "",
+        f"- target ≤ 1.10x in every row: **{'met' if met else 'not met'}** (highest: "
+        f"{'stream' if worst['stream'] else 'plain'} K={worst['k']} at {worst['ratio']:.2f}x).",
+    ]
+    for profile in result.get("where", ()):
+        lines += ["", where_table(profile)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="3 pairs, no profile")
+    parser.add_argument("--json")
+    parser.add_argument("--write", action="store_true", help="replace its section of results.md")
+    parser.add_argument("--from-json", help="only write the section from an earlier --json")
+    args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            result = json.load(f)
+    else:
+        same_requests(make_post_floor, make_fragola,
+                      "the post() floor and fragola_nb send different requests")
+        load = os.getloadavg()[0]
+        reps = 3 if args.quick else args.reps
+        with LeanServer() as server:
+            rows = asyncio.run(per_call(server, reps, (5, 20)))
+            profiles = [] if args.quick else [
+                asyncio.run(where(server, 5, stream, 300)) for stream in (False, True)]
+        result = {"calls": rows, "where": profiles, "load": [load, os.getloadavg()[0]]}
+        report(result, section(result), args.json)
+    if args.write or args.from_json:
+        write_section(SECTION, section(result))
+
+
+if __name__ == "__main__":
+    main()
