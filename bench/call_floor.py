@@ -27,9 +27,10 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import httpx2
 import openai
 from common import LeanServer, median, median_ci, report, same_requests, write_section
-from workloads import FLOOR_TOOLS, MODEL, Run, answer_calls, client, make_fragola, prompt
+from workloads import FLOOR_TOOLS, MODEL, TIMEOUT, Run, answer_calls, client, make_fragola, prompt
 
 FLOOR = "official client post() (floor)"
 FRAGOLA = "fragola_nb"
@@ -37,9 +38,10 @@ TARGET = 1.10
 STREAM_CLASS: Any = openai.AsyncStream[object]
 
 
-def make_post_floor(base_url: str) -> Run:
+def make_post_floor(base_url: str, http: Any = None) -> Run:
     """The floor of issue 34: ``client.post()`` with the body as it is, dicts back."""
-    bare = client(base_url)
+    bare = client(base_url) if http is None else openai.AsyncOpenAI(
+        api_key="bench", base_url=base_url, max_retries=0, timeout=TIMEOUT, http_client=http)
 
     async def call(messages: list[dict[str, Any]], stream: bool
                    ) -> tuple[str | None, list[dict[str, Any]]]:
@@ -87,7 +89,81 @@ def make_post_floor(base_url: str) -> Run:
     return run
 
 
+def make_fragola_on(base_url: str, http: Any) -> Run:
+    """``workloads.make_fragola`` with the HTTP client given."""
+    from workloads import add
+
+    from fragola_nb import Fragola, tool
+
+    fragola = Fragola(model=MODEL, api_key="bench", base_url=base_url, max_retries=0,
+                      timeout=TIMEOUT, http_client=http)
+    add_tool = tool(add)
+
+    async def run(k: int, stream: bool) -> None:
+        agent = fragola.agent("bench", tools=[add_tool], max_step=k + 1,
+                              model_settings={"stream": True} if stream else None)
+        state = await agent.user_message(prompt(k))
+        assert state.outcome == "finished", state
+
+    run.aclose = http.aclose  # type: ignore[attr-defined]
+    return run
+
+
 MAKERS = {FLOOR: make_post_floor, FRAGOLA: make_fragola}
+
+
+class _Frames(httpx2.AsyncByteStream):
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = frames
+
+    async def __aiter__(self) -> Any:
+        for frame in self.frames:
+            yield frame
+
+
+def in_process_http() -> httpx2.AsyncClient:
+    """An HTTP client whose transport answers as the lean server does, in this process (no
+    socket, no server): what is left of a call is the clients' own code."""
+    from lean_server import completion_body, stream_chunks
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        if body.get("stream"):
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                                   stream=_Frames(stream_chunks(body)[0]))
+        return httpx2.Response(200, headers={"content-type": "application/json"},
+                               content=completion_body(body))
+
+    return httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
+
+
+async def own_cost(reps: int, ks: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The same paired samples with both ways on ``in_process_http``: the difference is
+    fragola_nb's own CPU per call, without the noise of sockets and a server."""
+    url = "http://bench.invalid/v1"
+    runs = {FLOOR: make_post_floor(url, in_process_http()),
+            FRAGOLA: make_fragola_on(url, in_process_http())}
+    rows = []
+    for stream in (False, True):
+        for k in ks:
+            for run in runs.values():
+                for _ in range(10):
+                    await run(k, stream)
+            n = 40 // (k + 1) + 1
+            cpu: dict[str, list[float]] = {name: [] for name in runs}
+            for rep in range(reps):
+                for name in list(runs) if rep % 2 == 0 else list(runs)[::-1]:
+                    gc.collect()
+                    start = time.process_time()
+                    for _ in range(n):
+                        await runs[name](k, stream)
+                    cpu[name].append((time.process_time() - start) / (n * (k + 1)) * 1e6)
+            extra = [a - b for a, b in zip(cpu[FRAGOLA], cpu[FLOOR], strict=True)]
+            rows.append({"stream": stream, "k": k, "floor_us": median(cpu[FLOOR]),
+                         "fragola_us": median(cpu[FRAGOLA]), "extra_us": median(extra)})
+    for run in runs.values():
+        await run.aclose()  # type: ignore[attr-defined]
+    return rows
 
 
 def conversations(k: int) -> int:
@@ -160,6 +236,16 @@ def calls_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def own_table(rows: list[dict[str, Any]]) -> str:
+    out = ["| mode | K | floor CPU µs/call, in process | fragola_nb CPU µs/call, in process "
+           "| fragola_nb's own µs a call (median of paired differences) |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append(f"| {'stream' if r['stream'] else 'plain'} | {r['k']} | {r['floor_us']:.0f} "
+                   f"| {r['fragola_us']:.0f} | {r['extra_us']:.0f} |")
+    return "\n".join(out)
+
+
 def where_table(profile: dict[str, Any], top: int = 10) -> str:
     floor, ours = profile[FLOOR], profile[FRAGOLA]
     mode = "stream" if profile["stream"] else "plain"
@@ -205,6 +291,13 @@ def section(result: dict[str, Any]) -> str:
         f"- target ≤ 1.10x in every row: **{'met' if met else 'not met'}** (highest: "
         f"{'stream' if worst['stream'] else 'plain'} K={worst['k']} at {worst['ratio']:.2f}x).",
     ]
+    if result.get("own"):
+        lines += ["", "The same two loops on an in-process transport (`in_process_http`: an "
+                  "`httpx2.MockTransport` answering as the lean server does; no socket, no "
+                  "server process), paired the same way: what is left between them is "
+                  "fragola_nb's own code (run loop, events, state, usage, request checks, "
+                  "credential bookkeeping, the reply read and checked).", "",
+                  own_table(result["own"])]
     for profile in result.get("where", ()):
         lines += ["", where_table(profile)]
     return "\n".join(lines)
@@ -230,7 +323,9 @@ def main() -> None:
             rows = asyncio.run(per_call(server, reps, (5, 20)))
             profiles = [] if args.quick else [
                 asyncio.run(where(server, 5, stream, 300)) for stream in (False, True)]
-        result = {"calls": rows, "where": profiles, "load": [load, os.getloadavg()[0]]}
+        own = asyncio.run(own_cost(reps, (5, 20)))
+        result = {"calls": rows, "own": own, "where": profiles,
+                  "load": [load, os.getloadavg()[0]]}
         report(result, section(result), args.json)
     if args.write or args.from_json:
         write_section(SECTION, section(result))

@@ -225,6 +225,9 @@ def is_secret_value(value: object, known: Iterable[object] = ()) -> bool:
     return isinstance(value, str) and redact_text(value, known) != value
 
 
+_NESTED = (dict, list, tuple)
+
+
 @functools.lru_cache(maxsize=1024)
 def _key_hides(key: str, names: bool) -> bool:
     """Whether the value under ``key`` is a credential (``_walk``'s rule): the key has a
@@ -254,11 +257,12 @@ def credentials_in(*values: Any) -> set[str]:
             for key, inner in item.items():
                 if isinstance(key, str) and _key_hides(key, names):
                     collect(inner)
-                else:
+                elif isinstance(inner, _NESTED):
                     look(inner, key not in _SCHEMA_NAME_MAPS)
         elif isinstance(item, (list, tuple)):
             for inner in item:
-                look(inner, True)
+                if isinstance(inner, _NESTED):
+                    look(inner, True)
 
     for value in values:
         if hasattr(value, "multi_items"):  # httpx's Headers and QueryParams
