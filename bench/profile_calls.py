@@ -119,11 +119,10 @@ async def profile(library: str, k: int, stream: bool, runs: int, base_url: str
     }
 
 
-async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
-    """fragola_nb's own CPU per model call, with ``ModelClient._paced`` (which hands the
-    built body to the openai client) replaced by a stub answering what the lean server would
-    (no openai client, no HTTP): what fragola_nb adds on top of the floor, its request
-    building and credential bookkeeping included, without the noise of the network path."""
+def stubbed_fragola() -> Any:
+    """``workloads.make_fragola`` with ``ModelClient._paced`` (which hands the built body to
+    the openai client) replaced by a stub answering what the lean server would: no openai
+    client, no HTTP; fragola_nb's request building and credential bookkeeping still run."""
     from lean_server import _usage, answer
     from workloads import make_fragola
 
@@ -144,8 +143,14 @@ async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
         return ModelReply(message, usage_of(_usage(body)))
 
     run = make_fragola("http://127.0.0.1:9/v1")
-    # The model client hands the body it built to the openai client here.
     run.fragola._model._paced = stub  # type: ignore[attr-defined]
+    return run
+
+
+async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
+    """fragola_nb's own CPU per model call on ``stubbed_fragola``: what fragola_nb adds on
+    top of the floor, without the noise of the network path."""
+    run = stubbed_fragola()
     for _ in range(20):
         await run(k, False)
     best = float("inf")
