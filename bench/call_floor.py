@@ -316,11 +316,15 @@ CHANGED = (
     "texts (the decision per key cached); `mended` tells a message with no half emoji without "
     "copying it; `serialize_result` reuses one JSON encoder; the run loop builds the "
     "`before_step`, `after_step`, `after_model_invocation` and `after_tool_call` events only "
-    "when someone listens. fragola_nb's own CPU a call with the send stubbed went from about "
-    "210–220 µs to 95–105 µs on this machine (the same method on 1eb3e02, back to back). "
-    "The in-process differences above are larger than that at the median: on 2 cores shared "
-    "by many processes the longer code path loses more to them; a quiet rerun is needed to "
-    "tell how much of the gap is left on an idle machine.")
+    "when someone listens; the interrupt ticker of a turn is a timer that sets itself again, "
+    "not a task made and cancelled per turn. fragola_nb's own CPU a call with the send "
+    "stubbed went from about 210–220 µs to about 90 µs on this machine (the same method on "
+    "1eb3e02, back to back). "
+    "The in-process differences add what the stub leaves out: the send itself around "
+    "`post()`, the reply read and checked, field by field, and its usage (about 25–30 µs a "
+    "call: `ModelClient.reply` against a bare `post()` on the same client and transport). "
+    "To reach 1.10x plain, about 40 µs a call more would have to go, most of it from the "
+    "run loop's own bookkeeping (\"the rest\" above), none of it from one function alone.")
 
 
 def main() -> None:
