@@ -27,9 +27,9 @@ import time
 from collections import defaultdict
 from typing import Any
 
-import httpx2
 import openai
 from common import LeanServer, median, median_ci, report, same_requests, write_section
+from in_process import in_process_http, make_fragola_on
 from own_parts import own_parts
 from own_parts import table as parts_table
 from workloads import FLOOR_TOOLS, MODEL, TIMEOUT, Run, answer_calls, client, make_fragola, prompt
@@ -91,52 +91,7 @@ def make_post_floor(base_url: str, http: Any = None) -> Run:
     return run
 
 
-def make_fragola_on(base_url: str, http: Any) -> Run:
-    """``workloads.make_fragola`` with the HTTP client given."""
-    from workloads import add
-
-    from fragola_nb import Fragola, tool
-
-    fragola = Fragola(model=MODEL, api_key="bench", base_url=base_url, max_retries=0,
-                      timeout=TIMEOUT, http_client=http)
-    add_tool = tool(add)
-
-    async def run(k: int, stream: bool) -> None:
-        agent = fragola.agent("bench", tools=[add_tool], max_step=k + 1,
-                              model_settings={"stream": True} if stream else None)
-        state = await agent.user_message(prompt(k))
-        assert state.outcome == "finished", state
-
-    run.aclose = http.aclose  # type: ignore[attr-defined]
-    return run
-
-
 MAKERS = {FLOOR: make_post_floor, FRAGOLA: make_fragola}
-
-
-class _Frames(httpx2.AsyncByteStream):
-    def __init__(self, frames: list[bytes]) -> None:
-        self.frames = frames
-
-    async def __aiter__(self) -> Any:
-        for frame in self.frames:
-            yield frame
-
-
-def in_process_http() -> httpx2.AsyncClient:
-    """An HTTP client whose transport answers as the lean server does, in this process (no
-    socket, no server): what is left of a call is the clients' own code."""
-    from lean_server import completion_body, stream_chunks
-
-    def handle(request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content)
-        if body.get("stream"):
-            return httpx2.Response(200, headers={"content-type": "text/event-stream"},
-                                   stream=_Frames(stream_chunks(body)[0]))
-        return httpx2.Response(200, headers={"content-type": "application/json"},
-                               content=completion_body(body))
-
-    return httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
 
 
 async def own_cost(reps: int, ks: tuple[int, ...]) -> list[dict[str, Any]]:
