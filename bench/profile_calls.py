@@ -119,18 +119,18 @@ async def profile(library: str, k: int, stream: bool, runs: int, base_url: str
     }
 
 
-async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
-    """fragola_nb's own CPU per model call, with ``ModelClient.reply`` replaced by a stub
-    answering what the lean server would (no openai client, no HTTP): what fragola_nb adds
-    on top of the floor, measured without the noise of the network path."""
-    from lean_server import answer
+def stubbed_fragola() -> Any:
+    """``workloads.make_fragola`` with ``ModelClient._paced`` (which hands the built body to
+    the openai client) replaced by a stub answering what the lean server would: no openai
+    client, no HTTP; fragola_nb's request building and credential bookkeeping still run."""
+    from lean_server import _usage, answer
     from workloads import make_fragola
 
-    from fragola_nb.models.client.reported import ModelReply
+    from fragola_nb.models.client.reported import ModelReply, usage_of
 
-    async def stub(request: dict[str, Any], on_chunk: Any = None, exchange: Any = None
-                   ) -> ModelReply:
-        content, calls, _ = answer(request)
+    async def stub(client: Any, body: dict[str, Any], options: Any, on_chunk: Any,
+                   exchange: Any, told: Any, retried: Any) -> ModelReply:
+        content, calls, _ = answer(body)
         message: dict[str, Any] = {"role": "assistant"}
         if content:
             message["content"] = content
@@ -138,11 +138,19 @@ async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
             message["tool_calls"] = [{"id": i, "type": "function",
                                       "function": {"name": n, "arguments": a}}
                                      for i, n, a in calls]
-        return ModelReply(message, None)
+        exchange.answered = True
+        exchange.saw({"usage": _usage(body)})
+        return ModelReply(message, usage_of(_usage(body)))
 
     run = make_fragola("http://127.0.0.1:9/v1")
-    # The run loop asks the model client for a reply (the message and its usage).
-    run.fragola._model.reply = stub  # type: ignore[attr-defined]
+    run.fragola._model._paced = stub  # type: ignore[attr-defined]
+    return run
+
+
+async def own_cost(k: int, runs: int = 200) -> dict[str, Any]:
+    """fragola_nb's own CPU per model call on ``stubbed_fragola``: what fragola_nb adds on
+    top of the floor, without the noise of the network path."""
+    run = stubbed_fragola()
     for _ in range(20):
         await run(k, False)
     best = float("inf")

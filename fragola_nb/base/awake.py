@@ -25,8 +25,34 @@ __all__ = ["TICK", "kept_awake"]
 TICK = 0.25
 """Seconds between wake-ups: how long an interrupt may wait at most."""
 
-_tickers: dict[asyncio.AbstractEventLoop, tuple[int, asyncio.Task[None]]] = {}
-"""The loops kept awake, with how many calls hold each and its ticker task."""
+class _Ticker:
+    """Wakes its loop every ``TICK`` seconds until cancelled: a timer that sets itself again
+    (a task sleeping in a loop did the same, at the cost of a task made and cancelled per
+    turn)."""
+
+    __slots__ = ("_cancelled", "_handle", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._cancelled = False
+        self._handle = loop.call_later(TICK, self._tick)
+
+    def _tick(self) -> None:
+        self._handle = self._loop.call_later(TICK, self._tick)
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._handle.cancel()
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def done(self) -> bool:
+        return self._cancelled
+
+
+_tickers: dict[asyncio.AbstractEventLoop, tuple[int, _Ticker]] = {}
+"""The loops kept awake, with how many calls hold each and its ticker."""
 
 
 @contextlib.contextmanager
@@ -38,7 +64,7 @@ def kept_awake() -> Iterator[None]:
     loop = asyncio.get_running_loop()
     holders, ticker = _tickers.get(loop, (0, None))
     if ticker is None or ticker.done():
-        holders, ticker = 0, loop.create_task(_tick(), name="fragola_nb: wake for interrupts")
+        holders, ticker = 0, _Ticker(loop)
     _tickers[loop] = (holders + 1, ticker)
     try:
         yield
@@ -48,8 +74,3 @@ def kept_awake() -> Iterator[None]:
             _tickers[loop] = (holders - 1, ticker)
         else:
             ticker.cancel()
-
-
-async def _tick() -> None:
-    while True:
-        await asyncio.sleep(TICK)

@@ -225,6 +225,16 @@ def is_secret_value(value: object, known: Iterable[object] = ()) -> bool:
     return isinstance(value, str) and redact_text(value, known) != value
 
 
+_NESTED = (dict, list, tuple)
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_hides(key: str, names: bool) -> bool:
+    """Whether the value under ``key`` is a credential (``_walk``'s rule): the key has a
+    credential's shape, or, where names count, a credential's name."""
+    return _redact(key, None) != key or (names and is_secret_name(key))
+
+
 def credentials_in(*values: Any) -> set[str]:
     """The credentials that ``values`` (headers, query parameters, request bodies, at any
     depth) hold under a credential's name, without their scheme: the ``known`` values to
@@ -241,17 +251,25 @@ def credentials_in(*values: Any) -> set[str]:
             for inner in item:
                 collect(inner)
 
-    def named(_: str, item: Any, by_name: bool) -> Any:
-        if by_name:
-            collect(item)
-        return item
+    def look(item: Any, names: bool) -> None:
+        # _walk's rule, without rebuilding the value: sent with every request, so cheap.
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and _key_hides(key, names):
+                    collect(inner)
+                elif isinstance(inner, _NESTED):
+                    look(inner, key not in _SCHEMA_NAME_MAPS)
+        elif isinstance(item, (list, tuple)):
+            for inner in item:
+                if isinstance(inner, _NESTED):
+                    look(inner, True)
 
     for value in values:
         if hasattr(value, "multi_items"):  # httpx's Headers and QueryParams
             value = [{name: item} for name, item in value.multi_items()]
         elif hasattr(value, "items") and not isinstance(value, dict):
             value = dict(value.items())
-        _walk(value, "", named, known=None)
+        look(value, True)
     found.discard("")
     return found
 

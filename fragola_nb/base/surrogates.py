@@ -37,6 +37,8 @@ def mended(value: T) -> T:
     parts that changed (a message a fork shares is never changed in place)."""
     if isinstance(value, str):
         return _mend_text(value)  # type: ignore[return-value]
+    if _whole(value):
+        return value  # the usual case, told without copying anything
     if isinstance(value, dict):
         changed = {_mend_key(key): mended(item) for key, item in value.items()}
         same = all(a is b for a, b in zip(value.values(), changed.values(), strict=True))
@@ -45,6 +47,29 @@ def mended(value: T) -> T:
         items = [mended(item) for item in value]
         return value if all(a is b for a, b in zip(value, items, strict=True)) else items  # type: ignore[return-value]
     return value
+
+
+def _whole(value: Any) -> bool:
+    """True when ``value`` holds no surrogate (strings in lists and dicts, keys too)."""
+    search = _SURROGATE.search
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and search(key) is not None:
+                return False
+            if isinstance(item, str):
+                if search(item) is not None:
+                    return False
+            elif isinstance(item, (dict, list)) and not _whole(item):
+                return False
+        return True
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, str):
+                if search(item) is not None:
+                    return False
+            elif isinstance(item, (dict, list)) and not _whole(item):
+                return False
+    return True
 
 
 def _mend_key(key: Any) -> Any:

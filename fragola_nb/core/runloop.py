@@ -91,7 +91,8 @@ async def run(agent: Agent, run: Run) -> Outcome:
             agent._spent = spent
             return "budget"
         step = agent._step_count + 1
-        await emit(agent, "before_step", StepEvent(agent.context, step))
+        if agent._listeners.has("before_step"):  # no event built when nobody listens
+            await emit(agent, "before_step", StepEvent(agent.context, step))
         # Spent, on Fragola.cached: a call its file answers costs nothing and is made; one it
         # would send is not (NotCached), and the turn ends "budget" as above.
         hits_only = HITS_ONLY.set(spent is not None)
@@ -110,7 +111,8 @@ async def run(agent: Agent, run: Run) -> Outcome:
         agent._step_count += 1
         calls_made += 1
         if not message.get("tool_calls"):
-            await emit(agent, "after_step", StepEvent(agent.context, step))
+            if agent._listeners.has("after_step"):
+                await emit(agent, "after_step", StepEvent(agent.context, step))
             return "stopped" if run.stop_requested else "finished"
         answer = run.shape.answer_call(agent, message) if run.shape is not None else None
         if answer is not None:
@@ -121,10 +123,12 @@ async def run(agent: Agent, run: Run) -> Outcome:
                     agent._answer(call["id"], RECEIVED)
                 else:
                     agent._answer(call["id"], NOT_RUN, "cancelled")
-            await emit(agent, "after_step", StepEvent(agent.context, step))
+            if agent._listeners.has("after_step"):
+                await emit(agent, "after_step", StepEvent(agent.context, step))
             return "finished"
         paused = await answer_tools(agent, run)
-        await emit(agent, "after_step", StepEvent(agent.context, step))
+        if agent._listeners.has("after_step"):
+            await emit(agent, "after_step", StepEvent(agent.context, step))
         if paused and not run.stop_requested:
             return "paused"
 
@@ -191,8 +195,9 @@ async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
             raise
         message = event.message
     message = agent._append(message, "ai_message")  # as stored: the calls run from it
-    await emit(agent, "after_model_invocation",
-               AfterModelInvocationEvent(agent.context, message, config, usage))
+    if agent._listeners.has("after_model_invocation"):
+        await emit(agent, "after_model_invocation",
+                   AfterModelInvocationEvent(agent.context, message, config, usage))
     return message
 
 
@@ -447,9 +452,10 @@ async def _finish(
             raise
         result, error, validation = event.result, event.error, event.is_validation_error
     message = _store(agent, run, name, call_id, result, note)
-    await emit(agent, "after_tool_call",
-               AfterToolCallEvent(agent.context, name, params, result, call_id, message, error,
-                                  is_validation_error=validation))
+    if agent._listeners.has("after_tool_call"):
+        await emit(agent, "after_tool_call",
+                   AfterToolCallEvent(agent.context, name, params, result, call_id, message,
+                                      error, is_validation_error=validation))
 
 
 def _store(agent: Agent, run: Run, name: str, call_id: str, result: Any, note: str | None

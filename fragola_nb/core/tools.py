@@ -231,7 +231,7 @@ def serialize_result(result: Any) -> str:
         result = unpack(result, None)[0]
     if isinstance(result, str):
         return result
-    return json.dumps(result, default=_json_default, ensure_ascii=False)
+    return _ENCODER.encode(result)
 
 
 def _json_default(value: Any) -> Any:
@@ -244,3 +244,8 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "dict") and callable(value.dict):  # pydantic.v1 models
         return value.dict()
     return str(value)
+
+
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)
+"""What ``json.dumps(result, default=_json_default, ensure_ascii=False)`` makes anew for
+every call (it keeps no state between calls)."""
