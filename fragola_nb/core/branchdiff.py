@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fragola_nb.base.checks import META
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.base.render import text_of
 from fragola_nb.core.alignment import opcodes
+from fragola_nb.core.diffhtml import branch_diff_html, message_text
 from fragola_nb.core.usage import Usage
 
 if TYPE_CHECKING:
@@ -40,16 +40,6 @@ _WORDS = re.compile(r"\s+|\w+|[^\w\s]")
 WORD_LIMIT = 4_000
 """Words per side past which a changed text is shown as replaced whole (a diff must stay
 quick on a 50,000-word tool result)."""
-
-
-def message_text(message: Message) -> str:
-    """What a person compares in a message: its text, then each tool call with its
-    arguments (``→ name {"q": "x"}``); for a tool message, the result."""
-    lines = [text_of(message.get("content"))] if message.get("content") is not None else []
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        lines.append(f"→ {function.get('name', '?')} {function.get('arguments', '')}")
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -95,8 +85,6 @@ class BranchDiff:
                 f"{len(self.pairs)} pairs after: {kinds})")
 
     def _repr_html_(self) -> str:
-        from fragola_nb.core.diffhtml import branch_diff_html
-
         return branch_diff_html(self)
 
 

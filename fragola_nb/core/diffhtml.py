@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.checks import edited_by_hand
-from fragola_nb.base.render import EDITED_BY_HAND
+from fragola_nb.base.render import EDITED_BY_HAND, text_of
 from fragola_nb.base.render import escape as _escape
 from fragola_nb.base.textfile import writable
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from fragola_nb.core.usage import Usage
 
 __all__ = ["CSS", "FOLD_AT", "MAX_CHARS", "SAME_CHARS", "STATIC_ROWS", "branch_diff_html",
-           "runs", "where"]
+           "message_text", "runs", "where"]
 
 FOLD_AT = 3
 """Identical pairs in a row from which they are folded into one line."""
@@ -97,6 +97,17 @@ _KINDS: tuple[tuple[Kind, str], ...] = (
     ("changed", "changed"), ("only-left", "only in {left}"), ("only-right", "only in {right}"))
 
 
+def message_text(message: Message) -> str:
+    """What a person compares in a message: its text, then each tool call with its
+    arguments (``→ name {"q": "x"}``); for a tool message, the result."""
+    lines = [text_of(message.get("content"))] if message.get("content") is not None else []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        lines.append(f"→ {function.get('name', '?')} {function.get('arguments', '')}")
+    return "\n".join(lines)
+
+
+
 def escape(text: Any) -> str:
     """``render.escape``, half a surrogate pair (half an emoji a model sent, which UTF-8
     cannot hold: a page with one could not be sent to the browser) written out as
@@ -114,8 +125,6 @@ def _cell(message: Message | None, index: str | None, marked: str | None = None,
           limit: int = MAX_CHARS) -> str:
     if message is None or index is None:
         return '<div class="fragola-diff-cell fragola-diff-empty"></div>'
-    from fragola_nb.core.branchdiff import message_text
-
     role = str(message.get("role", "?"))
     # the message's number: its index in that branch's history, as every view counts
     what = f'<span class="fragola-index">{index}</span> · {escape(role)}'

@@ -27,16 +27,15 @@ from IPython.core.error import UsageError
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.render import escape
 from fragola_nb.experiments.compare import WATCHERS, Comparison, check_variants
-from fragola_nb.notebook.cellargs import CellOptions, interpolate, lookup, parse_options
+from fragola_nb.notebook.cellargs import CellOptions, interpolate, lookup
 from fragola_nb.notebook.textviews import say, show
-from fragola_nb.notebook.turn import Turn, TurnInterrupted
+from fragola_nb.notebook.turn import TurnInterrupted
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
-    from fragola_nb.notebook.eval_cell import EvalCell
     from fragola_nb.notebook.magics import Extension
 
-__all__ = ["CompareCell", "CompareWatcher", "cell_for", "unwatch", "watch"]
+__all__ = ["CompareCell", "CompareWatcher", "unwatch", "watch"]
 
 
 class CompareWatcher:
@@ -97,19 +96,6 @@ def watch(ext: Extension) -> None:
 def unwatch(ext: Extension) -> None:
     """Stop showing comparisons in ``ext``'s shell (called when the extension unloads)."""
     WATCHERS[:] = [w for w in WATCHERS if getattr(w, "ext", None) is not ext]
-
-
-def cell_for(ext: Extension, line: str, body: str) -> Turn | CompareCell | EvalCell:
-    """The ``%%fragola`` cell ``line`` asks for: an evaluation with ``--evaluate``, a
-    comparison with ``--compare``, else a turn."""
-    options = parse_options(interpolate(line, ext.shell.user_ns))
-    if options.evaluate is not None:
-        from fragola_nb.notebook.eval_cell import EvalCell
-
-        return EvalCell(ext, options, body)
-    if options.compare is not None:
-        return CompareCell(ext, options, body)
-    return Turn(ext, line, body)
 
 
 class CompareCell:

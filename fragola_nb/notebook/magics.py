@@ -29,11 +29,12 @@ from fragola_nb.base.sync import run_sync
 from fragola_nb.core.agent import Agent
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.jsonshapes import JSON_MODES
-from fragola_nb.notebook.cellargs import lookup, parse_name
-from fragola_nb.notebook.compare_cell import cell_for
+from fragola_nb.notebook.cellargs import interpolate, lookup, parse_name, parse_options
+from fragola_nb.notebook.compare_cell import CompareCell
+from fragola_nb.notebook.eval_cell import EvalCell
 from fragola_nb.notebook.static_copy import LiveDisplay
 from fragola_nb.notebook.textviews import AgentTable, ForkTreeText, say, show
-from fragola_nb.notebook.turn import TurnView
+from fragola_nb.notebook.turn import Turn, TurnView
 
 __all__ = ["Extension", "FragolaMagics"]
 
@@ -336,3 +337,14 @@ def _local_options(line: str) -> _LocalOptions:
                          f"{_LOCAL_USAGE})")
     return _LocalOptions(args.model_file, args.n_ctx, args.port, args.timeout, args.json_mode,
                          args.out)
+
+
+def cell_for(ext: Extension, line: str, body: str) -> Turn | CompareCell | EvalCell:
+    """The ``%%fragola`` cell ``line`` asks for: an evaluation with ``--evaluate``, a
+    comparison with ``--compare``, else a turn."""
+    options = parse_options(interpolate(line, ext.shell.user_ns))
+    if options.evaluate is not None:
+        return EvalCell(ext, options, body)
+    if options.compare is not None:
+        return CompareCell(ext, options, body)
+    return Turn(ext, line, body)

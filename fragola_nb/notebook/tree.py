@@ -28,6 +28,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
 from fragola_nb.base.render import escape, visible
+from fragola_nb.core.branchdiff import diff
 from fragola_nb.core.events import transient
 from fragola_nb.notebook.diffview import DiffView
 from fragola_nb.notebook.panel import AgentPanel
@@ -321,10 +322,8 @@ class ForkTree(widgets.VBox):  # type: ignore[misc]
         if key == self._compared_as:
             return
         self._compared_as = key
-        import fragola_nb
-
         try:
-            view: Any = DiffView(fragola_nb.diff(a, b))
+            view: Any = DiffView(diff(a, b))
         except Exception as exc:  # shown where the diff would be, as text
             view = widgets.HTML(f"<pre>{escape(f'{type(exc).__name__}: {exc}')}</pre>")
         head = widgets.HTML(
