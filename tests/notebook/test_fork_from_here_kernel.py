@@ -17,7 +17,7 @@ from panel_kernel import click, custom, rows, wait_sent
 SETUP = """
 from IPython.display import display
 from fragola_nb import Fragola, tool
-from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.notebook.tree.view import ForkTree
 from fragola_nb.models.scripted import call, reply, tool_calls
 
 @tool

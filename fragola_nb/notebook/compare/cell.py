@@ -76,8 +76,8 @@ class CompareWatcher:
         return bundle
 
     def _view(self, comparison: Any) -> Any:
-        # The view of one experiment: EvalWatcher (eval_cell) shows an evaluation's matrix.
-        from fragola_nb.notebook.compare_view import CompareView
+        # The view of one experiment: EvalWatcher (evaluate.cell) shows an evaluation's matrix.
+        from fragola_nb.notebook.compare.view import CompareView
 
         return CompareView(comparison, namespace=self.ext.shell.user_ns)
 

@@ -21,7 +21,7 @@ streaming or kept column's text as it is now. A column's last streamed text goes
 redraw, and the comparison's end sends every answer and word diff in ``columns``.
 
 The view follows the comparison (``Comparison.subscribe``) and each fork's events; it decides
-nothing. ``compare_cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
+nothing. ``cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
 and for a ``Comparison`` displayed later.
 """
 
@@ -40,11 +40,17 @@ import traitlets
 from fragola_nb.base.render import text_of, visible
 from fragola_nb.core.events import transient
 from fragola_nb.experiments.compare import Comparison, VariantRun
-from fragola_nb.notebook import shown
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.static_copy import live_text
+from fragola_nb.notebook.compare.worddiff import (
+    SIMILAR,
+    LateDiffs,
+    compared,
+    diff_segments,
+    word_overlap,
+)
+from fragola_nb.notebook.panel import shown
+from fragola_nb.notebook.panel.view import AgentPanel
+from fragola_nb.notebook.static.copy import live_text
 from fragola_nb.notebook.stream import GROUP_INTERVAL, Pacer, StreamGroup
-from fragola_nb.notebook.worddiff import SIMILAR, LateDiffs, compared, diff_segments, word_overlap
 
 if TYPE_CHECKING:
     from fragola_nb.core.events import Subscription

@@ -4,7 +4,7 @@ the ``%%fragola AGENT --evaluate CASES`` cell.
 ``%load_ext fragola_nb`` calls ``watch``: an ``EvalWatcher`` goes into the experiments'
 ``EVALUATION_WATCHERS`` (the core imports nothing of the notebook layer). In a kernel it shows
 an ``EvalView`` when an evaluation starts, and when an ``Evaluation`` is displayed later (the
-cell that ran it gets a one-line note instead of a second matrix), as ``compare_cell`` does
+cell that ran it gets a one-line note instead of a second matrix), as ``compare.cell`` does
 for comparisons; the same ``CompareWatcher`` machinery keeps track of the live views.
 
 ``%%fragola [AGENT] --evaluate CASES [--variants V] [--graders G] [--repeat N] [--out VAR]``:
@@ -32,7 +32,7 @@ from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import check_graders
 from fragola_nb.notebook.cellargs import CellOptions, lookup
-from fragola_nb.notebook.compare_cell import CompareWatcher
+from fragola_nb.notebook.compare.cell import CompareWatcher
 from fragola_nb.notebook.textviews import show
 from fragola_nb.notebook.turn import TurnInterrupted
 
@@ -47,7 +47,7 @@ class EvalWatcher(CompareWatcher):
     """Shows the evaluations of one shell (see the module's docstring)."""
 
     def _view(self, evaluation: Any) -> Any:
-        from fragola_nb.notebook.eval_view import EvalView
+        from fragola_nb.notebook.evaluate.view import EvalView
 
         return EvalView(evaluation, namespace=self.ext.shell.user_ns)
 

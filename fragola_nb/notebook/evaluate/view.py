@@ -9,14 +9,14 @@ cost, rows left; see ``evalhtml.head_facts``). The JavaScript draws only the row
 only, changed only).
 
 The view follows the evaluation (``Evaluation.subscribe``): a row that changes is counted
-(``eval_live.LiveTally``), and at most every ``INTERVAL`` seconds the view sends the cells of
+(``live.LiveTally``), and at most every ``INTERVAL`` seconds the view sends the cells of
 the rows that changed, as one ``{"do": "patch", "cells": [[index, cell], ...], "flags":
 [[index, flags or null], ...]}`` message, and the head from the counters: an update costs
 what changed, not the rows that exist. At the end (and on a diff or a label) everything is
 worked out afresh and sent whole, the verdicts with it. A click on a
 cell sets ``selected`` (case, variant, repeat); the view then shows that row's answer,
-error, grades and trajectory (``detail``; ``eval_trajectory``) and, below the matrix, the
-panel of the fork it ran on. It decides nothing. ``eval_cell.EvalWatcher`` shows it for
+error, grades and trajectory (``detail``; ``trajectory``) and, below the matrix, the
+panel of the fork it ran on. It decides nothing. ``cell.EvalWatcher`` shows it for
 ``await agent.evaluate(...)``.
 
 >>> view = EvalView(evaluation)        # doctest: +SKIP
@@ -42,18 +42,18 @@ from fragola_nb.base.render import text_of, visible
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import Grade
-from fragola_nb.notebook.compare_view import LiveWidget
-from fragola_nb.notebook.eval_live import (
+from fragola_nb.notebook.compare.view import LiveWidget
+from fragola_nb.notebook.evaluate.live import (
     STATS_EVERY,
     LiveTally,
     cell_marks,
     head_data,
     matrix_cells,
 )
-from fragola_nb.notebook.eval_trajectory import trajectory_detail
-from fragola_nb.notebook.eval_verdicts import label_message, matrix_flags, verdict_data
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.static_copy import live_text
+from fragola_nb.notebook.evaluate.trajectory import trajectory_detail
+from fragola_nb.notebook.evaluate.verdicts import label_message, matrix_flags, verdict_data
+from fragola_nb.notebook.panel.view import AgentPanel
+from fragola_nb.notebook.static.copy import live_text
 
 __all__ = ["INTERVAL", "EvalMatrix", "EvalView", "cell_marks", "matrix_cells"]
 
@@ -78,8 +78,8 @@ class EvalMatrix(LiveWidget):
     selected = traitlets.List(traitlets.Int()).tag(sync=True)
     detail = traitlets.Dict().tag(sync=True)
     detached = traitlets.Unicode("").tag(sync=True)
-    verdicts = traitlets.Dict().tag(sync=True)  # eval_verdicts.verdict_data
-    flags = traitlets.Dict().tag(sync=True)  # eval_verdicts.matrix_flags
+    verdicts = traitlets.Dict().tag(sync=True)  # verdicts.verdict_data
+    flags = traitlets.Dict().tag(sync=True)  # verdicts.matrix_flags
 
 
 class EvalView(widgets.VBox):  # type: ignore[misc]
