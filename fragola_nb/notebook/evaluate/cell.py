@@ -5,7 +5,7 @@ the ``%%fragola AGENT --evaluate CASES`` cell.
 ``EVALUATION_WATCHERS`` (the core imports nothing of the notebook layer). In a kernel it shows
 an ``EvalView`` when an evaluation starts, and when an ``Evaluation`` is displayed later (the
 cell that ran it gets a one-line note instead of a second matrix), as ``compare.cell`` does
-for comparisons; the same ``CompareWatcher`` machinery keeps track of the live views.
+for comparisons: both are an ``experiment.watcher.ExperimentWatcher``.
 
 ``%%fragola [AGENT] --evaluate CASES [--variants V] [--graders G] [--repeat N] [--out VAR]``:
 CASES, V and G name variables in the notebook (a list of cases, a dict of variants, one
@@ -19,22 +19,19 @@ binds the ``Evaluation``::
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from fragola_nb.base.errors import BadUsage
 from fragola_nb.experiments.compare import check_variants
 from fragola_nb.experiments.evalcases import check_cases
 from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import check_graders
-from fragola_nb.notebook.cellargs import CellOptions, lookup
-from fragola_nb.notebook.compare.cell import CompareWatcher
-from fragola_nb.notebook.textviews import show
-from fragola_nb.notebook.turn import TurnInterrupted
+from fragola_nb.notebook.cellargs import lookup
+from fragola_nb.notebook.experiment.cell import ExperimentCell, checked, variants_dict
+from fragola_nb.notebook.experiment.watcher import ExperimentWatcher
+from fragola_nb.notebook.experiment.watcher import unwatch as _unwatch
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -43,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["EvalCell", "EvalWatcher", "unwatch", "watch"]
 
 
-class EvalWatcher(CompareWatcher):
+class EvalWatcher(ExperimentWatcher):
     """Shows the evaluations of one shell (see the module's docstring)."""
 
     def _view(self, evaluation: Any) -> Any:
@@ -62,19 +59,13 @@ def watch(ext: Extension) -> None:
 
 def unwatch(ext: Extension) -> None:
     """Stop showing evaluations in ``ext``'s shell (called when the extension unloads)."""
-    EVALUATION_WATCHERS[:] = [w for w in EVALUATION_WATCHERS
-                              if getattr(w, "ext", None) is not ext]
+    _unwatch(EVALUATION_WATCHERS, ext)
 
 
-class EvalCell:
-    """``%%fragola [AGENT] --evaluate CASES``: prepare (sync), run (one coroutine), finish
-    (sync), as a ``Turn``. An interrupt ends the cell as an error (``TurnInterrupted``)."""
+class EvalCell(ExperimentCell):
+    """``%%fragola [AGENT] --evaluate CASES`` (``ExperimentCell``)."""
 
-    def __init__(self, ext: Extension, options: CellOptions, body: str) -> None:
-        self.ext, self.options, self.body = ext, options, body
-        self.result: Evaluation | None = None
-        self.error: Exception | None = None
-        self.interrupted = False
+    result: Evaluation | None
 
     def prepare(self) -> None:
         """Check everything before any fork is made or anything is sent."""
@@ -87,42 +78,19 @@ class EvalCell:
         variants = (None if options.variants is None
                     else lookup(options.variants, ns, "--variants"))
         graders = () if options.graders is None else lookup(options.graders, ns, "--graders")
-        self.agent: Agent = self.ext.resolve_agent(options.agent)
-        if self.agent.status != "idle":
-            raise UsageError(f"agent {self.agent.name!r} is {self.agent.status}: "
-                             "evaluate it once it is idle")
-        if variants is not None and not isinstance(variants, Mapping):
-            raise UsageError(f"--variants takes a dict of variants (name -> overrides), "
-                             f"not {type(variants).__name__}")
-        for flag, name, check in (
-                ("--evaluate", options.evaluate, lambda: check_cases(cases)),
-                ("--variants", options.variants,
-                 lambda: variants is None or check_variants(self.agent, variants)),
-                ("--graders", options.graders, lambda: check_graders(graders))):
-            try:
-                check()
-            except BadUsage as exc:
-                raise UsageError(f"{flag} {name}: {exc}") from None
+        self.agent: Agent = self.idle_agent("evaluate")
+        if variants is not None:
+            variants = variants_dict(variants, "--variants")
+        checked("--evaluate", options.evaluate, lambda: check_cases(cases))
+        checked("--variants", options.variants,
+                lambda: variants is None or check_variants(self.agent, variants))
+        checked("--graders", options.graders, lambda: check_graders(graders))
         self.cases, self.variants, self.graders = cases, variants, graders
 
-    async def run(self) -> None:
-        try:
-            self.result = await self.agent.evaluate(
-                self.cases, self.variants, self.graders, repeat=self.options.repeat or 1,
-                progress=True)  # in a kernel the matrix is the progress, else the bar
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            self.interrupted = True
-        except Exception as exc:
-            self.error = exc
+    async def _run(self) -> Evaluation:
+        return await self.agent.evaluate(
+            self.cases, self.variants, self.graders, repeat=self.options.repeat or 1,
+            progress=True)  # in a kernel the matrix is the progress, else the bar
 
-    def finish(self) -> None:
-        result, name = self.result, self.agent.name
-        if result is not None:
-            if not self.ext.widgets:
-                show(result)  # a terminal: the text line (the matrix showed in a kernel)
-            if self.options.out is not None:
-                self.ext.shell.user_ns[self.options.out] = result
-        if self.interrupted:
-            raise TurnInterrupted(f"evaluate on {name!r} stopped by the interrupt")
-        if self.error is not None:
-            raise self.error
+    def _stopped(self) -> str:
+        return f"evaluate on {self.agent.name!r} stopped by the interrupt"
