@@ -105,7 +105,6 @@ class CompareGrid(LiveWidget):
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)
     title = traitlets.Dict().tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
-    detached = traitlets.Unicode("").tag(sync=True)
 
 
 

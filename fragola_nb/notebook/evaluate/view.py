@@ -72,7 +72,6 @@ class EvalMatrix(LiveWidget):
     cells = traitlets.List(traitlets.List()).tag(sync=True)
     selected = traitlets.List(traitlets.Int()).tag(sync=True)
     detail = traitlets.Dict().tag(sync=True)
-    detached = traitlets.Unicode("").tag(sync=True)
     verdicts = traitlets.Dict().tag(sync=True)  # verdicts.verdict_data
     flags = traitlets.Dict().tag(sync=True)  # verdicts.matrix_flags
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anywidget
 import ipywidgets as widgets  # type: ignore[import-untyped]
+import traitlets
 
 from fragola_nb.base.render import visible
 from fragola_nb.notebook.panel.view import AgentPanel
@@ -30,7 +31,10 @@ __all__ = ["ExperimentView", "LiveWidget"]
 
 class LiveWidget(anywidget.AnyWidget):
     """A view that answers its page's ``hello``: a view reopened from a saved notebook gets
-    no answer, and says it is read-only instead of offering what it cannot open."""
+    no answer, and says it is read-only instead of offering what it cannot open. Its
+    ``detached`` says why it no longer follows its experiment ("" while it does)."""
+
+    detached = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -42,9 +46,9 @@ class LiveWidget(anywidget.AnyWidget):
 
 
 class ExperimentView(widgets.VBox):  # type: ignore[misc]
-    """``experiment`` drawn by ``drawn`` (a widget with a ``detached`` trait), and the panel
-    of the fork picked below it. ``kind`` names its CSS classes (``fragola-KIND`` on the
-    drawing, ``fragola-KIND-view`` on the view)."""
+    """``experiment`` drawn by ``drawn``, and the panel of the fork picked below it.
+    ``kind`` names its CSS classes (``fragola-KIND`` on the drawing, ``fragola-KIND-view`` on
+    the view)."""
 
     DETACHED = "this view no longer follows the experiment"
     """What the page says once the view is detached (``detach()`` without a reason)."""
