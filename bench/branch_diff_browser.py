@@ -51,7 +51,7 @@ SETUP = '''\
 import fragola_nb, olddiff
 from fragola_nb import Fragola
 from fragola_nb.base.render import escape
-from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.notebook.tree.view import ForkTree
 from IPython.display import HTML
 import ipywidgets as widgets
 

@@ -74,7 +74,7 @@ from pathlib import Path
 from IPython import get_ipython
 from IPython.display import HTML
 from fragola_nb import Fragola, tool
-from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.panel.view import AgentPanel
 from fragola_nb.base.render import conversation_html
 from fragola_nb.models.scripted import call, reply, tool_calls
 
@@ -482,7 +482,7 @@ def profile_build(n: int = 5_000, top: int = 10) -> dict[str, Any]:
     namespace: dict[str, Any] = {}
     exec(SETUP.split("fragola = Fragola.scripted")[0].replace("__SIZES__", repr((n,))), namespace)
     from fragola_nb import Fragola, tool
-    from fragola_nb.notebook.panel import AgentPanel
+    from fragola_nb.notebook.panel.view import AgentPanel
 
     fragola = Fragola(model="bench-model", api_key="bench", base_url="http://127.0.0.1:9/v1")
     agent = fragola.agent("bench", tools=[tool(namespace["add"])],

@@ -62,7 +62,7 @@ def add_one_message(sizes: tuple[int, ...] = (50, 5_000), appends: int = 400
     from workloads import add
 
     from fragola_nb import Fragola, tool
-    from fragola_nb.notebook.panel import AgentPanel
+    from fragola_nb.notebook.panel.view import AgentPanel
 
     fragola = Fragola(model="bench-model", api_key="bench", base_url="http://127.0.0.1:9/v1")
     shown: dict[int, tuple[Any, Any, float]] = {}
@@ -99,7 +99,7 @@ def add_one_message(sizes: tuple[int, ...] = (50, 5_000), appends: int = 400
 
 async def _streamed_reply(base_url: str, tokens: int, rate: int) -> dict[str, Any]:
     from fragola_nb import Fragola
-    from fragola_nb.notebook.panel import AgentPanel
+    from fragola_nb.notebook.panel.view import AgentPanel
 
     fragola = Fragola(model="bench-model", api_key="bench", base_url=base_url, max_retries=0)
     agent = fragola.agent("bench", model_settings={"stream": True})

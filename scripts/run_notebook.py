@@ -25,7 +25,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
-COPY = 'class="fragola-static-copy"'  # a live view's copy (fragola_nb/notebook/static_copy.py)
+COPY = 'class="fragola-static-copy"'  # a live view's copy (fragola_nb/notebook/static/copy.py)
 BLOCKS = {"div", "p", "br", "details", "summary", "pre", "li", "tr", "table", "h1", "h2", "h3",
           "h4", "ul", "ol", "section"}
 

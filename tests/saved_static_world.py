@@ -1,5 +1,5 @@
 """An executed notebook with a ``%%fragola`` panel (and someone else's widget), and its
-nbconvert HTML pages, plain and with ``fragola_nb.notebook.static_views.static_views``: real
+nbconvert HTML pages, plain and with ``fragola_nb.notebook.static.static_views``: real
 ``jupyter nbconvert`` in a subprocess, a real kernel, the scripted model (offline). Shared by
 tests/notebook/test_saved_static_view.py and tests/browser/test_browser_saved_static.py.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
-PREPROCESSOR = "fragola_nb.notebook.static_views.static_views"
+PREPROCESSOR = "fragola_nb.notebook.static.static_views"
 QUESTION = 'Is <img src=x onerror="alert(1)"> a capital?'
 ANSWER = "No: <script>alert(2)</script> <b>bold</b> is not a city."
 SETUP = f"""\

@@ -13,7 +13,7 @@ identical messages", a ``<details>`` that unfolds on a click, each message once 
 its numbers); a "changes only" box hides the identical ones. It holds the rows of at most
 ``STATIC_ROWS`` messages, those that differ first (a fold past that says it is not in this
 copy, and a line counts the pairs that differ left out); the live view of a notebook with the
-extension loaded (``fragola_nb.notebook.diffview``) pages through every pair. The browser lays
+extension loaded (``fragola_nb.notebook.diff.view``) pages through every pair. The browser lays
 out only the rows in sight (``content-visibility: auto``, folded runs not at all).
 Columns share the width (``minmax(0, 1fr)``) and long tokens wrap, so it reads at 700 px.
 """
@@ -45,7 +45,7 @@ STATIC_ROWS = 300
 """Messages' rows in the static HTML, the pairs that differ first: JupyterLab parses a cell's
 ``text/html`` again after each change of the notebook (its table of contents looks for
 headings), so a big one holds the page each time (a second for the 4,795 pairs of two
-5,000-message branches, measured). The live view (``fragola_nb.notebook.diffview``) pages
+5,000-message branches, measured). The live view (``fragola_nb.notebook.diff.view``) pages
 through every pair."""
 
 CSS = """<style>

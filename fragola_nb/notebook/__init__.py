@@ -3,7 +3,7 @@
 Loading registers the ``%%fragola`` cell magic, the ``%fragola_panel``, ``%fragola_tree``,
 ``%fragola_agents``, ``%fragola_reset`` and ``%fragola_local`` line magics, and the input
 transformer that lets a ``%%fragola`` cell run on the kernel's event loop (see ``magics``).
-A ``fragola_nb.diff(a, b)`` shows as its paged view (``diffview``). Loading twice is harmless;
+A ``fragola_nb.diff(a, b)`` shows as its paged view (``diff.view``). Loading twice is harmless;
 ``%unload_ext fragola_nb`` removes all of it and detaches the live panels. While loaded, a cell
 interrupted while it awaits an agent ends in one line (``interrupts``).
 ``wait_for_decisions(agent)`` is a cell's wait for a person's click on a paused turn
@@ -17,8 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from fragola_nb.core.branchdiff import BranchDiff
-from fragola_nb.notebook import compare_cell, diffview, eval_cell, interrupts
+from fragola_nb.notebook import interrupts
+from fragola_nb.notebook.compare import cell as compare_cell
 from fragola_nb.notebook.decisions import wait_for_decisions
+from fragola_nb.notebook.diff import view as diffview
+from fragola_nb.notebook.evaluate import cell as eval_cell
 from fragola_nb.notebook.magics import Extension, FragolaMagics
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "wait_for_decisions"]

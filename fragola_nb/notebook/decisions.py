@@ -25,7 +25,7 @@ from typing import Any
 
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.agent import Agent
-from fragola_nb.notebook.actions import clicked
+from fragola_nb.notebook.panel.actions import clicked
 from fragola_nb.notebook.textviews import TextLine
 
 __all__ = ["wait_for_decisions"]
@@ -143,7 +143,7 @@ async def _nobody_sees(agent: Agent) -> str:
 
 def _panels_of(agent: Agent) -> list[Any]:
     """The live panels of ``agent`` that the loaded extension shows."""
-    from fragola_nb.notebook.panel import AgentPanel
+    from fragola_nb.notebook.panel.view import AgentPanel
 
     views = getattr(getattr(_shell(), "_fragola_nb", None), "views", [])
     return [view for view in views if isinstance(view, AgentPanel) and view.agent is agent

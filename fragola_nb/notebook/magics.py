@@ -30,9 +30,9 @@ from fragola_nb.core.agent import Agent
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.jsonshapes import JSON_MODES
 from fragola_nb.notebook.cellargs import interpolate, lookup, parse_name, parse_options
-from fragola_nb.notebook.compare_cell import CompareCell
-from fragola_nb.notebook.eval_cell import EvalCell
-from fragola_nb.notebook.static_copy import LiveDisplay
+from fragola_nb.notebook.compare.cell import CompareCell
+from fragola_nb.notebook.evaluate.cell import EvalCell
+from fragola_nb.notebook.static.copy import LiveDisplay
 from fragola_nb.notebook.textviews import AgentTable, ForkTreeText, say, show
 from fragola_nb.notebook.turn import Turn, TurnView
 
@@ -137,7 +137,7 @@ class Extension:
         self.detach_turn_panels(agent, "a newer panel follows this agent")
         if not self.widgets:
             return None
-        from fragola_nb.notebook.panel import AgentPanel
+        from fragola_nb.notebook.panel.view import AgentPanel
 
         panel = AgentPanel(agent, since=since, model=model, namespace=self.shell.user_ns)
         self.turn_panels.setdefault(agent.id, []).append(panel)
@@ -145,7 +145,7 @@ class Extension:
 
     def show_view(self, view: Any) -> LiveDisplay:
         """Display a live panel, grid or tree (to be detached on unload) and its static copy
-        (``static_copy``); the handle's ``update`` replaces both."""
+        (``static.copy``); the handle's ``update`` replaces both."""
         self.views.append(view)
         return LiveDisplay(view)
 
@@ -217,7 +217,7 @@ class FragolaMagics(Magics):
         if not self.ext.widgets:
             show(agent)
             return
-        from fragola_nb.notebook.panel import AgentPanel
+        from fragola_nb.notebook.panel.view import AgentPanel
 
         self.ext.show_view(AgentPanel(agent, namespace=self.ext.shell.user_ns))
 
@@ -228,7 +228,7 @@ class FragolaMagics(Magics):
         if not self.ext.widgets:
             show(ForkTreeText(agent))
             return
-        from fragola_nb.notebook.tree import ForkTree
+        from fragola_nb.notebook.tree.view import ForkTree
 
         self.ext.show_view(ForkTree(agent, namespace=self.ext.shell.user_ns))
 

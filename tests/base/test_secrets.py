@@ -198,7 +198,7 @@ async def test_exports_and_notebook_views_show_no_setting(model: ScriptedModel) 
     model.push(reply("ok"))
     await agent.user_message("hi")
 
-    from fragola_nb.notebook.panel import AgentPanel
+    from fragola_nb.notebook.panel.view import AgentPanel
     from fragola_nb.notebook.textviews import ForkTreeText
 
     panel = AgentPanel(agent)

@@ -103,7 +103,7 @@ def test_the_diff_of_two_branches_hostile_narrow_dark(ui: UI) -> None:
 
 LONG_BRANCHES = '''\
 import fragola_nb
-from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.notebook.tree.view import ForkTree
 root = Fragola.scripted().agent("root", messages=[
     {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "words " * 20}
     for i in range(5000)])

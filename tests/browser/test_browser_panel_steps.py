@@ -1,5 +1,5 @@
 """Issue 34 as a person sees it: a ``%%fragola`` turn of 200 tool steps, whose panel sends what
-changed, paced (``panel_outbox.Outbox``, ``timeline_feed.TimelineFeed``), still shows every
+changed, paced (``panel.outbox.Outbox``, ``panel.timeline_feed.TimelineFeed``), still shows every
 step: the last one on screen when the turn ends, the header's step count right, the first
 call reachable by scrolling up, the waterfall's totals, and every row and bar in the widget
 state a saved notebook keeps; readable at 700 px in the dark theme."""

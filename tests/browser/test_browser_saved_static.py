@@ -1,5 +1,5 @@
 """nbconvert's HTML of an executed notebook (widget state stored), exported plain and with
-``fragola_nb.notebook.static_views.static_views``, opened from file:// in Chromium with the
+``fragola_nb.notebook.static.static_views``, opened from file:// in Chromium with the
 network blocked (a route aborts and records every request that is not a file): the panel's
 conversation is on the page as text, the hostile parts inert. The files:
 ``tests/saved_static_world.py`` (read without a browser by

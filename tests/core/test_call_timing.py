@@ -24,7 +24,7 @@ from fragola_nb import load_session, save_session, tool
 from fragola_nb.core.timing import Timeline
 from fragola_nb.core.usage import call_read_back
 from fragola_nb.models.scripted import ScriptedModel, call, hang, reply, tool_calls
-from fragola_nb.notebook.timeline import timeline_shown
+from fragola_nb.notebook.panel.timeline import timeline_shown
 
 
 @tool(name="slow", description="Wait a little, then answer.")

@@ -17,7 +17,7 @@ from fragola_nb import tool
 from fragola_nb.core.timing import Parts, Timeline, ToolTiming, percents
 from fragola_nb.core.usage import CallUsage, Usage
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.notebook.timeline import timeline_shown
+from fragola_nb.notebook.panel.timeline import timeline_shown
 
 
 def model_call(started: float, seconds: float) -> CallUsage:

@@ -291,7 +291,7 @@ def test_cached_input_price_applies_to_cached_tokens() -> None:
 
 
 async def test_the_panel_header_shows_the_agents_usage(model: ScriptedModel) -> None:
-    from fragola_nb.notebook.panel import AgentPanel
+    from fragola_nb.notebook.panel.view import AgentPanel
 
     agent = make_fragola(model, model="gpt-4o-mini").agent("bot", model_settings=STREAM)
     panel = AgentPanel(agent)
@@ -309,7 +309,7 @@ async def test_the_panel_header_shows_the_agents_usage(model: ScriptedModel) -> 
 
 
 async def test_a_turn_panel_shows_the_tokens_of_its_turn_only(model: ScriptedModel) -> None:
-    from fragola_nb.notebook.panel import AgentPanel
+    from fragola_nb.notebook.panel.view import AgentPanel
 
     agent = make_fragola(model, model="unpriced-model").agent("bot")
     model.push(reply("An earlier turn, with many words in its answer."), reply("Short."))

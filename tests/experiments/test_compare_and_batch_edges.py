@@ -18,8 +18,8 @@ from fragola_nb import BadUsage, Comparison
 from fragola_nb.base.errors import ListenerError
 from fragola_nb.experiments.compare import WATCHERS
 from fragola_nb.models.scripted import Item, ScriptedModel, hang, reply
-from fragola_nb.notebook.compare_view import CompareView
-from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.compare.view import CompareView
+from fragola_nb.notebook.panel.view import AgentPanel
 
 
 def echo(request: dict[str, Any]) -> Item:

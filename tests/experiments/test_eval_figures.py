@@ -19,7 +19,7 @@ from fragola_nb.core.usage import format_cost
 from fragola_nb.experiments.evalhtml import evaluation_html, head_facts
 from fragola_nb.graders import contains, judge
 from fragola_nb.models.scripted import Item, ScriptedModel, demo_brain, reply
-from fragola_nb.notebook.eval_view import EvalView, matrix_cells
+from fragola_nb.notebook.evaluate.view import EvalView, matrix_cells
 
 PRICES = {"priced-model": {"input": 1.0, "output": 2.0}}
 

@@ -18,8 +18,8 @@ from fragola_nb import SimulatedUser
 from fragola_nb.experiments import evalhtml, evalsetup, evalversus
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.graders import human, judge
-from fragola_nb.notebook.eval_verdicts import verdict_data
-from fragola_nb.notebook.eval_view import EvalView
+from fragola_nb.notebook.evaluate.verdicts import verdict_data
+from fragola_nb.notebook.evaluate.view import EvalView
 
 SIM_KEY = "simuser-gw-8Rk2Vb6Np3Yq"
 PAIR_KEY = "pair-gw-5Jm9Tc2Lx7Wd"

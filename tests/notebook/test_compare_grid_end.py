@@ -19,9 +19,9 @@ from helpers import until_async as until
 from fragola_nb import Comparison
 from fragola_nb.experiments.compare import WATCHERS
 from fragola_nb.models.scripted import ScriptedModel
-from fragola_nb.notebook.compare_view import CompareView
+from fragola_nb.notebook.compare.view import CompareView
+from fragola_nb.notebook.compare.worddiff import QUICK, LateDiffs, compared
 from fragola_nb.notebook.stream import GROUP_INTERVAL, Stream, StreamGroup
-from fragola_nb.notebook.worddiff import QUICK, LateDiffs, compared
 
 
 def test_a_grouped_reply_ends_in_the_groups_paced_messages() -> None:

@@ -20,14 +20,14 @@ from IPython.core.interactiveshell import InteractiveShell
 from fragola_nb import Comparison, Fragola
 from fragola_nb.experiments.compare import WATCHERS
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
-from fragola_nb.notebook.compare_view import (
+from fragola_nb.notebook.compare.view import (
     SIMILAR,
     CompareView,
     column,
     diff_segments,
     word_overlap,
 )
-from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.panel.view import AgentPanel
 
 HOSTILE = "<script>alert(1)</script> file\u202egnp.exe"
 

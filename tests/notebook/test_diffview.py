@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import fragola_nb
 from fragola_nb.core.diffhtml import STATIC_ROWS
-from fragola_nb.notebook.diffview import PAGE, DiffView, unfolded
+from fragola_nb.notebook.diff.view import PAGE, DiffView, unfolded
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 HOSTILE = ("<script>alert(1)</script> <img src=x onerror=alert(2)> [a](javascript:alert(3)) "

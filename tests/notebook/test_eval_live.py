@@ -21,9 +21,9 @@ from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
-from fragola_nb.notebook.eval_live import LiveTally, head_data
-from fragola_nb.notebook.eval_verdicts import matrix_flags, verdict_data
-from fragola_nb.notebook.eval_view import EvalView, matrix_cells
+from fragola_nb.notebook.evaluate.live import LiveTally, head_data
+from fragola_nb.notebook.evaluate.verdicts import matrix_flags, verdict_data
+from fragola_nb.notebook.evaluate.view import EvalView, matrix_cells
 
 
 def queued(cases: int, variants: tuple[str, ...] = ("a", "b")) -> Evaluation:

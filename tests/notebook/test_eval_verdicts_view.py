@@ -15,8 +15,8 @@ from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.labels import Label
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
-from fragola_nb.notebook.eval_verdicts import label_message
-from fragola_nb.notebook.eval_view import EvalView
+from fragola_nb.notebook.evaluate.verdicts import label_message
+from fragola_nb.notebook.evaluate.view import EvalView
 
 HOSTILE = "<img src=x onerror=alert(1)>\u202e"
 SHOWN = "<img src=x onerror=alert(1)>\\u202e"

@@ -20,8 +20,8 @@ from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
-from fragola_nb.notebook.eval_view import INTERVAL, EvalView, matrix_cells
-from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.evaluate.view import INTERVAL, EvalView, matrix_cells
+from fragola_nb.notebook.panel.view import AgentPanel
 
 HOSTILE = "<img src=x onerror=alert(1)> file\u202egnp.exe"
 SHOWN = "<img src=x onerror=alert(1)> file\\u202egnp.exe"  # as the view sends it

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.graders import Grade
-from fragola_nb.notebook.eval_view import EvalView, matrix_cells
+from fragola_nb.notebook.evaluate.view import EvalView, matrix_cells
 
 
 def test_a_judges_score_is_on_0_to_1_in_the_cell_and_as_it_gave_it_in_the_detail() -> None:

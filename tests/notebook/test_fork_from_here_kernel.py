@@ -17,7 +17,7 @@ from panel_kernel import click, custom, rows, wait_sent
 SETUP = """
 from IPython.display import display
 from fragola_nb import Fragola, tool
-from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.notebook.tree.view import ForkTree
 from fragola_nb.models.scripted import call, reply, tool_calls
 
 @tool
@@ -149,7 +149,7 @@ def test_two_ticked_nodes_show_their_diff_escaped(kernel: Kernel) -> None:
     # the diff's paged view: the pairs of fragola_nb.diff as data, drawn as text
     assert kernel.eval("type(tree.compared.children[1]).__name__") == "DiffView"
     assert kernel.eval("tree.compared.children[1].rows == __import__('fragola_nb.notebook."
-                       "diffview', fromlist=['_']).rows_of(__import__('fragola_nb')"
+                       "diff.view', fromlist=['_']).rows_of(__import__('fragola_nb')"
                        ".diff(agent, other))") is True
     sent = str(kernel.eval("__import__('json').dumps(tree.compared.children[1].get_state(), "
                            "ensure_ascii=False)"))

@@ -13,8 +13,8 @@ from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 
 from fragola_nb import Fragola
 from fragola_nb.models.scripted import ScriptedModel, reply
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.rows import Rows
+from fragola_nb.notebook.panel.rows import Rows
+from fragola_nb.notebook.panel.view import AgentPanel
 from fragola_nb.presets.guardrails import GuardrailRejected, Rejection, guardrail
 
 

@@ -35,8 +35,8 @@ from fragola_nb import (
 )
 from fragola_nb.core.agent import Agent
 from fragola_nb.models.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.notebook.panel.view import AgentPanel
+from fragola_nb.notebook.tree.view import ForkTree
 
 
 class City(pydantic.BaseModel):

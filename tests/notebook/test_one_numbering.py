@@ -22,9 +22,9 @@ import fragola_nb
 from fragola_nb import export_markdown, export_tree_html, export_tree_markdown
 from fragola_nb.core.agent import Agent
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.panel.view import AgentPanel
 from fragola_nb.notebook.textviews import ForkTreeText, TurnTranscript
-from fragola_nb.notebook.tree import node_of
+from fragola_nb.notebook.tree.view import node_of
 
 NUMBER = '<span class="fragola-index">#{}</span> · {}'
 EDITED = '<span class="fragola-edited">edited by hand</span>'

@@ -22,8 +22,8 @@ from fragola_nb.base.render import _markdown, markdown_html, visible
 from fragola_nb.core.agent import Agent
 from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.rows import Rows
+from fragola_nb.notebook.panel.rows import Rows
+from fragola_nb.notebook.panel.view import AgentPanel
 
 
 def make_agent(model: ScriptedModel, *tools: Tool) -> Agent:

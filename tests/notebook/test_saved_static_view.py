@@ -1,10 +1,10 @@
 """nbconvert's HTML of an executed notebook shows a panel's conversation, with or without the
 widget state ``--execute`` stores (issue 24, item 4).
 
-The panel's static copy is an output of its own (``fragola_nb.notebook.static_copy``): with
+The panel's static copy is an output of its own (``fragola_nb.notebook.static.copy``): with
 stored widget state, nbconvert's HTML exporter picks the panel's widget view for the view's
 output (a view JSON that needs a CDN and anywidget's module) and still shows the copy.
-``fragola_nb.notebook.static_views.static_views``, given to nbconvert as a preprocessor, also
+``fragola_nb.notebook.static.static_views``, given to nbconvert as a preprocessor, also
 leaves out the panel's widget view. Real ``jupyter nbconvert`` in a subprocess, a real
 kernel, the scripted model (offline): the files are tests/saved_static_world.py's. The page
 opened in Chromium: ``tests/browser/test_browser_saved_static.py``.

@@ -19,11 +19,11 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import ScriptedModel, reply
-from fragola_nb.notebook.compare_view import CompareView
-from fragola_nb.notebook.eval_view import EvalView
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.static_copy import COPY_CLASS, SEE_LIVE
-from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.notebook.compare.view import CompareView
+from fragola_nb.notebook.evaluate.view import EvalView
+from fragola_nb.notebook.panel.view import AgentPanel
+from fragola_nb.notebook.static.copy import COPY_CLASS, SEE_LIVE
+from fragola_nb.notebook.tree.view import ForkTree
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 SEE = f": {SEE_LIVE}"  # ": run the cell, or trust the notebook"

@@ -66,6 +66,6 @@ def test_a_turn_panel_sends_the_waterfall_of_its_calls(kernel: Kernel) -> None:
     assert "<img" in bars[1]["title"] and "\\u202e" in bars[1]["title"]
     assert "\u202e" not in json.dumps(timeline, ensure_ascii=False)
     # the whole agent's panel: no timeline (thousands of bars would be sent on every event)
-    kernel.execute("from fragola_nb.notebook.panel import AgentPanel\n"
+    kernel.execute("from fragola_nb.notebook.panel.view import AgentPanel\n"
                    "whole = AgentPanel(sleeper)\ndisplay(whole)")
     assert kernel.widgets[kernel.panel()]["timeline"] == {}

@@ -17,7 +17,7 @@ from helpers import until_async as until
 from fragola_nb import Fragola, Tool, tool
 from fragola_nb.core.agent import Agent
 from fragola_nb.models.scripted import ScriptedModel, call, fail, reply, tool_calls
-from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.panel.view import AgentPanel
 
 API_KEY = "sk-test-issue27-DO-NOT-SHOW"
 

@@ -12,10 +12,10 @@ from typing import Any
 from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI, fragola_on
 
 from fragola_nb.graders import judge
-from fragola_nb.notebook.compare_view import CompareView
-from fragola_nb.notebook.eval_view import EvalView
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.notebook.compare.view import CompareView
+from fragola_nb.notebook.evaluate.view import EvalView
+from fragola_nb.notebook.panel.view import AgentPanel
+from fragola_nb.notebook.tree.view import ForkTree
 
 
 def state_of(widget: Any) -> str:

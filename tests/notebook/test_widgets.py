@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,10 +31,13 @@ from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
 from fragola_nb.core.agent import Agent
 from fragola_nb.core.state import AgentState
 from fragola_nb.models.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.rows import SHORT
+from fragola_nb.notebook.panel.rows import SHORT
+from fragola_nb.notebook.panel.view import AgentPanel
 from fragola_nb.notebook.stream import Stream
-from fragola_nb.notebook.tree import ESM, ForkTree
+from fragola_nb.notebook.tree import view as tree_view
+from fragola_nb.notebook.tree.view import ForkTree
+
+ESM = (Path(tree_view.__file__).parent / "tree.js").read_text(encoding="utf-8")  # the tree's view
 
 API_KEY = "sk-test-DO-NOT-SHOW-4242"
 SCRIPT = "<script>alert(1)</script>"
@@ -1081,7 +1085,7 @@ def test_a_long_history_renders_its_markdown_when_a_view_draws_it(
     """A panel of 20,000 messages renders the Markdown of its last ones only; the view asks
     for the rows it draws. Nothing is sent before a view says hello, and the hello's rows
     come in several messages (one huge message holds the browser's main thread)."""
-    from fragola_nb.notebook.panel import EAGER, HELLO_CHUNK
+    from fragola_nb.notebook.panel.view import EAGER, HELLO_CHUNK
 
     count = 5_000
     messages = [{"role": "user" if i % 2 == 0 else "assistant",
@@ -1117,7 +1121,7 @@ def test_a_long_history_renders_its_markdown_when_a_view_draws_it(
 
 def test_the_static_copy_of_a_long_history_holds_its_last_messages(
         model: ScriptedModel) -> None:
-    from fragola_nb.notebook.panel import STATIC_LIMIT
+    from fragola_nb.notebook.panel.view import STATIC_LIMIT
 
     agent = make_agent(model, messages=history(STATIC_LIMIT + 40))
     page = AgentPanel(agent).html()

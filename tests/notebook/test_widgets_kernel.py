@@ -24,8 +24,8 @@ SCRIPT = "<script>alert(1)</script>"
 SETUP = f"""
 from IPython.display import display
 from fragola_nb import Fragola, tool
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.tree import ForkTree
+from fragola_nb.notebook.panel.view import AgentPanel
+from fragola_nb.notebook.tree.view import ForkTree
 from fragola_nb.models.scripted import call, hang, reply, tool_calls
 
 @tool(require_approval=True)

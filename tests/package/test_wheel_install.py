@@ -68,8 +68,8 @@ def sdist_files() -> set[str]:
 
 def test_the_wheel_and_the_sdist_carry_every_file_of_the_package() -> None:
     package = set(tracked("fragola_nb"))
-    assert {"fragola_nb/notebook/panel.js", "fragola_nb/notebook/panel.css",
-            "fragola_nb/notebook/compare.js", "fragola_nb/notebook/compare.css",
+    assert {"fragola_nb/notebook/panel/panel.js", "fragola_nb/notebook/panel/panel.css",
+            "fragola_nb/notebook/compare/compare.js", "fragola_nb/notebook/compare/compare.css",
             "fragola_nb/py.typed"} <= package  # the list was read
 
     in_wheel = {name for name in wheel_files() if name.startswith("fragola_nb/")}
@@ -141,7 +141,8 @@ def test_every_view_is_made_from_the_installed_wheel_outside_the_checkout() -> N
                   for name in wheel.namelist() if re.search(r"\.(js|css)$", name)}
     # The views' assets (and the exported page's viewer) came with the wheel.
     assert {"panel.js", "panel.css", "compare.js", "compare.css", "evaluation.js",
-            "evaluation.css", "htmlexport.js", "htmlexport.css"} <= set(assets)
+            "evaluation.css", "tree.js", "tree.css", "htmlexport.js",
+            "htmlexport.css"} <= set(assets)
     with WheelKernel(env) as kernel:
         results = [kernel.execute(source.strip(), timeout=120) for source in VIEWS]
         where, prefix = results[0].stdout.split()
@@ -164,9 +165,11 @@ def test_every_view_is_made_from_the_installed_wheel_outside_the_checkout() -> N
     matrices = made(assets["evaluation.js"])
     assert len(matrices) == 1 and matrices[0]["_css"] == assets["evaluation.css"]
     assert matrices[0]["cases"] == ["Add 1 and 2", "Add 3 and 4"]
-    trees = [s for s in anywidgets if s["_esm"] not in (
-        assets["panel.js"], assets["compare.js"], assets["evaluation.js"])]
-    assert len(trees) == 1 and str(trees[0]["_esm"]).strip() and str(trees[0]["_css"]).strip()
+    # The fork tree: the wheel's tree.js and tree.css (its code is in files, not in Python).
+    trees = made(assets["tree.js"])
+    assert len(trees) == 1 and trees[0]["_css"] == assets["tree.css"]
+    assert {s["_esm"] for s in anywidgets} <= {
+        assets[name] for name in ("panel.js", "compare.js", "evaluation.js", "tree.js")}
     # The batch's table is HTML of its own (no script): its two rows, done.
     table = results[-2].data[-1]["text/html"]
     assert "<table" in table and "Add 3 and 4" in table

@@ -37,7 +37,7 @@ from fragola_nb.core.diffhtml import (
     runs,
     where,
 )
-from fragola_nb.notebook.static_copy import live_text
+from fragola_nb.notebook.static.copy import live_text
 
 if TYPE_CHECKING:
     from fragola_nb.core.branchdiff import DiffPair, Message

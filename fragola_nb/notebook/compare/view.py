@@ -21,30 +21,31 @@ streaming or kept column's text as it is now. A column's last streamed text goes
 redraw, and the comparison's end sends every answer and word diff in ``columns``.
 
 The view follows the comparison (``Comparison.subscribe``) and each fork's events; it decides
-nothing. ``compare_cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
+nothing. ``cell.CompareWatcher`` shows it for ``await agent.compare(...)`` in a cell
 and for a ``Comparison`` displayed later.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anywidget
-import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
 from fragola_nb.base.render import text_of, visible
 from fragola_nb.core.events import transient
 from fragola_nb.experiments.compare import Comparison, VariantRun
-from fragola_nb.notebook import shown
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.static_copy import live_text
+from fragola_nb.notebook.compare.worddiff import (
+    SIMILAR,
+    LateDiffs,
+    compared,
+    diff_segments,
+    word_overlap,
+)
+from fragola_nb.notebook.experiment.view import ExperimentView, LiveWidget
+from fragola_nb.notebook.panel import shown
 from fragola_nb.notebook.stream import GROUP_INTERVAL, Pacer, StreamGroup
-from fragola_nb.notebook.worddiff import SIMILAR, LateDiffs, compared, diff_segments, word_overlap
 
 if TYPE_CHECKING:
     from fragola_nb.core.events import Subscription
@@ -95,19 +96,6 @@ def column(run: VariantRun, streamed: str, reference: str | None, *,
     }
 
 
-class LiveWidget(anywidget.AnyWidget):
-    """A view that answers its page's ``hello``: a view reopened from a saved notebook gets
-    no answer, and says it is read-only instead of offering what it cannot open."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.on_msg(self._on_view_message)
-
-    def _on_view_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("do") == "hello":
-            self.send({"live": True})
-
-
 class CompareGrid(LiveWidget):
     """The drawn grid: ``columns`` (see ``column``), ``title`` (agent, message, done) and the
     ``selected`` variant (set by the view on a header click; "" for none)."""
@@ -117,25 +105,18 @@ class CompareGrid(LiveWidget):
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)
     title = traitlets.Dict().tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
-    detached = traitlets.Unicode("").tag(sync=True)
 
 
 
-class CompareView(widgets.VBox):  # type: ignore[misc]
+class CompareView(ExperimentView):
     """The grid of ``comparison`` and, below it, the panel of the variant clicked."""
 
+    DETACHED = "this grid no longer follows the comparison"
+
     def __init__(self, comparison: Comparison, *, namespace: Any = None) -> None:
-        super().__init__()
-        self.comparison = comparison
-        self.namespace = namespace
-        self.add_class("fragola-compare-view")
-        self.grid = CompareGrid()
-        self.grid.add_class("fragola-compare")
-        self.branch = widgets.VBox()
-        self.panel: AgentPanel | None = None
-        self.children = (self.grid, self.branch)
-        self._lock = threading.RLock()
-        self._detached = False
+        grid = CompareGrid()
+        super().__init__(comparison, grid, kind="compare", namespace=namespace)
+        self.comparison, self.grid = comparison, grid
         # under the view's lock: a flush that sends and a redraw that reads the texts never
         # take two locks in opposite orders
         self._streams = StreamGroup(self._streamed, comparison, shown.streamed_text, self._lock)
@@ -200,35 +181,14 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
         with self._streams.held() as sent:
             return sent.get(name, "")
 
-    def detach(self, why: str = "this grid no longer follows the comparison") -> None:
-        with self._lock:
-            if self._detached:
-                return
-            self._detached = True
-            for subscription in self._subscriptions:
-                subscription.unsubscribe()
-            self.grid.detached = visible(why)
-            if self.panel is not None:
-                self.panel.detach()
+    def _stop_following(self) -> None:
+        for subscription in self._subscriptions:
+            subscription.unsubscribe()
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):  # Widget.__del__ calls close, at exit too
-            self.detach()
-            self.grid.close()
-            self.branch.close()
-            if self.panel is not None:
-                self.panel.close()
-        super().close()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        # Beside the live grid, the static table (nbconvert, GitHub) and the plain text.
-        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
+    def _what(self) -> str:
         count = len(self.comparison)
-        line = live_text(f"compare grid of {self.comparison.agent.name!r}, {count} "
-                         f"variant{'s' if count != 1 else ''}")
-        data["text/plain"] = f"{line}\n{self.comparison!r}"
-        data["text/html"] = self.comparison._repr_html_()
-        return data
+        return (f"compare grid of {self.comparison.agent.name!r}, {count} "
+                f"variant{'s' if count != 1 else ''}")
 
     # -- events (views never raise into the run they show) -----------------------------------------
 
@@ -291,15 +251,8 @@ class CompareView(widgets.VBox):  # type: ignore[misc]
 
     def _on_selected(self, change: dict[str, Any]) -> None:
         with self._lock:
-            if self._detached:
-                return
-            if self.panel is not None:
-                self.panel.close()
-                self.panel = None
-            fork = self._fork_shown_as(change["new"]) if change["new"] else None
-            if fork is not None:
-                self.panel = AgentPanel(fork, namespace=self.namespace)
-            self.branch.children = (self.panel,) if self.panel is not None else ()
+            if not self._detached:
+                self.show_fork(self._fork_shown_as(change["new"]) if change["new"] else None)
 
     def _fork_shown_as(self, shown_name: str) -> Any:
         """The fork of the column headed ``shown_name``: the grid sends the name as it shows

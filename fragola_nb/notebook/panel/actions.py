@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.errors import FragolaError
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import visible
-from fragola_nb.notebook import fromhere
+from fragola_nb.notebook.panel import fromhere
 from fragola_nb.notebook.runner import launch, runs_of
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
     from fragola_nb.core.state import PendingCall
-    from fragola_nb.notebook.panel import AgentPanel
+    from fragola_nb.notebook.panel.view import AgentPanel
 
 __all__ = ["Actions", "clicked", "error_text"]
 

@@ -9,14 +9,14 @@ cost, rows left; see ``evalhtml.head_facts``). The JavaScript draws only the row
 only, changed only).
 
 The view follows the evaluation (``Evaluation.subscribe``): a row that changes is counted
-(``eval_live.LiveTally``), and at most every ``INTERVAL`` seconds the view sends the cells of
+(``live.LiveTally``), and at most every ``INTERVAL`` seconds the view sends the cells of
 the rows that changed, as one ``{"do": "patch", "cells": [[index, cell], ...], "flags":
 [[index, flags or null], ...]}`` message, and the head from the counters: an update costs
 what changed, not the rows that exist. At the end (and on a diff or a label) everything is
 worked out afresh and sent whole, the verdicts with it. A click on a
 cell sets ``selected`` (case, variant, repeat); the view then shows that row's answer,
-error, grades and trajectory (``detail``; ``eval_trajectory``) and, below the matrix, the
-panel of the fork it ran on. It decides nothing. ``eval_cell.EvalWatcher`` shows it for
+error, grades and trajectory (``detail``; ``trajectory``) and, below the matrix, the
+panel of the fork it ran on. It decides nothing. ``cell.EvalWatcher`` shows it for
 ``await agent.evaluate(...)``.
 
 >>> view = EvalView(evaluation)        # doctest: +SKIP
@@ -27,14 +27,11 @@ panel of the fork it ran on. It decides nothing. ``eval_cell.EvalWatcher`` shows
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import ipywidgets as widgets  # type: ignore[import-untyped]
 import traitlets
 
 from fragola_nb.base.redact import redact_text
@@ -42,18 +39,16 @@ from fragola_nb.base.render import text_of, visible
 from fragola_nb.experiments.evalrows import EvalRow
 from fragola_nb.experiments.evaluation import Evaluation
 from fragola_nb.experiments.graders import Grade
-from fragola_nb.notebook.compare_view import LiveWidget
-from fragola_nb.notebook.eval_live import (
+from fragola_nb.notebook.evaluate.live import (
     STATS_EVERY,
     LiveTally,
     cell_marks,
     head_data,
     matrix_cells,
 )
-from fragola_nb.notebook.eval_trajectory import trajectory_detail
-from fragola_nb.notebook.eval_verdicts import label_message, matrix_flags, verdict_data
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.static_copy import live_text
+from fragola_nb.notebook.evaluate.trajectory import trajectory_detail
+from fragola_nb.notebook.evaluate.verdicts import label_message, matrix_flags, verdict_data
+from fragola_nb.notebook.experiment.view import ExperimentView, LiveWidget
 
 __all__ = ["INTERVAL", "EvalMatrix", "EvalView", "cell_marks", "matrix_cells"]
 
@@ -77,26 +72,19 @@ class EvalMatrix(LiveWidget):
     cells = traitlets.List(traitlets.List()).tag(sync=True)
     selected = traitlets.List(traitlets.Int()).tag(sync=True)
     detail = traitlets.Dict().tag(sync=True)
-    detached = traitlets.Unicode("").tag(sync=True)
-    verdicts = traitlets.Dict().tag(sync=True)  # eval_verdicts.verdict_data
-    flags = traitlets.Dict().tag(sync=True)  # eval_verdicts.matrix_flags
+    verdicts = traitlets.Dict().tag(sync=True)  # verdicts.verdict_data
+    flags = traitlets.Dict().tag(sync=True)  # verdicts.matrix_flags
 
 
-class EvalView(widgets.VBox):  # type: ignore[misc]
+class EvalView(ExperimentView):
     """The matrix of ``evaluation`` and, below it, the panel of the cell clicked."""
 
+    DETACHED = "this matrix no longer follows the evaluation"
+
     def __init__(self, evaluation: Evaluation, *, namespace: Any = None) -> None:
-        super().__init__()
-        self.evaluation = evaluation
-        self.namespace = namespace
-        self.add_class("fragola-eval-view")
-        self.matrix = EvalMatrix()
-        self.matrix.add_class("fragola-eval")
-        self.branch = widgets.VBox()
-        self.panel: AgentPanel | None = None
-        self.children = (self.matrix, self.branch)
-        self._lock = threading.RLock()
-        self._detached = False
+        matrix = EvalMatrix()
+        super().__init__(evaluation, matrix, kind="eval", namespace=namespace)
+        self.evaluation, self.matrix = evaluation, matrix
         self._sent_at = self._stats_at = 0.0
         self._patched = False  # cells sent as patches since the last whole matrix
         self._tally = LiveTally(evaluation)
@@ -170,32 +158,12 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
                     self._stats_at = now
                     matrix.verdicts = {"intervals": self._tally.intervals(), "lines": []}
 
-    def detach(self, why: str = "this matrix no longer follows the evaluation") -> None:
-        with self._lock:
-            if self._detached:
-                return
-            self._detached = True
-            self._cancel_timer()
-            self.matrix.detached = visible(why)
-            if self.panel is not None:
-                self.panel.detach()
+    def _stop_following(self) -> None:
+        self._cancel_timer()
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):  # Widget.__del__ calls close, at exit too
-            self.detach()
-            self.matrix.close()
-            self.branch.close()
-            if self.panel is not None:
-                self.panel.close()
-        super().close()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        # Beside the live matrix, the escaped static table (nbconvert, GitHub) and the text.
-        data: dict[str, Any] = super()._repr_mimebundle_(**kwargs) or {}
-        shape = f"{self.evaluation.cases} cases × {len(self.evaluation.variants)} variants"
-        data["text/plain"] = f"{live_text(f'evaluation matrix, {shape}')}\n{self.evaluation!r}"
-        data["text/html"] = self.evaluation._repr_html_()
-        return data
+    def _what(self) -> str:
+        return (f"evaluation matrix, {self.evaluation.cases} cases × "
+                f"{len(self.evaluation.variants)} variants")
 
     # -- updates, coalesced (views never raise into the run they show) ------------------------
 
@@ -236,14 +204,9 @@ class EvalView(widgets.VBox):  # type: ignore[misc]
         with self._lock:
             if self._detached:
                 return
-            if self.panel is not None:
-                self.panel.close()
-                self.panel = None
             row = self._row_at(change["new"])
             self.matrix.detail = self._detail(row) if row is not None else {}
-            if row is not None and row.fork is not None:
-                self.panel = AgentPanel(row.fork, namespace=self.namespace)
-            self.branch.children = (self.panel,) if self.panel is not None else ()
+            self.show_fork(row.fork if row is not None else None)
 
     def _on_label(self, _widget: Any, content: Any, _buffers: Any) -> None:
         # ✓ / ✗ and a note in a cell's detail: the evaluation labels the row, the view shows it

@@ -39,15 +39,15 @@ import traitlets
 
 from fragola_nb.base.render import conversation_html, escape, visible
 from fragola_nb.core.events import transient
-from fragola_nb.notebook import shown
-from fragola_nb.notebook.actions import Actions, clicked, error_text
-from fragola_nb.notebook.panel_outbox import PACED, Outbox
-from fragola_nb.notebook.rows import CallFacts, Rows
+from fragola_nb.notebook.panel import shown
+from fragola_nb.notebook.panel.actions import Actions, clicked, error_text
+from fragola_nb.notebook.panel.outbox import PACED, Outbox
+from fragola_nb.notebook.panel.rows import CallFacts, Rows
+from fragola_nb.notebook.panel.timeline import timeline_shown
+from fragola_nb.notebook.panel.timeline_feed import TimelineFeed
 from fragola_nb.notebook.runner import started_by
-from fragola_nb.notebook.static_copy import live_text
+from fragola_nb.notebook.static.copy import live_text
 from fragola_nb.notebook.stream import Stream
-from fragola_nb.notebook.timeline import timeline_shown
-from fragola_nb.notebook.timeline_feed import TimelineFeed
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -72,7 +72,7 @@ HELLO_CHUNK = 2_000
 """Rows per message when a view asks for all of them."""
 RUN_REASONS = frozenset({"user_message", "ai_message", "tool_result", "cancelled"})
 """The state updates a run makes, a few a step: their rows and counts go paced
-(``panel_outbox``); the others (a decision, a fork, an edit...) show at once."""
+(``outbox``); the others (a decision, a fork, an edit...) show at once."""
 STATIC_LIMIT = 500
 """Messages in the static HTML copy: the last ones (the whole history is in a session
 file or ``export_html``)."""

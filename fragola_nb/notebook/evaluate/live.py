@@ -75,7 +75,7 @@ def matrix_cells(evaluation: Evaluation) -> list[list[Any]]:
 
 
 def cell_flag(rows: list[EvalRow]) -> list[Any] | None:
-    """A cell's ``[flaky, labels]`` as ``eval_verdicts.matrix_flags`` gives it; None when
+    """A cell's ``[flaky, labels]`` as ``verdicts.matrix_flags`` gives it; None when
     its repeats agree and none has a label."""
     flaky = len({bool(row.passed) for row in rows if row.finished}) > 1
     said = {row.repeat: "y" if row.label.passed else "n" for row in rows if row.label}

@@ -1,7 +1,8 @@
 """``ForkTree``: an agent and all its forks as a tree; selecting a node shows that branch.
 
-The tree itself is an anywidget (``TreeView``) whose view draws the synced ``nodes`` with
-``textContent`` only (names come from users and models) and sets ``selected`` on a click.
+The tree itself is an anywidget (``TreeView``, ``tree.js``/``tree.css``) whose view draws the
+synced ``nodes`` with ``textContent`` only (names come from users and models) and sets
+``selected`` on a click.
 Below it, the Python side shows the selected agent's :class:`AgentPanel`.
 
     tree = ForkTree(agent)     # the tree of agent.root, with agent selected
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -30,9 +32,9 @@ import traitlets
 from fragola_nb.base.render import escape, visible
 from fragola_nb.core.branchdiff import diff
 from fragola_nb.core.events import transient
-from fragola_nb.notebook.diffview import DiffView
-from fragola_nb.notebook.panel import AgentPanel
-from fragola_nb.notebook.static_copy import live_text
+from fragola_nb.notebook.diff.view import DiffView
+from fragola_nb.notebook.panel.view import AgentPanel
+from fragola_nb.notebook.static.copy import live_text
 from fragola_nb.notebook.textviews import ForkTreeText, edited_words, hand_edited, walk
 
 if TYPE_CHECKING:
@@ -43,131 +45,15 @@ __all__ = ["ForkTree", "TreeView"]
 
 _log = logging.getLogger("fragola_nb")
 
-ESM = r"""
-function row(node, selected, model) {
-  const item = document.createElement("div");
-  item.className = "fragola-tree-node" + (node.id === selected ? " fragola-tree-selected" : "");
-  item.dataset.agentId = node.id;
-  item.setAttribute("role", "treeitem");
-  item.tabIndex = 0;
-  item.style.paddingLeft = (4 + 18 * node.depth) + "px";
-  const part = (cls, text) => {
-    const span = document.createElement("span");
-    span.className = cls;
-    span.textContent = text;
-    item.append(span);
-    return span;
-  };
-  // compare: two ticked nodes show their diff (the kernel keeps the last two)
-  const pick = document.createElement("input");
-  pick.type = "checkbox";
-  pick.className = "fragola-tree-pick";
-  pick.checked = (model.get("picked") || []).includes(node.id);
-  pick.title = "compare: tick two branches to see their diff";
-  pick.setAttribute("aria-label", "compare " + node.name);
-  pick.addEventListener("click", (e) => e.stopPropagation());
-  pick.addEventListener("change", () => {
-    const now = (model.get("picked") || []).filter((id) => id !== node.id);
-    if (pick.checked) now.push(node.id);
-    model.set("picked", now);
-    model.save_changes();
-  });
-  item.append(pick);
-  part("fragola-tree-name", (node.depth ? "\u2514 " : "") + node.name);
-  part("fragola-tree-id", node.id);
-  part("fragola-tree-count", node.messages + " msg");
-  if (node.parent !== null) {
-    part("fragola-tree-at", "at message #" + node.at).title = node.at > 0
-      ? "holds its parent's messages #0 to #" + (node.at - 1) + ", then went on"
-      : "holds none of its parent's messages";
-    part("fragola-tree-added", "+" + node.added + " since fork");
-  }
-  if (node.edited) { // messages agent.edit replaced in this branch, by number
-    part("fragola-tree-edited", node.edited).title =
-      "messages of this branch a person edited (the model was sent the edited text alone)";
-  }
-  const status = String(node.status).replace(/[^a-z]/g, "");
-  part("fragola-tree-status fragola-tree-status-" + status, status);
-  const choose = () => { model.set("selected", node.id); model.save_changes(); };
-  item.addEventListener("click", choose);
-  item.addEventListener("keydown", (e) => {
-    if (e.target !== item) return; // the checkbox's own keys
-    // the tree keeps the keys it uses: arrows move between nodes, not between notebook cells
-    const rows = [...item.parentElement.querySelectorAll(".fragola-tree-node")];
-    const at = rows.indexOf(item);
-    const go = (i) => { if (rows[i]) rows[i].focus(); };
-    if (e.key === "Enter" || e.key === " ") choose();
-    else if (e.key === "ArrowDown") go(at + 1);
-    else if (e.key === "ArrowUp") go(at - 1);
-    else if (e.key === "Home") go(0);
-    else if (e.key === "End") go(rows.length - 1);
-    else return;
-    e.preventDefault();
-    e.stopPropagation();
-  });
-  return item;
-}
-
-function render({ model, el }) {
-  el.classList.add("fragola-tree");
-  el.setAttribute("role", "tree");
-  el.setAttribute("data-lm-suppress-shortcuts", "true"); // its keys are not notebook commands
-  const draw = () => {
-    const selected = model.get("selected");
-    const active = document.activeElement;
-    const focused = el.contains(active) ? active.dataset.agentId : null;
-    el.replaceChildren(...(model.get("nodes") || []).map((n) => row(n, selected, model)));
-    if (focused) {
-      const again = [...el.children].find((c) => c.dataset.agentId === focused);
-      if (again) again.focus();
-    }
-  };
-  draw();
-  model.on("change:nodes", draw);
-  model.on("change:selected", draw);
-  model.on("change:picked", draw);
-  return () => {
-    for (const name of ["nodes", "selected", "picked"]) model.off("change:" + name, draw);
-  };
-}
-
-export default { render };
-"""
-
-# The last rule: ipywidgets marks every widget without a kernel with a red broken-link icon;
-# a tree reopened from saved widget state keeps the one of the tree itself, not one per part.
-CSS = """
-.fragola-tree{font-family:var(--jp-content-font-family,system-ui,sans-serif);font-size:13px;
-  color:var(--jp-ui-font-color1,#1f2328);min-width:0}
-.fragola-tree-node{cursor:pointer;padding:2px 4px;border-radius:4px;display:flex;flex-wrap:wrap;
-  gap:0 8px;min-width:0}
-.fragola-tree-node:hover{background:rgba(127,127,127,.12)}
-.fragola-tree-node:focus-visible{outline:2px solid var(--jp-brand-color1,#1d4ed8)}
-.fragola-tree-selected{background:rgba(59,130,246,.18);font-weight:600}
-.fragola-tree-name{unicode-bidi:isolate;overflow-wrap:anywhere;min-width:0}
-.fragola-tree-id,.fragola-tree-count{font-family:var(--jp-code-font-family,monospace);
-  overflow-wrap:anywhere}
-.fragola-tree-edited{font-size:11px;border-radius:8px;padding:0 6px;
-  background:rgba(124,58,237,.18)}
-.fragola-tree-status{font-size:11px;border-radius:8px;padding:0 6px;color:#fff;background:#047857}
-.fragola-tree-at{font-style:italic}
-.fragola-tree-pick{margin:0 2px 0 0;align-self:center}
-.fragola-tree-diff-head{display:flex;flex-wrap:wrap;gap:4px 8px;align-items:center;min-width:0;
-  flex:1 1 auto;overflow-wrap:anywhere;font-size:13px;color:var(--jp-ui-font-color1,#1f2328)}
-.fragola-tree-diff-head .widget-html-content{white-space:normal;overflow-wrap:anywhere}
-.fragola-tree-compared .widget-hbox{flex-wrap:wrap;gap:4px}
-.fragola-tree-diff{max-width:100%;min-width:0;overflow-x:auto}
-.fragola-tree-status-generating{background:#1d4ed8}.fragola-tree-status-waiting{background:#b45309}
-.fragola-fork-tree .jupyter-widgets-disconnected::before{display:none}
-"""
+_HERE = Path(__file__).parent
 
 
 class TreeView(anywidget.AnyWidget):
     """The drawn tree: ``nodes`` (id, name, parent, depth, messages, status, added) in
     depth-first order, and the ``selected`` agent id (set by the view on a click)."""
 
-    _esm = ESM
-    _css = CSS
+    _esm = _HERE / "tree.js"
+    _css = _HERE / "tree.css"
     nodes = traitlets.List(traitlets.Dict()).tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
     picked = traitlets.List(traitlets.Unicode()).tag(sync=True)

@@ -1,6 +1,6 @@
 """nbconvert's HTML of a notebook saved with widget state, without fragola_nb's widget views.
 
-The magics show a live view and its static copy as two outputs (``static_copy``), so plain
+The magics show a live view and its static copy as two outputs (``copy``), so plain
 nbconvert already shows the conversation. Its page still holds each live view's widget JSON
 and, when the notebook's widget state is saved, loads ``@jupyter-widgets/html-manager`` from a
 CDN to try to draw them. ``static_views`` is an nbconvert preprocessor (a plain function:
@@ -10,7 +10,7 @@ keep that copy); other widgets keep theirs. When no widget view is left, the not
 widget state goes too, and with it the page's CDN loader::
 
     jupyter nbconvert --to html NB.ipynb \
-        --HTMLExporter.preprocessors=fragola_nb.notebook.static_views.static_views
+        --HTMLExporter.preprocessors=fragola_nb.notebook.static.static_views
 
 nbconvert loads no ``jupyter_nbconvert_config.d`` directory (only one
 ``jupyter_nbconvert_config.json`` or ``.py`` per config dir, which a package cannot share with
