@@ -40,7 +40,7 @@ def _skip_quoted(src: str, i: int, quote: str) -> int:
     return i + 1
 
 
-def tokens(src: str) -> list[Token]:  # noqa: C901 - one scanner, read top to bottom
+def tokens(src: str) -> list[Token]:
     """Words and punctuation with their line numbers; the insides of comments, strings and
     regular expressions left out; a template literal's ``${...}`` kept as code."""
     out: list[Token] = []
