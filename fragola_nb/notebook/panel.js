@@ -352,6 +352,7 @@ function dropStaticCopies(el) {
   };
   start();
 }
+
 // -- the view, section by section ---------------------------------------------------------------
 // A view is built from sections; each makes its nodes and the functions that draw them. They
 // share the view's context `v`: {store, model, el, send, live(), generating(), cleanups,
