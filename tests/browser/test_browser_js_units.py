@@ -1,8 +1,8 @@
 """The views' message handling as pure functions (issue 35, item 5), run in the browser: each
-anywidget module (the panel, the compare grid, the evaluation matrix) is imported as the page
-imports it, an ES module, and its exported ``COMMANDS`` table and ``update`` (state, message) ->
-state are called with messages as the kernel sends them. No JupyterLab here: the modules are
-served from the package to a page of their own.
+anywidget module (the panel, the compare grid, the evaluation matrix, the branch diff) is
+imported as the page imports it, an ES module, and its exported ``COMMANDS`` table and
+``update`` (state, message) -> state are called with messages as the kernel sends them. No
+JupyterLab here: the modules are served from the package to a page of their own.
 
 Each function is checked for what it returns and for leaving the state it was given as it was
 (the input is frozen, deeply, before the call: a write to it throws)."""
@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fragola_nb"
 ORIGIN = "http://units.fragola.test"
 # each view's module, found by what only it defines (the files may move between folders)
 MARKERS = {"panel": "function renderView(", "compare": "function gridNodes(",
-           "evaluation": "function matrixNodes("}
+           "evaluation": "function matrixNodes(", "diffview": "function pairRow("}
 
 # the page's helpers: `freeze` (deep, Maps and Sets too: their writers throw) and `plain`
 # (Maps, Sets and holes made JSON for the test to read)
@@ -76,12 +76,13 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 def run(page: Page, body: str) -> Any:
-    """``body`` is a function of (panel, compare, evaluation): the modules."""
-    return page.evaluate(f"() => plain(({body})(mods.panel, mods.compare, mods.evaluation))")
+    """``body`` is a function of (panel, compare, evaluation, diffview): the modules."""
+    return page.evaluate(
+        f"() => plain(({body})(mods.panel, mods.compare, mods.evaluation, mods.diffview))")
 
 
 def test_each_view_declares_the_commands_the_kernel_sends(page: Page) -> None:
-    tables = run(page, """(p, c, e) => [p, c, e].map((m) => Object.fromEntries(
+    tables = run(page, """(p, c, e, d) => [p, c, e, d].map((m) => Object.fromEntries(
       Object.entries(m.COMMANDS).map(([k, v]) =>
         [k, [v.by, typeof m[v.by], v.says.length > 20]])))""")
     assert tables == [
@@ -90,9 +91,10 @@ def test_each_view_declares_the_commands_the_kernel_sends(page: Page) -> None:
          "edited": ["editorUpdate", "function", True]},
         {"live": ["update", "function", True], "stream": ["update", "function", True]},
         {"live": ["update", "function", True], "patch": ["update", "function", True]},
+        {"fold": ["update", "function", True]},
     ]
-    frozen = run(page, "(p, c, e) => [p, c, e].map((m) => Object.isFrozen(m.COMMANDS))")
-    assert frozen == [True, True, True]
+    frozen = run(page, "(...ms) => ms.map((m) => Object.isFrozen(m.COMMANDS))")
+    assert frozen == [True, True, True, True]
 
 
 def test_the_panel_update_keeps_rows_stream_and_timeline(page: Page) -> None:
@@ -229,3 +231,15 @@ def test_the_evaluation_filters_pick_failed_and_changed_cases(page: Page) -> Non
       return [pick(false, false), pick(true, false), pick(false, true), pick(true, true)];
     }""")
     assert got == [[0, 1, 2, 3], [1, 2], [1, 3], [1]]
+
+
+def test_the_diff_update_keeps_each_fold_once_sent(page: Page) -> None:
+    got = run(page, """(p, c, e, d) => {
+      const s = freeze({ only: false, page: 2, got: new Map([[3, [{ k: "same" }]]]) });
+      const next = d.update(s, { fold: 7, rows: [{ k: "changed" }] });
+      return { next, same: [d.update(s, { fold: "7", rows: [] }) === s,
+        d.update(s, { fold: 7 }) === s, d.update(s, null) === s] };
+    }""")
+    assert got["next"] == {"only": False, "page": 2,
+                           "got": {"map": [[3, [{"k": "same"}]], [7, [{"k": "changed"}]]]}}
+    assert got["same"] == [True, True, True]
