@@ -2,17 +2,121 @@
 // histories with FxHistory (htmlhistory.js), its messages with FxMessage (htmlmessage.js).
 // Every text is set with textContent; only "h" (assistant Markdown rendered and escaped by
 // fragola_nb.base.render in Python) is set as HTML. Nothing is fetched: the page's policy forbids it.
-(function () {
+
+// A batch's view of an export_html page: its rows, a status filter and a search (htmlexport.js
+// calls FxBatch.view for a batch's data). Every text is set with textContent.
+var FxBatch = (function () {
   "use strict";
   var CHUNK = 150;  // a batch's rows drawn at a time
-  var el = FxMessage.el, lazyDetails = FxMessage.lazyDetails;
+  var el = FxMessage.el, badge = FxMessage.badge;
+  function historyNode(messages) {  // a nested history: drawn at the next frame
+    return FxHistory.history(messages).node;
+  }
+
+  function view(root, data) {
+    root.appendChild(el("p", "fx-about", data.summary));
+    var bar = el("div", "fx-filters");
+    var status = el("select", "fx-filter-status");
+    status.setAttribute("aria-label", "status");
+    var counts = {};
+    data.rows.forEach(function (r) { counts[r.status] = (counts[r.status] || 0) + 1; });
+    [["", "all (" + data.rows.length + ")"]].concat(Object.keys(counts).map(function (k) {
+      return [k, k + " (" + counts[k] + ")"];
+    })).forEach(function (pair) {
+      var option = el("option", null, pair[1]);
+      option.value = pair[0];
+      status.appendChild(option);
+    });
+    var search = el("input", "fx-filter-text");
+    search.type = "search";
+    search.placeholder = "search inputs, answers, errors";
+    search.setAttribute("aria-label", "search");
+    var count = el("span", "fx-count");
+    bar.appendChild(status);
+    bar.appendChild(search);
+    bar.appendChild(count);
+    root.appendChild(bar);
+    var table = el("table", "fx-rows");
+    var headRow = el("tr");
+    ["#", "status", "input", "answer / error", "tokens", "s"].forEach(function (h) { headRow.appendChild(el("th", null, h)); });
+    var thead = el("thead");
+    thead.appendChild(headRow);
+    table.appendChild(thead);
+    var body = el("tbody");
+    table.appendChild(body);
+    root.appendChild(table);
+    var more = el("button", "fx-more");
+    more.type = "button";
+    root.appendChild(more);
+    var kept = [], shown = 0;
+
+    function rowNode(r) {
+      var tr = el("tr", "fx-row fx-row-" + r.status.replace(/[^a-z]/g, ""));
+      tr.tabIndex = 0;
+      tr.appendChild(el("td", null, String(r.index)));
+      var cell = el("td");
+      cell.appendChild(badge(r.status));
+      tr.appendChild(cell);
+      tr.appendChild(el("td", "fx-text", r.input));
+      tr.appendChild(r.error !== null ? el("td", "fx-error", r.error) : el("td", "fx-text", r.answer === null ? "" : r.answer));
+      tr.appendChild(el("td", null, r.tokens === null ? "" : String(r.tokens)));
+      tr.appendChild(el("td", null, r.seconds === null ? "" : r.seconds.toFixed(2)));
+      var open = null;
+      function toggle() {
+        if (open) { open.remove(); open = null; tr.classList.remove("fx-open"); return; }
+        open = el("tr", "fx-row-detail");
+        var td = el("td");
+        td.colSpan = 6;
+        td.appendChild(r.messages ? historyNode(r.messages)
+          : el("p", "fx-none", r.resumed ? "read back from a resume file: no messages" : "no messages kept"));
+        open.appendChild(td);
+        tr.after(open);
+        tr.classList.add("fx-open");
+      }
+      tr.addEventListener("click", toggle);
+      tr.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); toggle(); } });
+      return tr;
+    }
+    function drawMore() {
+      var end = Math.min(kept.length, shown + CHUNK);
+      var frag = document.createDocumentFragment();
+      for (var i = shown; i < end; i++) frag.appendChild(rowNode(kept[i]));
+      body.appendChild(frag);
+      shown = end;
+      more.hidden = shown >= kept.length;
+      more.textContent = "show more rows (" + shown + " of " + kept.length + ")";
+    }
+    function apply() {
+      var want = status.value, words = search.value.toLowerCase();
+      kept = data.rows.filter(function (r) {
+        if (want && r.status !== want) return false;
+        if (!words) return true;
+        return [r.input, r.answer || "", r.error || ""].join("\n").toLowerCase().indexOf(words) >= 0;
+      });
+      body.textContent = "";
+      shown = 0;
+      count.textContent = kept.length + " of " + data.rows.length + " rows";
+      drawMore();
+    }
+    status.addEventListener("change", apply);
+    search.addEventListener("input", apply);
+    more.addEventListener("click", drawMore);
+    apply();
+  }
+
+
+  return { view: view };
+})();
+
+(function () {
+  "use strict";
+  var el = FxMessage.el, lazyDetails = FxMessage.lazyDetails, badge = FxMessage.badge;
   function historyNode(messages) {  // a nested history: drawn at the next frame
     return FxHistory.history(messages).node;
   }
   var data = JSON.parse(document.getElementById("fx-data").textContent);
   var view = document.getElementById("fx-view");
 
-  function badge(status) { return el("span", "fx-status fx-status-" + String(status).replace(/[^a-z_]/g, ""), status); }
   function facts(tokens, seconds) {
     var parts = [];
     if (tokens !== null && tokens !== undefined) parts.push(tokens.toLocaleString("en") + " tokens");
@@ -125,99 +229,8 @@
     root.appendChild(grid);
   }
 
-  // -- a batch: rows, a status filter and a search --------------------------------------------
-  function batchView(root) {
-    root.appendChild(el("p", "fx-about", data.summary));
-    var bar = el("div", "fx-filters");
-    var status = el("select", "fx-filter-status");
-    status.setAttribute("aria-label", "status");
-    var counts = {};
-    data.rows.forEach(function (r) { counts[r.status] = (counts[r.status] || 0) + 1; });
-    [["", "all (" + data.rows.length + ")"]].concat(Object.keys(counts).map(function (k) {
-      return [k, k + " (" + counts[k] + ")"];
-    })).forEach(function (pair) {
-      var option = el("option", null, pair[1]);
-      option.value = pair[0];
-      status.appendChild(option);
-    });
-    var search = el("input", "fx-filter-text");
-    search.type = "search";
-    search.placeholder = "search inputs, answers, errors";
-    search.setAttribute("aria-label", "search");
-    var count = el("span", "fx-count");
-    bar.appendChild(status);
-    bar.appendChild(search);
-    bar.appendChild(count);
-    root.appendChild(bar);
-    var table = el("table", "fx-rows");
-    var headRow = el("tr");
-    ["#", "status", "input", "answer / error", "tokens", "s"].forEach(function (h) { headRow.appendChild(el("th", null, h)); });
-    var thead = el("thead");
-    thead.appendChild(headRow);
-    table.appendChild(thead);
-    var body = el("tbody");
-    table.appendChild(body);
-    root.appendChild(table);
-    var more = el("button", "fx-more");
-    more.type = "button";
-    root.appendChild(more);
-    var kept = [], shown = 0;
-
-    function rowNode(r) {
-      var tr = el("tr", "fx-row fx-row-" + r.status.replace(/[^a-z]/g, ""));
-      tr.tabIndex = 0;
-      tr.appendChild(el("td", null, String(r.index)));
-      var cell = el("td");
-      cell.appendChild(badge(r.status));
-      tr.appendChild(cell);
-      tr.appendChild(el("td", "fx-text", r.input));
-      tr.appendChild(r.error !== null ? el("td", "fx-error", r.error) : el("td", "fx-text", r.answer === null ? "" : r.answer));
-      tr.appendChild(el("td", null, r.tokens === null ? "" : String(r.tokens)));
-      tr.appendChild(el("td", null, r.seconds === null ? "" : r.seconds.toFixed(2)));
-      var open = null;
-      function toggle() {
-        if (open) { open.remove(); open = null; tr.classList.remove("fx-open"); return; }
-        open = el("tr", "fx-row-detail");
-        var td = el("td");
-        td.colSpan = 6;
-        td.appendChild(r.messages ? historyNode(r.messages)
-          : el("p", "fx-none", r.resumed ? "read back from a resume file: no messages" : "no messages kept"));
-        open.appendChild(td);
-        tr.after(open);
-        tr.classList.add("fx-open");
-      }
-      tr.addEventListener("click", toggle);
-      tr.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); toggle(); } });
-      return tr;
-    }
-    function drawMore() {
-      var end = Math.min(kept.length, shown + CHUNK);
-      var frag = document.createDocumentFragment();
-      for (var i = shown; i < end; i++) frag.appendChild(rowNode(kept[i]));
-      body.appendChild(frag);
-      shown = end;
-      more.hidden = shown >= kept.length;
-      more.textContent = "show more rows (" + shown + " of " + kept.length + ")";
-    }
-    function apply() {
-      var want = status.value, words = search.value.toLowerCase();
-      kept = data.rows.filter(function (r) {
-        if (want && r.status !== want) return false;
-        if (!words) return true;
-        return [r.input, r.answer || "", r.error || ""].join("\n").toLowerCase().indexOf(words) >= 0;
-      });
-      body.textContent = "";
-      shown = 0;
-      count.textContent = kept.length + " of " + data.rows.length + " rows";
-      drawMore();
-    }
-    status.addEventListener("change", apply);
-    search.addEventListener("input", apply);
-    more.addEventListener("click", drawMore);
-    apply();
-  }
-
-  var VIEWS = { agent: agentView, comparison: comparisonView, batch: batchView };
+  var VIEWS = { agent: agentView, comparison: comparisonView,
+    batch: function (root) { FxBatch.view(root, data); } };
   view.textContent = "";
   var draw = VIEWS[data.kind];
   if (draw) draw(view); else view.appendChild(el("p", "fx-error", "unknown export kind: " + data.kind));

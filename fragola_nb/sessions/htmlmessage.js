@@ -18,6 +18,7 @@ var FxMessage = (function () {
     return b;
   }
   function count(n) { return n.toLocaleString("en"); }
+  function badge(status) { return el("span", "fx-status fx-status-" + String(status).replace(/[^a-z_]/g, ""), status); }
 
   // Tool call id -> {name, result}, over a whole history, made when a call is first opened.
   function callIndex(messages) {
@@ -117,6 +118,6 @@ var FxMessage = (function () {
     return parts.join("\n").toLowerCase();
   }
 
-  return { el: el, button: button, count: count, callIndex: callIndex,
+  return { el: el, button: button, count: count, badge: badge, callIndex: callIndex,
            lazyDetails: lazyDetails, messageNode: messageNode, searchText: searchText };
 })();

@@ -1,6 +1,8 @@
 // The compare grid's view (anywidget): one column per variant. Everything from a model, a
 // tool or a person is set with textContent, never as HTML. A click on a column's name sets
-// `selected`; the kernel then shows that fork's panel below the grid.
+// `selected`; the kernel then shows that fork's panel below the grid. What the kernel sends is
+// listed in COMMANDS (at the end) and taken by the pure `update`; the view is made of pieces
+// (gridNodes, draw, columnSection, drawStream, ...) sharing a context.
 
 function h(tag, cls, text) {
   const node = document.createElement(tag);
@@ -133,11 +135,15 @@ const atEnd = (a) => a.scrollTop + a.clientHeight >= a.scrollHeight - 4;
 // is painted first.
 const BUDGET = 60000, SMALL = 20000;
 
-function render({ model, el }) {
-  el.classList.add("fragola-compare");
-  const top = h("div", "fragola-compare-top");
+// -- the grid, piece by piece ---------------------------------------------------------------------
+// The pieces share the view's context `cx`: the model, the nodes (gridNodes), `link` (live:
+// the kernel answered its hello; waited: 2 s went by without it), the answers' `mode`, the
+// streamed texts (`streamed`), and the columns drawn (`drawn`, `queue`: see draw).
+
+function gridNodes(el) {
   // The header's tools: how answers are shown, and, when the columns do not all fit, how
   // many there are and which way the rest are (a narrow notebook shows two of eight).
+  const top = h("div", "fragola-compare-top");
   const tools = h("div", "fragola-compare-tools");
   const modes = h("span", "fragola-compare-modes");
   modes.setAttribute("role", "group");
@@ -160,237 +166,280 @@ function render({ model, el }) {
     h("ins", "fragola-diff-new", "added"), h("span", "", " "), h("del", "fragola-diff-gone", "left out"));
   const detached = h("div", "fragola-compare-detached");
   el.replaceChildren(top, tools, scroller, legend, detached);
-  // Live once the kernel answers the view's hello; a grid reopened from a saved notebook
-  // (no kernel) gets no answer and says it is read-only after a moment.
-  const link = { live: false, waited: false };
-  let mode = "diff";
-  // The scroll cue reads the layout: once per frame at most, however fast columns stream.
-  let cueQueued = false;
-  const cue = () => {
-    cueQueued = false;
-    // Not laid out (JupyterLab hides outputs while it restyles, on a theme change): nothing
-    // to measure; the cue is read again when the grid has its size back.
-    if (!grid.clientWidth) return;
-    const total = grid.children.length;
-    const overflow = grid.scrollWidth > grid.clientWidth + 1;
-    const atStart = grid.scrollLeft <= 1;
-    const atEnd = grid.scrollLeft + grid.clientWidth >= grid.scrollWidth - 1;
-    scroller.classList.toggle("fragola-compare-more-right", overflow && !atEnd);
-    scroller.classList.toggle("fragola-compare-more-left", overflow && !atStart);
-    if (!overflow) { more.hidden = true; more.textContent = ""; return; }
-    // which columns show (at least partly): "columns 2–3 of 8"
-    const box = grid.getBoundingClientRect();
-    let first = 0, last = 0;
-    [...grid.children].forEach((c, i) => {
-      const r = c.getBoundingClientRect();
-      if (r.right > box.left + 40 && r.left < box.right - 40) { if (!first) first = i + 1; last = i + 1; }
-    });
-    if (first === 1 && last === total) { more.hidden = true; return; }  // a pixel's overflow
-    more.hidden = false;
-    const where = first === last ? "column " + first : "columns " + first + "–" + last;
-    more.textContent = where + " of " + total + " · scroll " + (atEnd ? "←" : atStart ? "→" : "↔");
-  };
-  const queueCue = () => {
-    if (cueQueued) return;
-    cueQueued = true;
-    requestAnimationFrame(cue);
-  };
+  return { top, modes, diffButton, plainButton, more, scroller, grid, legend, detached };
+}
+
+// The scroll cue reads the layout: once per frame at most, however fast columns stream.
+function cue(cx) {
+  const { grid, scroller, more } = cx;
+  cx.cueQueued = false;
+  // Not laid out (JupyterLab hides outputs while it restyles, on a theme change): nothing
+  // to measure; the cue is read again when the grid has its size back.
+  if (!grid.clientWidth) return;
+  const total = grid.children.length;
+  const overflow = grid.scrollWidth > grid.clientWidth + 1;
+  const atStart = grid.scrollLeft <= 1;
+  const atEnd = grid.scrollLeft + grid.clientWidth >= grid.scrollWidth - 1;
+  scroller.classList.toggle("fragola-compare-more-right", overflow && !atEnd);
+  scroller.classList.toggle("fragola-compare-more-left", overflow && !atStart);
+  if (!overflow) { more.hidden = true; more.textContent = ""; return; }
+  // which columns show (at least partly): "columns 2–3 of 8"
+  const box = grid.getBoundingClientRect();
+  let first = 0, last = 0;
+  [...grid.children].forEach((c, i) => {
+    const r = c.getBoundingClientRect();
+    if (r.right > box.left + 40 && r.left < box.right - 40) { if (!first) first = i + 1; last = i + 1; }
+  });
+  if (first === 1 && last === total) { more.hidden = true; return; }  // a pixel's overflow
+  more.hidden = false;
+  const where = first === last ? "column " + first : "columns " + first + "–" + last;
+  more.textContent = where + " of " + total + " · scroll " + (atEnd ? "←" : atStart ? "→" : "↔");
+}
+
+function queueCue(cx) {
+  if (cx.cueQueued) return;
+  cx.cueQueued = true;
+  requestAnimationFrame(() => cue(cx));
+}
+
+const current = (cx) => (cx.model.get("columns") || []).map((c) => withStream(cx.streamed, c));
+
+// A built box in place of its column's old one: a streaming answer read at its end follows
+// what comes, any other keeps where the reader was.
+function place(entry, box, streaming) {
+  const old = entry.box;
+  const was = old && old.isConnected ? { top: old.scrollTop, end: atEnd(old) } : null;
+  if (old) old.replaceWith(box);
+  else entry.section.insertBefore(box, entry.below);
+  entry.box = box;
+  box.scrollTop = streaming && (!was || was.end) ? box.scrollHeight : was ? was.top : 0;
+}
+
+// Build the queued boxes, in column order, up to `budget` characters (`atLeastOne`: the
+// first whatever its size); the rest after the next frame.
+function slice(cx, budget, atLeastOne) {
+  const { queue, drawn } = cx;
+  let spent = 0;
+  for (const [i, c] of current(cx).entries()) {
+    if (!queue.has(c.name)) continue;
+    const size = (c.answer || "").length + 1;
+    if (spent + size > budget && !(atLeastOne && !spent)) break;
+    queue.delete(c.name);
+    const entry = drawn.get(c.name);
+    if (!entry) continue;
+    place(entry, answer(c, i === 0, cx.mode), !!c.streaming);
+    spent += size;
+  }
+  for (const name of queue) if (!drawn.has(name)) queue.delete(name);
+  if (queue.size && !cx.later) {
+    cx.later = true;
+    requestAnimationFrame(() => setTimeout(() => {
+      cx.later = false;
+      if (!cx.gone) slice(cx, BUDGET, true);
+    }));
+  }
+}
+
+// A column's answer box as the column has it now: kept, appended to, or queued to build.
+function fitAnswer(cx, entry, c, i) {
+  const { queue } = cx;
+  if (c.kept && !c.answer && entry.box) {  // its text cleared: the box keeps it as the answer
+    entry.box.classList.remove("fragola-compare-streaming");
+    queue.delete(c.name);
+    return;
+  }
+  if (!c.answer && !c.diff) {
+    if (entry.box) { entry.box.remove(); entry.box = null; }
+    queue.delete(c.name);
+    return;
+  }
+  const [kind, key] = wanted(c, i === 0, cx.mode);
+  const a = entry.box;
+  const has = a ? shows.get(a) : null;
+  if (a) a.classList.toggle("fragola-compare-streaming", !!c.streaming);
+  if (has && has[0] === "plain" && has[1] !== c.answer && String(c.answer || "").startsWith(has[1])
+      && shownLength(a) === has[1].length) {
+    // the column's text goes on from the box's (the end of a streamed reply): shown now,
+    // even while its word differences wait to be built
+    const end = atEnd(a);
+    appendText(a, String(c.answer).slice(has[1].length));
+    shows.set(a, ["plain", String(c.answer)]);
+    if (c.streaming && end) a.scrollTop = a.scrollHeight;
+  }
+  const now = a ? shows.get(a) : null;
+  if (now && now[0] === kind && now[1] === key) queue.delete(c.name);
+  else queue.add(c.name);
+}
+
+// Each column's section, kept from one draw to the next: name -> { section, box (its
+// answer), below (the first part under the box), sig (what its small parts were drawn
+// from) }. A redraw rebuilds the small parts that changed, and an answer box only when its
+// text does: the boxes to build go a few a frame (`queue`), the old box on show meanwhile.
+function columnSection(cx, c, i, selected, firstName) {
+  let entry = cx.drawn.get(c.name);
+  if (!entry) {
+    entry = { section: h("section"), box: null, below: null, sig: "" };
+    cx.drawn.set(c.name, entry);
+  }
+  const { answer: _text, diff: _diff, ...rest } = c;
+  const sig = JSON.stringify([rest, i, selected, cx.link.live, cx.mode, firstName]);
+  if (sig !== entry.sig) {
+    entry.sig = sig;
+    entry.section.className = "fragola-compare-col" + (c.name === selected ? " fragola-compare-selected" : "");
+    const [above, below] = parts(c, i, selected, cx.model, cx.link.live, cx.mode, firstName);
+    for (const child of [...entry.section.children]) if (child !== entry.box) child.remove();
+    if (entry.box) { entry.box.before(...above); entry.box.after(...below); }
+    else entry.section.append(...above, ...below);
+    entry.below = below[0] || null;
+  }
+  fitAnswer(cx, entry, c, i);
+  return entry.section;
+}
+
+function draw(cx) {
+  const { model, grid, mode } = cx;
+  const title = model.get("title") || {};
+  const cols = current(cx);
+  cx.top.textContent = (title.agent || "") + " · " + cols.length + " variant(s)" +
+    (title.done ? "" : " · running") + ": " + (title.message || "");
+  const selected = model.get("selected");
+  const firstName = cols.length ? cols[0].name : "";
+  const sections = cols.map((c, i) => columnSection(cx, c, i, selected, firstName));
+  const names = new Set(cols.map((c) => c.name));
+  for (const name of [...cx.drawn.keys()]) if (!names.has(name)) cx.drawn.delete(name);
+  if (sections.length !== grid.children.length || sections.some((s, i) => grid.children[i] !== s)) {
+    const left = grid.scrollLeft;
+    grid.replaceChildren(...sections);
+    grid.scrollLeft = left;
+  }
+  slice(cx, SMALL, false);
+  const compared = cols.some((c, i) => i > 0 && (Array.isArray(c.diff) || c.apart));
+  cx.modes.hidden = !compared;
+  cx.diffButton.setAttribute("aria-pressed", mode === "diff" ? "true" : "false");
+  cx.plainButton.setAttribute("aria-pressed", mode === "plain" ? "true" : "false");
+  cx.legend.hidden = mode !== "diff" || !cols.some((c, i) => i > 0 && Array.isArray(c.diff));
+  const why = model.get("detached");
+  cx.detached.textContent = why ? "detached: " + why
+    : !cx.link.live && cx.link.waited ? "read-only: no kernel; run the cell again to open a branch's panel" : "";
+  queueCue(cx);
+}
+
+// The streamed texts `update` made of a stream message, into the answer boxes on show: an add
+// appended, not the whole text set again (an update costs its new text however long the
+// answer grows); a column's first text draws the grid again (its answer box is made).
+function drawStream(cx, cols, before) {
+  let redraw = false;
+  const writes = [];
+  for (const [name, m] of Object.entries(cols || {})) {
+    const text = cx.streamed.get(name);
+    if (!text) continue;  // stored: the next `columns` draws it
+    const entry = cx.drawn.get(name);
+    const a = entry && entry.box;
+    if (!a || !a.classList.contains("fragola-compare-streaming")) {
+      // its first text: the column gets its answer box (the last text of a column drawn
+      // finished already changes nothing: its stored answer is on show)
+      const c = (cx.model.get("columns") || []).find((col) => col.name === name);
+      if (c && (c.status === "running" || c.streaming || c.kept)) redraw = true;
+      continue;
+    }
+    // read every column's scroll before any write: one layout, not one per column
+    writes.push([a, m, before.get(name) || "", text, atEnd(a)]);
+  }
+  for (const [a, m, had, text] of writes) {
+    if ("add" in m && shownLength(a) === had.length) appendText(a, m.add);
+    else { a.replaceChildren(); appendText(a, text); }
+    shows.set(a, ["plain", text]);
+  }
+  for (const [a, , , , end] of writes) if (end) a.scrollTop = a.scrollHeight;
+  if (redraw) draw(cx);
+}
+
+// -- the kernel's messages ----------------------------------------------------------------------
+// What the kernel sends the grid (custom messages), and the pure functions that take them.
+export const COMMANDS = Object.freeze({
+  live: { by: "update", says: "`{live: true}`: the kernel answers the view's hello (compare_view.py)" },
+  stream: { by: "update", says: "`{t: \"stream\", cols: {name: {add} or {text}}}`: what is new in each streaming column (compare_view.py); a new view gets every streaming text whole, in answer to its hello" },
+});
+
+export const commandOf = (msg) =>
+  !msg || typeof msg !== "object" ? null : msg.t === "stream" ? "stream" : msg.live ? "live" : null;
+
+// (state, message) -> state, touching neither the page nor the model; the state is {live,
+// streamed: Map(column name -> its text so far)}: `live` once the kernel answers; a stream
+// message adds to (`add`) or sets (`text`) each column's text, and an empty text drops it
+// (its answer is stored: the next `columns` holds it).
+export function update(state, msg) {
+  const kind = commandOf(msg);
+  if (kind === "live") return state.live ? state : { ...state, live: true };
+  if (kind !== "stream") return state;
+  const streamed = new Map(state.streamed);
+  for (const [name, m] of Object.entries(msg.cols || {})) {
+    const text = "add" in m ? (streamed.get(name) || "") + m.add : String(m.text || "");
+    if (text) streamed.set(name, text); else streamed.delete(name);
+  }
+  return { ...state, streamed };
+}
+
+// The streamed texts kept for `columns`: a streaming column's text is the stream messages'
+// (the kernel sends it "" in `columns`), and so is a column's that ended with the text it
+// streamed while others go on ("kept": its answer is that text, left out of `columns` until
+// the comparison is done); any other column's is dropped.
+export function keepStreamed(streamed, columns) {
+  const next = new Map(streamed);
+  for (const c of columns || []) {
+    if (!c.streaming && !c.kept) next.delete(c.name);
+    else if (c.answer && !next.has(c.name)) next.set(c.name, c.answer);
+  }
+  return next;
+}
+
+// A column as drawn: with its streamed text as its answer while it runs, or when kept.
+export function withStream(streamed, c) {
+  const text = streamed.get(c.name);
+  if (text && (c.status === "running" || c.streaming)) return { ...c, answer: text, streaming: true };
+  return text && c.kept ? { ...c, answer: text } : c;
+}
+
+function render({ model, el }) {
+  el.classList.add("fragola-compare");
+  const cx = { model, el, ...gridNodes(el), link: { live: false, waited: false }, mode: "diff",
+    cueQueued: false, streamed: new Map(), drawn: new Map(), queue: new Set(), later: false, gone: false };
+  const { grid, more } = cx;
   more.addEventListener("click", () => {
     const atEnd = grid.scrollLeft + grid.clientWidth >= grid.scrollWidth - 1;
     const step = Math.max(grid.clientWidth * 0.8, 200);
     grid.scrollBy({ left: atEnd ? -grid.scrollWidth : step, behavior: "smooth" });
   });
-  grid.addEventListener("scroll", queueCue, { passive: true });
-  const resized = typeof ResizeObserver === "function" ? new ResizeObserver(queueCue) : null;
+  grid.addEventListener("scroll", () => queueCue(cx), { passive: true });
+  const resized = typeof ResizeObserver === "function" ? new ResizeObserver(() => queueCue(cx)) : null;
   if (resized) resized.observe(grid);
-  const setMode = (next) => { mode = next; draw(); };
-  diffButton.addEventListener("click", () => setMode("diff"));
-  plainButton.addEventListener("click", () => setMode("plain"));
-  // A streaming column's text comes as custom messages ({t: "stream", cols: {name: {add} or
-  // {text}}}), only what is new: kept here, drawn into that column's answer alone; a new view
-  // gets every streaming text whole, in answer to its hello.
-  const streamed = new Map();
-  // So is a column's that ended with the text it streamed while others go on ("kept": its
-  // answer is that text, left out of `columns` until the comparison is done).
-  const syncStreamed = () => {
-    for (const c of model.get("columns") || []) {
-      // a streaming column's text is the stream messages' (the kernel sends it "" here)
-      if (!c.streaming && !c.kept) streamed.delete(c.name);
-      else if (c.answer && !streamed.has(c.name)) streamed.set(c.name, c.answer);
-    }
-  };
-  const withStream = (c) => {
-    const text = streamed.get(c.name);
-    if (text && (c.status === "running" || c.streaming)) return { ...c, answer: text, streaming: true };
-    return text && c.kept ? { ...c, answer: text } : c;
-  };
-  const onStream = (cols) => {
-    let redraw = false;
-    const writes = [];
-    for (const [name, m] of Object.entries(cols || {})) {
-      const before = streamed.get(name) || "";
-      const text = "add" in m ? before + m.add : String(m.text || "");
-      if (!text) { streamed.delete(name); continue; }  // stored: the next `columns` draws it
-      streamed.set(name, text);
-      const entry = drawn.get(name);
-      const a = entry && entry.box;
-      if (!a || !a.classList.contains("fragola-compare-streaming")) {
-        // its first text: the column gets its answer box (the last text of a column drawn
-        // finished already changes nothing: its stored answer is on show)
-        const c = (model.get("columns") || []).find((col) => col.name === name);
-        if (c && (c.status === "running" || c.streaming || c.kept)) redraw = true;
-        continue;
-      }
-      // read every column's scroll before any write: one layout, not one per column
-      writes.push([a, m, before, text, atEnd(a)]);
-    }
-    for (const [a, m, before, text] of writes) {
-      // an add is appended, not the whole text set again: an update costs its new text
-      // however long the answer grows
-      if ("add" in m && shownLength(a) === before.length) appendText(a, m.add);
-      else { a.replaceChildren(); appendText(a, text); }
-      shows.set(a, ["plain", text]);
-    }
-    for (const [a, , , , end] of writes) if (end) a.scrollTop = a.scrollHeight;
-    if (redraw) draw();
-  };
-  // Each column's section, kept from one draw to the next: name -> { section, box (its
-  // answer), below (the first part under the box), sig (what its small parts were drawn
-  // from) }. A redraw rebuilds the small parts that changed, and an answer box only when its
-  // text does: the boxes to build go a few a frame (`queue`), the old box on show meanwhile.
-  const drawn = new Map();
-  const queue = new Set();
-  let later = false;  // a slice is asked for, after the next frame
-  let gone = false;  // the view is removed: no more slices
-  const current = () => (model.get("columns") || []).map(withStream);
-  // A built box in place of its column's old one: a streaming answer read at its end follows
-  // what comes, any other keeps where the reader was.
-  const place = (entry, box, streaming) => {
-    const old = entry.box;
-    const was = old && old.isConnected ? { top: old.scrollTop, end: atEnd(old) } : null;
-    if (old) old.replaceWith(box);
-    else entry.section.insertBefore(box, entry.below);
-    entry.box = box;
-    box.scrollTop = streaming && (!was || was.end) ? box.scrollHeight : was ? was.top : 0;
-  };
-  // Build the queued boxes, in column order, up to `budget` characters (`atLeastOne`: the
-  // first whatever its size); the rest after the next frame.
-  const slice = (budget, atLeastOne) => {
-    const cols = current();
-    let spent = 0;
-    for (const [i, c] of cols.entries()) {
-      if (!queue.has(c.name)) continue;
-      const size = (c.answer || "").length + 1;
-      if (spent + size > budget && !(atLeastOne && !spent)) break;
-      queue.delete(c.name);
-      const entry = drawn.get(c.name);
-      if (!entry) continue;
-      const box = answer(c, i === 0, mode);
-      place(entry, box, !!c.streaming);
-      spent += size;
-    }
-    for (const name of queue) if (!drawn.has(name)) queue.delete(name);
-    if (queue.size && !later) {
-      later = true;
-      requestAnimationFrame(() => setTimeout(() => {
-        later = false;
-        if (!gone) slice(BUDGET, true);
-      }));
-    }
-  };
-  // A column's answer box as the column has it now: kept, appended to, or queued to build.
-  const fit = (entry, c, i) => {
-    if (c.kept && !c.answer && entry.box) {  // its text cleared: the box keeps it as the answer
-      entry.box.classList.remove("fragola-compare-streaming");
-      queue.delete(c.name);
-      return;
-    }
-    if (!c.answer && !c.diff) {
-      if (entry.box) { entry.box.remove(); entry.box = null; }
-      queue.delete(c.name);
-      return;
-    }
-    const [kind, key] = wanted(c, i === 0, mode);
-    const a = entry.box;
-    const has = a ? shows.get(a) : null;
-    if (a) a.classList.toggle("fragola-compare-streaming", !!c.streaming);
-    if (has && has[0] === "plain" && has[1] !== c.answer && String(c.answer || "").startsWith(has[1])
-        && shownLength(a) === has[1].length) {
-      // the column's text goes on from the box's (the end of a streamed reply): shown now,
-      // even while its word differences wait to be built
-      const end = atEnd(a);
-      appendText(a, String(c.answer).slice(has[1].length));
-      shows.set(a, ["plain", String(c.answer)]);
-      if (c.streaming && end) a.scrollTop = a.scrollHeight;
-    }
-    const now = a ? shows.get(a) : null;
-    if (now && now[0] === kind && now[1] === key) queue.delete(c.name);
-    else queue.add(c.name);
-  };
-  const draw = () => {
-    const title = model.get("title") || {};
-    const cols = current();
-    top.textContent = (title.agent || "") + " · " + cols.length + " variant(s)" +
-      (title.done ? "" : " · running") + ": " + (title.message || "");
-    const selected = model.get("selected");
-    const firstName = cols.length ? cols[0].name : "";
-    const sections = cols.map((c, i) => {
-      let entry = drawn.get(c.name);
-      if (!entry) {
-        entry = { section: h("section"), box: null, below: null, sig: "" };
-        drawn.set(c.name, entry);
-      }
-      const { answer: _text, diff: _diff, ...rest } = c;
-      const sig = JSON.stringify([rest, i, selected, link.live, mode, firstName]);
-      if (sig !== entry.sig) {
-        entry.sig = sig;
-        entry.section.className = "fragola-compare-col" + (c.name === selected ? " fragola-compare-selected" : "");
-        const [above, below] = parts(c, i, selected, model, link.live, mode, firstName);
-        for (const child of [...entry.section.children]) if (child !== entry.box) child.remove();
-        if (entry.box) { entry.box.before(...above); entry.box.after(...below); }
-        else entry.section.append(...above, ...below);
-        entry.below = below[0] || null;
-      }
-      fit(entry, c, i);
-      return entry.section;
-    });
-    const names = new Set(cols.map((c) => c.name));
-    for (const name of [...drawn.keys()]) if (!names.has(name)) drawn.delete(name);
-    if (sections.length !== grid.children.length || sections.some((s, i) => grid.children[i] !== s)) {
-      const left = grid.scrollLeft;
-      grid.replaceChildren(...sections);
-      grid.scrollLeft = left;
-    }
-    slice(SMALL, false);
-    const compared = cols.some((c, i) => i > 0 && (Array.isArray(c.diff) || c.apart));
-    modes.hidden = !compared;
-    diffButton.setAttribute("aria-pressed", mode === "diff" ? "true" : "false");
-    plainButton.setAttribute("aria-pressed", mode === "plain" ? "true" : "false");
-    legend.hidden = mode !== "diff" || !cols.some((c, i) => i > 0 && Array.isArray(c.diff));
-    const why = model.get("detached");
-    detached.textContent = why ? "detached: " + why
-      : !link.live && link.waited ? "read-only: no kernel; run the cell again to open a branch's panel" : "";
-    queueCue();
-  };
-  syncStreamed();
-  draw();
-  const onColumns = () => { syncStreamed(); draw(); };
+  const setMode = (next) => { cx.mode = next; draw(cx); };
+  cx.diffButton.addEventListener("click", () => setMode("diff"));
+  cx.plainButton.addEventListener("click", () => setMode("plain"));
+  const redraw = () => draw(cx);
+  const onColumns = () => { cx.streamed = keepStreamed(cx.streamed, model.get("columns")); draw(cx); };
+  onColumns();
   const events = ["change:title", "change:selected", "change:detached"];
-  for (const e of events) model.on(e, draw);
+  for (const e of events) model.on(e, redraw);
   model.on("change:columns", onColumns);
   const onMessage = (msg) => {
-    if (msg && msg.t === "stream") { onStream(msg.cols); return; }
-    if (msg && msg.live && !link.live) { link.live = true; draw(); }
+    const before = { live: cx.link.live, streamed: cx.streamed };
+    const after = update(before, msg);
+    if (after === before) return;
+    cx.streamed = after.streamed;
+    if (commandOf(msg) === "stream") { drawStream(cx, msg.cols, before.streamed); return; }
+    cx.link.live = true;
+    draw(cx);
   };
   model.on("msg:custom", onMessage);
   model.send({ do: "hello" });
-  const waited = setTimeout(() => { link.waited = true; draw(); }, 2000);
+  const waited = setTimeout(() => { cx.link.waited = true; draw(cx); }, 2000);
   return () => {
     clearTimeout(waited);
-    gone = true;
+    cx.gone = true;
     if (resized) resized.disconnect();
     model.off("msg:custom", onMessage);
-    for (const e of events) model.off(e, draw);
+    for (const e of events) model.off(e, redraw);
     model.off("change:columns", onColumns);
   };
 }

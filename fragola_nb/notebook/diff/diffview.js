@@ -95,15 +95,28 @@ function headOf(head) {
   return heads;
 }
 
+// -- the kernel's messages ------------------------------------------------------------------------
+// What the kernel sends the diff (a custom message), and the pure function that takes it.
+export const COMMANDS = Object.freeze({
+  fold: { by: "update", says: "`{fold: at, rows: [...]}`: the messages of the identical run folded at `at`, asked for once by a click on its line (diffview.py)" },
+});
+
+// (state, message) -> state, touching neither the page nor the model: a fold's rows kept in
+// `got` (a Map of fold -> rows); any other message leaves the state as it is.
+export function update(state, msg) {
+  if (!msg || !Number.isInteger(msg.fold) || !Array.isArray(msg.rows)) return state;
+  return { ...state, got: new Map(state.got).set(msg.fold, msg.rows) };
+}
+
 function render({ model, el }) {
   el.classList.add("fragola-diff", "fragola-diff-live");
   el.setAttribute("data-lm-suppress-shortcuts", "true");
   const state = { only: false, page: 0, open: new Set(), got: new Map() };
   const onMsg = (msg) => {
-    if (msg && Number.isInteger(msg.fold) && Array.isArray(msg.rows)) {
-      state.got.set(msg.fold, msg.rows);
-      draw();
-    }
+    const next = update(state, msg);
+    if (next === state) return;
+    state.got = next.got;
+    draw();
   };
   model.on("msg:custom", onMsg);
   const body = h("div", "fragola-diff-body");
@@ -152,7 +165,7 @@ function render({ model, el }) {
     pager.hidden = pages === 1;
   };
   const setup = () => {
-    state.got.clear();
+    state.got = new Map();
     state.open.clear();
     const head = model.get("head") || {};
     const top = counts(head, state.only, (only) => { state.only = only; state.page = 0; draw(); });
