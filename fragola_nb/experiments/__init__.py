@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from fragola_nb.experiments import pages  # export_html's pages of comparisons and batches
-from fragola_nb.experiments.batch import BatchResult
-from fragola_nb.experiments.compare import Comparison
+from fragola_nb.experiments.batch.result import BatchResult
+from fragola_nb.experiments.compare.comparison import Comparison
 
 del pages
 

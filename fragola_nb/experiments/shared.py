@@ -1,54 +1,39 @@
-"""``Comparison``: the result of ``agent.compare``, a mapping of variant name -> fork, with its
-rows as data (``table``, ``to_pandas``), plain text and escaped static HTML.
-
-The helpers below (``answer_text``, ``tool_call_texts``, ``row_tokens``, ``error_line``,
-``import_pandas``) are plain functions that ``agent.batch`` reuses.
+"""What the experiment families share (``compare/``, ``batch/``, ``evaluate/`` and ``ray/``):
+a fork's answer and tool calls as text, its tokens, an error in one line, pandas on demand,
+undoing an experiment that fails to start and stopping its forks at once, a row's status from
+how its talk ended, and the checks of ``repeat``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from fragola_nb.base.redact import redact_text, redacted_texts
-from fragola_nb.base.render import escape, text_of, visible
+from fragola_nb.base.errors import BadUsage
+from fragola_nb.base.redact import redact_text
+from fragola_nb.base.render import text_of
 from fragola_nb.core.driver import StopNow
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.grading import passed_and_score
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
+    from fragola_nb.core.state import AgentState
+    from fragola_nb.experiments.conversation import Talk
 
-__all__ = ["WATCHERS", "Comparison", "VariantRun", "Watcher", "answer_text", "error_line",
-           "experiment_ended", "import_pandas", "row_tokens", "stop_at_once", "tool_call_texts",
-           "undone_on_error"]
+__all__ = ["NOT_RUN_BUDGET", "STOPPED", "answer_text", "check_repeat", "error_line",
+           "experiment_ended", "import_pandas", "row_tokens", "stop_at_once", "talk_status",
+           "tool_call_texts", "undone_on_error", "verdict", "wrap_text"]
 
 _log = logging.getLogger("fragola_nb")
 
-COLUMNS = ("variant", "status", "answer", "tool_calls", "tokens", "seconds", "error")
-"""The keys of a row of ``Comparison.table()``, in order."""
+NOT_RUN_BUDGET = "not run: budget"
+"""The error of an input (a variant) a batch's (a comparison's) ``budget`` left unfinished:
+never started once it was spent, or ended by it before a final answer (``row.fork.state.spent``
+says which budget)."""
+STOPPED = "stopped: the batch was stopped at once (stop_sync(), Stop) while this input ran"
 
-
-class Watcher(Protocol):
-    """What the notebook layer registers in ``WATCHERS`` to show comparisons."""
-
-    def started(self, comparison: Comparison) -> bool:
-        """A comparison's forks are made and its variants about to run; whether it is now
-        shown live."""
-
-    def mimebundle(self, comparison: Comparison) -> dict[str, Any] | None:
-        """How to display ``comparison`` (None: its plain text and static HTML)."""
-
-
-WATCHERS: list[Watcher] = []
-"""Registered by ``%load_ext fragola_nb``; the core never imports the notebook layer."""
-
-
-# -- helpers shared with agent.batch ---------------------------------------------------------
 
 def answer_text(agent: Agent, since: int = 0) -> str | None:
     """The text of the last assistant message from index ``since`` on, or None when that
@@ -133,194 +118,54 @@ def experiment_ended(agent: Agent, stopper: Callable[[bool], None]) -> None:
                        agent.name)
 
 
-# -- the comparison ----------------------------------------------------------------------------
-
-@dataclass(eq=False)
-class VariantRun:
-    """How one variant's run goes. ``status``: queued, running, finished, waiting (paused for
-    a person), step_limit, stopped, not_started (stopped first), budget (a budget spent,
-    before it started or while it ran), failed, cancelled."""
-
-    name: str
-    fork: Agent
-    status: str = "queued"
-    error: str | None = None
-    started: float | None = field(default=None, repr=False)
-    ended: float | None = field(default=None, repr=False)
-    repeat: int = 0
-    """Which run of its variant this is (``compare(..., repeat=k)``: 0 to k - 1)."""
-    grades: tuple[Any, ...] = ()
-    """What ``compare(..., graders=...)``'s graders said of the run (``Grade`` values)."""
-
-    @property
-    def seconds(self) -> float | None:
-        """Wall time of the run, to a millisecond (None before it starts)."""
-        if self.started is None:
-            return None
-        return round((self.ended or time.monotonic()) - self.started, 3)
-
-    @property
-    def status_now(self) -> str:
-        """``status``, except that a variant which waited and was resumed since (its calls
-        decided in its panel) reads as its fork is now."""
-        if self.status != "waiting" or self.fork.status == "waiting":
-            return self.status
-        if self.fork.status == "generating":
-            return "running"
-        return self.fork.outcome or "finished"
-
-    def row(self) -> dict[str, Any]:
-        fork, since = self.fork, self.fork.fork_point
-        row: dict[str, Any] = {"variant": self.name, "status": self.status_now,
-                               "answer": answer_text(fork, since),
-                               "tool_calls": tool_call_texts(fork, since),
-                               "tokens": row_tokens(fork.usage), "seconds": self.seconds,
-                               "error": self.error}
-        if self.grades:
-            passed, score = passed_and_score(self.grades)
-            row.update(repeat=self.repeat, passed=passed, score=score,
-                       grades={g.name: {"passed": g.passed, "score": g.score,
-                                        "reason": g.reason} for g in self.grades})
-        elif self.repeat:
-            row["repeat"] = self.repeat
-        return row
+def check_repeat(repeat: Any) -> int:
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise BadUsage(f"repeat must be a whole number >= 1, got {repeat!r}")
+    return repeat
 
 
-class Comparison(Mapping[str, "Agent"]):
-    """The forks of one ``agent.compare`` call by variant name, in variant order.
+def wrap_text(bar: Any) -> None:
+    """tqdm's notebook bar writes its text with figure spaces, which never break: in a narrow
+    notebook (the file browser open) "done=5, failed=0, tokens=…" was cut at "done=5, fai".
+    Its right-hand text gets plain spaces back after each redraw, so it wraps (the bar's row
+    already wraps, so the text takes a line of its own when it does not fit beside the bar)."""
+    container = getattr(bar, "container", None)  # tqdm.notebook's HBox; none in a terminal
+    children: Any = getattr(container, "children", ())
+    if len(children) != 3:
+        return
+    right = children[2]
+    drawn = bar.display
 
-    >>> comparison["short"].state.messages[-1]["content"]     # doctest: +SKIP
-    >>> [row["answer"] for row in comparison.table()]        # doctest: +SKIP
-    """
+    def display(*args: Any, **kwargs: Any) -> Any:
+        result = drawn(*args, **kwargs)
+        text = str(right.value)
+        if "\u2007" in text:
+            right.value = text.replace("\u2007", " ")
+        return result
 
-    def __init__(self, agent: Agent, message: Any, runs: list[VariantRun]) -> None:
-        self.agent = agent
-        self.message = message
-        self.runs = {run.name: run for run in runs}
-        self.done = False
-        """True once ``compare`` has returned (or was interrupted)."""
-        self._observers: list[Any] = []
-
-    def __getitem__(self, name: str) -> Agent:
-        run = self.runs.get(name) if isinstance(name, str) else None
-        if run is None:
-            raise KeyError(f"no variant {name!r} in this comparison; its variants are "
-                           f"{', '.join(map(repr, self.runs))}")
-        return run.fork
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.runs)
-
-    def __len__(self) -> int:
-        return len(self.runs)
-
-    def table(self) -> list[dict[str, Any]]:
-        """One row per variant: variant, status, answer (the fork's last assistant text, or
-        None), tool_calls (``name(arguments)`` strings), tokens, seconds, error (one line, or
-        None). Read from the forks now, so a waiting fork resumed later shows its answer.
-        With ``graders``, also passed, score and grades (name -> passed, score, reason); with
-        ``repeat``, one row per run of a variant (``name``, ``name#2``...) and its repeat.
-        No credential (``fragola_nb.base.redact``): its repr and HTML are made from it."""
-        return list(redacted_texts([run.row() for run in self.runs.values()]))
-
-    def to_pandas(self) -> Any:
-        """``table()`` as a ``pandas.DataFrame`` (needs ``pip install fragola_nb[pandas]``)."""
-        pandas = import_pandas("Comparison.to_pandas()")
-        rows = self.table()
-        extra = [key for key in ("repeat", "passed", "score", "grades")
-                 if any(key in row for row in rows)]
-        frame = pandas.DataFrame(rows, columns=[*COLUMNS, *extra])
-        return frame.astype({"tokens": "Int64"})  # whole numbers, <NA> where unknown
-
-    # -- for views ------------------------------------------------------------------------------
-
-    def subscribe(self, observer: Any) -> None:
-        """Call ``observer(run)`` whenever a variant's status changes (``run`` None: the
-        comparison ended). Observers must not raise; errors are logged."""
-        self._observers.append(observer)
-
-    def start(self, run: VariantRun) -> None:
-        run.status, run.started = "running", time.monotonic()
-        self.notify(run)
-
-    def update(self, run: VariantRun, status: str, error: str | None) -> None:
-        run.status, run.error = status, error
-        if run.started is not None and run.ended is None:
-            run.ended = time.monotonic()
-        self.notify(run)
-
-    def notify(self, run: VariantRun | None) -> None:
-        for observer in list(self._observers):
-            try:
-                observer(run)
-            except Exception:
-                _log.exception("fragola_nb: a compare view failed to update")
-
-    # -- display --------------------------------------------------------------------------------
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        # The live grid when the notebook layer is loaded; else None, and IPython uses
-        # __repr__ and _repr_html_.
-        for watcher in list(WATCHERS):
-            bundle = watcher.mimebundle(self)
-            if bundle is not None:
-                return bundle
-        return None
-
-    def __repr__(self) -> str:
-        # The message and the names on one line each, so no text can pass for a row.
-        lines = [f"Comparison of {len(self)} variant(s) on {self.agent.name!r}: "
-                 f"{_short(_one_line(text_of(self.message)), 80)}"]
-        for row, run in zip(self.table(), self.runs.values(), strict=True):
-            facts = [row["status"]]
-            if row["tokens"] is not None:
-                facts.append(f"{row['tokens']} tokens")
-            if run.fork.usage.cached_note:
-                facts.append(run.fork.usage.cached_note)
-            if row["seconds"] is not None:
-                facts.append(f"{row['seconds']:.2f} s")
-            if row["tool_calls"]:
-                facts.append("calls " + ", ".join(_short(c, 60) for c in row["tool_calls"]))
-            lines.append(f"- {_short(_one_line(row['variant']), 80)} ({'; '.join(facts)})")
-            text = _note(row)
-            if text:
-                lines.append("    " + _short(text, 300).replace("\n", "\n    "))
-        return visible("\n".join(lines))
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
-        body = []
-        for row, run in zip(self.table(), self.runs.values(), strict=True):
-            waits = _note(row) if row["status"] == "waiting" else ""
-            tokens = "" if row["tokens"] is None else str(row["tokens"])
-            cells = [row["variant"], row["status"], row["answer"] or waits,
-                     "\n".join(row["tool_calls"]),
-                     " ".join(filter(None, (tokens, run.fork.usage.cached_note))),
-                     "" if row["seconds"] is None else f"{row['seconds']:.2f}",
-                     row["error"] or ""]
-            body.append("<tr>" + "".join(
-                f'<td style="white-space:pre-wrap;overflow-wrap:anywhere;'
-                f'vertical-align:top;text-align:left">{escape(cell)}</td>'
-                for cell in cells) + "</tr>")
-        caption = escape(f"{self.agent.name}: {_short(text_of(self.message), 200)}")
-        return (f'<table class="fragola-comparison"><caption style="text-align:left">'
-                f"{caption}</caption><thead><tr>{head}</tr></thead>"
-                f"<tbody>{''.join(body)}</tbody></table>")
+    bar.display = display
+    if getattr(bar, "disp", None) == drawn:  # tqdm.notebook draws its last state through it
+        bar.disp = display
 
 
-def _note(row: dict[str, Any]) -> str:
-    """The answer, else what the row says instead (its error, that it waits)."""
-    if row["error"]:
-        return f"error: {row['error']}"
-    if row["status"] == "waiting":
-        return ("waiting for a decision on its tool call(s): approve/reject them in its "
-                f"panel (or comparison[{row['variant']!r}].approve(id)), then step()")
-    return row["answer"] or ""
+def talk_status(fork: Agent, talk: Talk) -> tuple[str, str | None]:
+    """The status and error of an input whose conversation ended as ``talk`` says."""
+    if talk.state is None:
+        return "failed", "the simulated user ended the conversation before its first message"
+    return verdict(fork, talk.state)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:
+    """The status and error of an input whose ``user_message`` returned ``state``."""
+    if state.outcome == "finished":
+        return "done", None
+    if state.outcome == "stopped":
+        return "stopped", STOPPED
+    if state.outcome == "budget":
+        return "not run", NOT_RUN_BUDGET
+    if state.outcome == "paused":
+        names = ", ".join(sorted({call.name for call in state.pending})) or "a tool"
+        return "failed", (f"waiting: {names} waits for a person's decision; row.fork is "
+                          "waiting: approve/reject/inject it, then await row.fork.step()")
+    return "failed", (f"step limit: no final answer within max_step="
+                      f"{fork.options.max_step} model calls")

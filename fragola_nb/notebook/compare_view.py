@@ -39,7 +39,7 @@ import traitlets
 
 from fragola_nb.base.render import text_of, visible
 from fragola_nb.core.events import transient
-from fragola_nb.experiments.compare import Comparison, VariantRun
+from fragola_nb.experiments.compare.comparison import Comparison, VariantRun
 from fragola_nb.notebook import shown
 from fragola_nb.notebook.panel import AgentPanel
 from fragola_nb.notebook.static_copy import live_text

@@ -39,9 +39,9 @@ import traitlets
 
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of, visible
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.evaluation import Evaluation
-from fragola_nb.experiments.graders import Grade
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
+from fragola_nb.experiments.graders.base import Grade
 from fragola_nb.notebook.compare_view import LiveWidget
 from fragola_nb.notebook.eval_live import (
     STATS_EVERY,

@@ -60,8 +60,8 @@ def copy(tmp_path: Path) -> Path:
     ("sessions/export.py", "from fragola_nb.presets import guardrails\n",
      "fragola_nb.sessions is not allowed to import fragola_nb.presets"),
     ("core/agent.py", "import openai\n", "fragola_nb.core is not allowed to import openai"),
-    ("experiments/batch.py", "import ray\n",
-     "fragola_nb.experiments.batch is not allowed to import ray"),
+    ("experiments/batch/run.py", "import ray\n",
+     "fragola_nb.experiments.batch.run is not allowed to import ray"),
     ("presets/tracing.py", "import IPython\n",
      "fragola_nb.presets is not allowed to import IPython"),
 ])

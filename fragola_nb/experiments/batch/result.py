@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from fragola_nb.base.redact import redact_text, redacted_texts
 from fragola_nb.base.render import escape, text_of
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.comparison import import_pandas
-from fragola_nb.experiments.graders import Grade
+from fragola_nb.experiments.graders.base import Grade
+from fragola_nb.experiments.shared import import_pandas
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent

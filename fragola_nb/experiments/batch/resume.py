@@ -43,8 +43,8 @@ from fragola_nb.base.redact import redact_text, redacted_texts
 from fragola_nb.base.textfile import utf8
 from fragola_nb.core.timing import tool_read_back
 from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
-from fragola_nb.experiments.batchrows import BatchRow
-from fragola_nb.experiments.comparison import row_tokens
+from fragola_nb.experiments.batch.result import BatchRow
+from fragola_nb.experiments.shared import row_tokens
 
 __all__ = ["ResumeFile", "open_resume", "resume_path"]
 

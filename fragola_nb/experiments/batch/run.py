@@ -52,34 +52,32 @@ from fragola_nb.base.checks import check_content
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.limits import Budget, Meter, check_budget, in_force, spending
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.batchfile import ResumeFile
-from fragola_nb.experiments.batchrows import BatchResult, BatchRow
-from fragola_nb.experiments.comparison import (
+from fragola_nb.experiments.batch.result import BatchResult, BatchRow
+from fragola_nb.experiments.batch.resume import ResumeFile
+from fragola_nb.experiments.conversation import Script, run_item
+from fragola_nb.experiments.graders.apply import graded_row, passed_and_score, unique_names
+from fragola_nb.experiments.graders.base import check_graders
+from fragola_nb.experiments.graders.stop import GradingStop, judge_models
+from fragola_nb.experiments.shared import (
+    NOT_RUN_BUDGET,
     answer_text,
+    check_repeat,
     error_line,
     experiment_ended,
     row_tokens,
     stop_at_once,
+    talk_status,
     undone_on_error,
+    wrap_text,
 )
-from fragola_nb.experiments.conversation import Script, Talk, run_item
-from fragola_nb.experiments.evalrows import check_repeat
-from fragola_nb.experiments.graders import check_graders
-from fragola_nb.experiments.gradestop import GradingStop, judge_models
-from fragola_nb.experiments.grading import graded_row, passed_and_score, unique_names
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
-    from fragola_nb.core.state import AgentState
 
-__all__ = ["BatchResult", "BatchRow", "run_batch"]
+__all__ = ["Batch", "run_batch"]
 
 NOT_RUN = "not run: the batch was stopped before this input started"
-NOT_RUN_BUDGET = "not run: budget"
-"""The error of an input the batch's ``budget`` left unfinished: never started once it was
-spent, or ended by it before a final answer (``row.fork.state.spent`` says which budget)."""
-STOPPED = "stopped: the batch was stopped at once (stop_sync(), Stop) while this input ran"
 
 
 async def run_batch(
@@ -120,12 +118,12 @@ async def run_batch(
     models = [agent.model, *judge_models(chosen, agent.fragola)]  # a judge's priced too
     with spending(budget, fragola=agent.fragola, models=models) as meter:
         file = None if resume is None else ResumeFile(resume, items, agent.fragola.prices)
-        batch: _Batch | None = None
+        batch: Batch | None = None
         try:
             # A listener of the agent's after_state_update that raises on the "experiment"
             # event ends the call here with nothing left behind.
             with undone_on_error(agent):
-                batch = _Batch(agent, base, items, file, progress, meter, repeat)
+                batch = Batch(agent, base, items, file, progress, meter, repeat)
                 agent.experiment_began(batch.stop, f"batch of {len(items):,} inputs")
         except BaseException:
             if batch is not None:
@@ -165,8 +163,14 @@ def _checked_inputs(inputs: Iterable[Any]) -> list[Any]:
     return items
 
 
-class _Batch:
-    """One ``agent.batch`` call in flight: the rows so far, the forks running, the bar."""
+class Batch:
+    """One ``agent.batch`` call in flight: the rows so far, the forks running, the bar.
+
+    A runner drives it through what is public here: ``run`` (this process's workers) or the
+    Ray runner (``experiments/ray/run.py``), which reads ``items``, ``rows``, ``base``,
+    ``agent``, ``repeat``, ``bar`` and ``stopping``, sets ``on_stop``, asks ``spent()``,
+    hands each row to ``finish_row(row)`` and redraws the bar's text with ``show()``.
+    """
 
     def __init__(self, agent: Agent, base: Agent, items: list[Any], file: ResumeFile | None,
                  progress: bool, meter: Meter | None = None, repeat: int = 1) -> None:
@@ -199,8 +203,8 @@ class _Batch:
         self.bar = tqdm(total=len(items), initial=len(self.rows), disable=not progress,
                         unit=" input", dynamic_ncols=True)
         self.bar.set_description_str(f"batch {agent.name}", refresh=False)
-        _wrap_text(self.bar)
-        self._show()
+        wrap_text(self.bar)
+        self.show()
 
     async def run(self, concurrency: int) -> None:
         workers = [asyncio.ensure_future(self._work())
@@ -222,7 +226,7 @@ class _Batch:
             if self.stopping:
                 return
             if self.spent():
-                self._finish(BatchRow(index=index, input=self.items[index], answer=None,
+                self.finish_row(BatchRow(index=index, input=self.items[index], answer=None,
                                       error=NOT_RUN_BUDGET, status="not run"))
                 continue
             started = time.perf_counter()
@@ -242,7 +246,7 @@ class _Batch:
                 row = dataclasses.replace(row, talk=talk)
             finally:
                 self.running.pop(index, None)
-            self._finish(row)
+            self.finish_row(row)
 
     def _row(self, index: int, fork: Agent | None, started: float, status: Any,
              error: str | None) -> BatchRow:
@@ -259,7 +263,7 @@ class _Batch:
         meters = (*in_force(self.agent.fragola), *(() if self.meter is None else (self.meter,)))
         return any(meter.spent is not None for meter in meters)
 
-    def _finish(self, row: BatchRow) -> None:
+    def finish_row(self, row: BatchRow) -> None:
         self.rows[row.index] = row
         if row.status in ("stopped", "not run"):
             return  # not finished: not written, runs again on resume
@@ -270,10 +274,10 @@ class _Batch:
         else:
             self.failed += 1
         self.tokens += row.tokens or 0
-        self._show()
+        self.show()
         self.bar.update()  # tqdm redraws at most every mininterval (0.1 s)
 
-    def _show(self, refresh: bool = False) -> None:
+    def show(self, refresh: bool = False) -> None:
         self.bar.set_postfix_str(f"done={self.done}, failed={self.failed}, "
                                  f"tokens={self.tokens:,}", refresh=refresh)
 
@@ -320,50 +324,3 @@ class _Batch:
                 for index, item in enumerate(self.items)]
         return BatchResult(rows, seconds=time.perf_counter() - self.started,
                            stopped=self.stopping)
-
-
-def _wrap_text(bar: Any) -> None:
-    """tqdm's notebook bar writes its text with figure spaces, which never break: in a narrow
-    notebook (the file browser open) "done=5, failed=0, tokens=…" was cut at "done=5, fai".
-    Its right-hand text gets plain spaces back after each redraw, so it wraps (the bar's row
-    already wraps, so the text takes a line of its own when it does not fit beside the bar)."""
-    container = getattr(bar, "container", None)  # tqdm.notebook's HBox; none in a terminal
-    children: Any = getattr(container, "children", ())
-    if len(children) != 3:
-        return
-    right = children[2]
-    drawn = bar.display
-
-    def display(*args: Any, **kwargs: Any) -> Any:
-        result = drawn(*args, **kwargs)
-        text = str(right.value)
-        if "\u2007" in text:
-            right.value = text.replace("\u2007", " ")
-        return result
-
-    bar.display = display
-    if getattr(bar, "disp", None) == drawn:  # tqdm.notebook draws its last state through it
-        bar.disp = display
-
-
-def talk_status(fork: Agent, talk: Talk) -> tuple[str, str | None]:
-    """The status and error of an input whose conversation ended as ``talk`` says."""
-    if talk.state is None:
-        return "failed", "the simulated user ended the conversation before its first message"
-    return verdict(fork, talk.state)
-
-
-def verdict(fork: Agent, state: AgentState) -> tuple[str, str | None]:
-    """The status and error of an input whose ``user_message`` returned ``state``."""
-    if state.outcome == "finished":
-        return "done", None
-    if state.outcome == "stopped":
-        return "stopped", STOPPED
-    if state.outcome == "budget":
-        return "not run", NOT_RUN_BUDGET
-    if state.outcome == "paused":
-        names = ", ".join(sorted({call.name for call in state.pending})) or "a tool"
-        return "failed", (f"waiting: {names} waits for a person's decision; row.fork is "
-                          "waiting: approve/reject/inject it, then await row.fork.step()")
-    return "failed", (f"step limit: no final answer within max_step="
-                      f"{fork.options.max_step} model calls")

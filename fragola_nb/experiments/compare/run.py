@@ -42,22 +42,18 @@ from fragola_nb.base.checks import check_content, normalize_instructions
 from fragola_nb.base.errors import BadUsage, InvalidToolDefinition
 from fragola_nb.core.limits import Budget, Meter, check_budget, spending
 from fragola_nb.core.tools import Tool, check_tools
-from fragola_nb.experiments.comparison import (
-    WATCHERS,
-    Comparison,
-    VariantRun,
-    Watcher,
+from fragola_nb.experiments.compare.comparison import WATCHERS, Comparison, VariantRun
+from fragola_nb.experiments.graders.apply import graded_row, unique_names
+from fragola_nb.experiments.graders.base import check_graders
+from fragola_nb.experiments.graders.stop import GradingStop, judge_models
+from fragola_nb.experiments.shared import (
+    NOT_RUN_BUDGET,
     answer_text,
+    check_repeat,
     error_line,
     experiment_ended,
-    import_pandas,
-    tool_call_texts,
     undone_on_error,
 )
-from fragola_nb.experiments.evalrows import check_repeat
-from fragola_nb.experiments.graders import check_graders
-from fragola_nb.experiments.gradestop import GradingStop, judge_models
-from fragola_nb.experiments.grading import graded_row, unique_names
 from fragola_nb.models.client import settings_problem
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 
@@ -65,26 +61,12 @@ if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
     from fragola_nb.core.state import AgentState
 
-__all__ = [
-    "VARIANT_KEYS",
-    "WATCHERS",
-    "Comparison",
-    "VariantRun",
-    "Watcher",
-    "answer_text",
-    "apply_variant",
-    "check_variants",
-    "error_line",
-    "import_pandas",
-    "run_compare",
-    "tool_call_texts",
-]
+__all__ = ["VARIANT_KEYS", "apply_variant", "check_variants", "run_compare"]
 
 _log = logging.getLogger("fragola_nb")
 
 VARIANT_KEYS = ("instructions", "model", "model_settings", "tools")
 """What a variant may override."""
-NOT_RUN_BUDGET = "not run: budget"
 
 
 async def run_compare(

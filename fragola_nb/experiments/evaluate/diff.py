@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from fragola_nb.base.figures import percent
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of, visible
-from fragola_nb.experiments.evalrows import flaky_cells
+from fragola_nb.experiments.evaluate.evalrow import flaky_cells
 
 if TYPE_CHECKING:
-    from fragola_nb.experiments.evalrows import EvalRow
-    from fragola_nb.experiments.evaluation import Evaluation
-    from fragola_nb.experiments.verdicts import Versus
+    from fragola_nb.experiments.evaluate.evalrow import EvalRow
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.verdicts import Versus
 
 __all__ = ["CHANGES", "CellChange", "EvaluationDiff"]
 
@@ -89,9 +89,9 @@ class EvaluationDiff:
                       for line in current.summary()}
         """Each variant of this run: its pass rate in the baseline (None when it was not
         there) and now."""
-        from fragola_nb.experiments.evalsetup import setup_changes
-        from fragola_nb.experiments.intervals import case_values
-        from fragola_nb.experiments.verdicts import paired
+        from fragola_nb.experiments.evaluate.intervals import case_values
+        from fragola_nb.experiments.evaluate.setups import setup_changes
+        from fragola_nb.experiments.evaluate.verdicts import paired
 
         self.setup_changes: list[str] = setup_changes(baseline, current)
         """What differs from the baseline's setup, in words (``"variant 'a': instructions

@@ -12,12 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redact_text
 from fragola_nb.core.usage import ModelPrice, Usage, call_read_back
-from fragola_nb.experiments.graders import Grade
-from fragola_nb.experiments.grading import passed_and_score
-from fragola_nb.experiments.labels import Label, label_read_back
+from fragola_nb.experiments.evaluate.labels import Label, label_read_back
+from fragola_nb.experiments.graders.apply import passed_and_score
+from fragola_nb.experiments.graders.base import Grade
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -261,12 +260,6 @@ def _jsonable(value: Any) -> Any:
         except Exception:
             pass
     return str(value)
-
-
-def check_repeat(repeat: Any) -> int:
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        raise BadUsage(f"repeat must be a whole number >= 1, got {repeat!r}")
-    return repeat
 
 
 def flaky_cells(rows: Iterable[EvalRow]) -> set[tuple[int, str]]:

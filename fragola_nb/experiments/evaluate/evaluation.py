@@ -25,20 +25,26 @@ from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.redact import redacted, redacted_texts
 from fragola_nb.base.render import visible
 from fragola_nb.core.usage import ModelPrice, Usage
-from fragola_nb.experiments.comparison import import_pandas
-from fragola_nb.experiments.evalheader import run_of, usage_read_back
-from fragola_nb.experiments.evalrows import EvalRow, grade_record
-from fragola_nb.experiments.evalsummary import rate_text, usage_total
-from fragola_nb.experiments.evalversus import Judgements
+from fragola_nb.experiments.evaluate.evalrow import EvalRow, grade_record
+from fragola_nb.experiments.evaluate.header import run_of, usage_read_back
+from fragola_nb.experiments.evaluate.summary import rate_text, usage_total
+from fragola_nb.experiments.evaluate.versus import Judgements
+from fragola_nb.experiments.shared import import_pandas
 from fragola_nb.sessions.atomic import atomic_write
 
 if TYPE_CHECKING:
-    from fragola_nb.experiments.evaldiff import EvaluationDiff
-    from fragola_nb.experiments.evalfile import EvalResumeFile
+    from fragola_nb.experiments.evaluate.diff import EvaluationDiff
+    from fragola_nb.experiments.evaluate.resume import EvalResumeFile
 
-__all__ = ["Evaluation"]
+__all__ = ["EVALUATION_WATCHERS", "Evaluation"]
 
 _log = logging.getLogger("fragola_nb")
+
+EVALUATION_WATCHERS: list[Any] = []
+"""Registered by the notebook layer: ``watcher.started(evaluation)`` when ``agent.evaluate``
+has made the rows, true when it shows the evaluation live (no progress bar then; not called
+with ``progress=False``), and ``watcher.mimebundle(evaluation)``, how to display one. The core
+imports nothing of it."""
 
 FORMAT = "fragola_nb.evaluation/1"
 
@@ -153,7 +159,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         (each turn's), ended; tags, label (``{"passed", "note"}`` or None) and flaky (its
         cell's repeats disagree); no credential (``fragola_nb.base.redact``: a key a server
         quoted back in an answer)."""
-        from fragola_nb.experiments.evalrows import flaky_cells
+        from fragola_nb.experiments.evaluate.evalrow import flaky_cells
 
         flaky = flaky_cells(self._rows)
         rows = [{"case": row.case, "input": row.input, "variant": row.variant,
@@ -192,7 +198,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         answers'), the judges' cost, the simulated users' cost, ``total_cost`` (all of them:
         what was paid) and ``cost_text`` (it in words, as the views show it), and p50/p95
         seconds. ``by="tag"``: a line per tag and variant."""
-        from fragola_nb.experiments.evalsummary import summary_lines
+        from fragola_nb.experiments.evaluate.summary import summary_lines
 
         variants, graders = self.variants, self.graders
         return copy.deepcopy(self._once(("summary", by, variants, graders), lambda rows:
@@ -201,7 +207,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
     def diff(self, baseline: Evaluation | str | os.PathLike[str]) -> EvaluationDiff:
         """This run against ``baseline`` (an ``Evaluation`` or a file ``save`` wrote),
         aligned by case (its input) and variant: improved, regressed, unchanged, new, gone."""
-        from fragola_nb.experiments.evaldiff import EvaluationDiff
+        from fragola_nb.experiments.evaluate.diff import EvaluationDiff
 
         if not isinstance(baseline, Evaluation):
             baseline = Evaluation.load(baseline)
@@ -269,7 +275,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         setup = meta.get("setup")
         loaded.setup = setup if isinstance(setup, dict) else None
         loaded.pairs_usage = pairs
-        from fragola_nb.experiments.labels import remember
+        from fragola_nb.experiments.evaluate.labels import remember
 
         for row in rows:
             if row.label is not None:
@@ -301,15 +307,13 @@ class Evaluation(Sequence[EvalRow], Judgements):
 
     def __repr__(self) -> str:
         # the overview, then each pass rate's interval and each verdict (evalversus)
-        from fragola_nb.experiments.evalversus import verdict_lines
+        from fragola_nb.experiments.evaluate.versus import verdict_lines
 
         return visible("\n  ".join([f"Evaluation({self.overview()})", *verdict_lines(self)]))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         # The live matrix when the notebook layer is loaded; else None, and IPython uses
         # __repr__ and _repr_html_.
-        from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
-
         for watcher in list(EVALUATION_WATCHERS):
             shown = getattr(watcher, "mimebundle", None)
             bundle = shown(self) if shown is not None else None
@@ -318,7 +322,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         return None
 
     def _repr_html_(self) -> str:
-        from fragola_nb.experiments.evalhtml import evaluation_html
+        from fragola_nb.experiments.evaluate.htmlview import evaluation_html
 
         return evaluation_html(self)
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.figures import percent
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
-from fragola_nb.experiments.evalrows import flaky_cells
-from fragola_nb.experiments.evalsummary import rate_text
-from fragola_nb.experiments.trailhtml import trail_html
+from fragola_nb.experiments.evaluate.evalrow import flaky_cells
+from fragola_nb.experiments.evaluate.summary import rate_text
+from fragola_nb.experiments.evaluate.trailhtml import trail_html
 
 if TYPE_CHECKING:
-    from fragola_nb.experiments.evalrows import EvalRow
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.evalrow import EvalRow
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
 __all__ = ["evaluation_html", "head_facts", "marks"]
 
@@ -125,7 +125,7 @@ def cell_flags(rows: list[EvalRow], flaky: bool) -> str:
 
 def verdicts_html(evaluation: Evaluation) -> str:
     """Each verdict (``Evaluation.verdicts``) as a line of text, escaped."""
-    from fragola_nb.experiments.evalversus import verdict_texts
+    from fragola_nb.experiments.evaluate.versus import verdict_texts
 
     said = verdict_texts(evaluation)
     return ("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in said) + "</ul>"

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from fragola_nb.experiments.evalrows import EvalRow
+    from fragola_nb.experiments.evaluate.evalrow import EvalRow
 
 __all__ = ["CONFIDENCE", "Metric", "case_values", "clustered", "mean_sd", "paired_interval",
            "rate_interval", "row_value", "t_interval", "wilson"]

@@ -4,7 +4,8 @@ A teacher checks a grader before trusting it: they label some rows by hand
 (``evaluation.label(row, passed, note="")``, or ✓ / ✗ in the matrix view's detail), and
 ``evaluation.agreement("judge")`` says how often the grader agrees (Cohen's kappa and the
 2 × 2 counts). ``graders.human()`` is a grader that gives the label of the same answer to
-the same case, so a re-run that gives the same answers keeps the teacher's grades.
+the same case (``evaluate/human.py``), so a re-run that gives the same answers keeps the
+teacher's grades.
 
 >>> evaluation.label(3, False, note="wrong river")          # doctest: +SKIP
 >>> evaluation.agreement("judge")                            # doctest: +SKIP
@@ -14,20 +15,16 @@ Agreement(judge: 9 labelled rows, kappa 0.55; both passed 5, both failed 2, ...)
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redact_text
 
 if TYPE_CHECKING:
-    from fragola_nb.experiments.evalrows import EvalRow
-    from fragola_nb.experiments.evaluation import Evaluation
-    from fragola_nb.experiments.graders import Grade, GradedRow
+    from fragola_nb.experiments.evaluate.evalrow import EvalRow
 
-__all__ = ["LABELS", "Agreement", "Human", "Label", "agreement", "human", "label_read_back",
+__all__ = ["LABELS", "Agreement", "Label", "agreement", "answer_key", "label_read_back",
            "remember"]
 
 
@@ -66,46 +63,6 @@ def label_read_back(data: Any) -> Label | None:
             isinstance(data.get("note", ""), str)):
         raise ValueError("a label is an object with passed (true or false) and a note")
     return Label(data["passed"], data.get("note", ""))
-
-
-class Human:
-    """The grader ``human()`` makes; its name is ``human``."""
-
-    __name__ = "human"
-
-    def __init__(self, book: Mapping[tuple[str, str | None], Label] | None) -> None:
-        self.book = book
-
-    def __call__(self, row: GradedRow) -> Grade | None:
-        from fragola_nb.experiments.graders import Grade
-
-        found = (self.book if self.book is not None else LABELS).get(answer_key(row))
-        if found is None:
-            return None
-        return Grade("human", found.passed, reason=found.note or "labelled by hand")
-
-    def __repr__(self) -> str:
-        return "human()"
-
-
-def human(labels: Evaluation | str | os.PathLike[str] | None = None) -> Human:
-    """A grader that returns the human label of the same answer to the same case (None,
-    no grade, where there is none): a re-run that gives the same answers keeps the labels.
-
-    The labels are those given in this Python session (``evaluation.label``, the view's ✓ /
-    ✗, and every file ``Evaluation.load`` read), or only those of ``labels`` (an
-    ``Evaluation`` or a file ``save`` wrote) when given.
-    """
-    if labels is None:
-        return Human(None)
-    from fragola_nb.experiments.evaluation import Evaluation
-
-    if not isinstance(labels, Evaluation):
-        if not isinstance(labels, (str, os.PathLike)):
-            raise BadUsage(f"human(labels=...) takes an Evaluation or a file Evaluation.save "
-                           f"wrote, not {type(labels).__name__}")
-        labels = Evaluation.load(labels)
-    return Human({answer_key(row): row.label for row in labels if row.label is not None})
 
 
 @dataclass(frozen=True)

@@ -28,15 +28,14 @@ from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.evalversus import check_pair
-from fragola_nb.experiments.graders import one_line
-from fragola_nb.experiments.verdicts import from_differences
+from fragola_nb.experiments.evaluate.verdicts import check_pair, from_differences
+from fragola_nb.experiments.graders.base import one_line
 
 if TYPE_CHECKING:
     from fragola_nb.core.fragola import Fragola
-    from fragola_nb.experiments.evalrows import EvalRow
-    from fragola_nb.experiments.evaluation import Evaluation
-    from fragola_nb.experiments.verdicts import Versus
+    from fragola_nb.experiments.evaluate.evalrow import EvalRow
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.verdicts import Versus
 
 __all__ = ["MARKER", "judge_pairs"]
 

@@ -28,8 +28,8 @@ from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redacted
 from fragola_nb.base.textfile import utf8
 from fragola_nb.core.usage import ModelPrice
-from fragola_nb.experiments.batchfile import open_resume, resume_path
-from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.batch.resume import open_resume, resume_path
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
 
 __all__ = ["EvalResumeFile"]
 

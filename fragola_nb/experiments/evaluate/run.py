@@ -39,42 +39,37 @@ from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redacted
 from fragola_nb.core.limits import Meter, check_budget, spending
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.batch import _wrap_text
-from fragola_nb.experiments.compare import apply_variant, check_variants
-from fragola_nb.experiments.comparison import (
+from fragola_nb.experiments.compare.run import apply_variant, check_variants
+from fragola_nb.experiments.conversation import Decide, Script, Talk, converse
+from fragola_nb.experiments.evaluate.cases import Case, check_cases
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.evaluation import EVALUATION_WATCHERS, Evaluation
+from fragola_nb.experiments.evaluate.resume import EvalResumeFile, run_header
+from fragola_nb.experiments.evaluate.setups import make_setup
+from fragola_nb.experiments.evaluate.talk import talk_verdict, with_talk
+from fragola_nb.experiments.graders.apply import graded_row, unique_names
+from fragola_nb.experiments.graders.base import check_graders
+from fragola_nb.experiments.graders.stop import GradingStop, judge_models
+from fragola_nb.experiments.shared import (
     answer_text,
+    check_repeat,
     error_line,
     experiment_ended,
     stop_at_once,
     undone_on_error,
+    wrap_text,
 )
-from fragola_nb.experiments.conversation import Decide, Script, Talk, converse
-from fragola_nb.experiments.evalcases import Case, check_cases
-from fragola_nb.experiments.evalfile import EvalResumeFile, run_header
-from fragola_nb.experiments.evalrows import EvalRow, check_repeat
-from fragola_nb.experiments.evalsetup import make_setup
-from fragola_nb.experiments.evaltalk import talk_verdict, with_talk
-from fragola_nb.experiments.evaluation import Evaluation
-from fragola_nb.experiments.graders import check_graders
-from fragola_nb.experiments.gradestop import GradingStop, judge_models
-from fragola_nb.experiments.grading import graded_row, unique_names
 from fragola_nb.models.recording.cache import REPEAT_INDEX
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
 
-__all__ = ["EVALUATION_WATCHERS", "run_evaluate"]
+__all__ = ["EvaluationRun", "run_evaluate"]
 
 NOT_RUN = "not run: the evaluation was stopped before this row started"
 STOPPED = "stopped: the evaluation was stopped at once (stop_sync(), Stop) while this row ran"
 
 _log = logging.getLogger("fragola_nb")
-
-EVALUATION_WATCHERS: list[Any] = []
-"""Registered by the notebook layer: ``watcher.started(evaluation)`` when the rows are made,
-true when it shows the evaluation live (no progress bar then); not called with
-``progress=False``. The core imports nothing of it."""
-
 
 async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | None,
                        graders: Any, *, repeat: int, concurrency: int,
@@ -120,7 +115,7 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
         base = agent.detached_fork(f"{agent.name}-eval")
         bases = {name: apply_variant(base.detached_fork(f"{agent.name}-{name}"), override)
                  for name, override in overrides}
-        run = _Run(agent, checked, bases, chosen, names, repeat, file, meter, known)
+        run = EvaluationRun(agent, checked, bases, chosen, names, repeat, file, meter, known)
         run.decide = decide
         # hidden at once: setup_changes, reprs and files show it (a key in instructions too)
         run.evaluation.setup = redacted(make_setup(checked, bases, agent.fragola.model, names,
@@ -138,7 +133,7 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
             run.open_bar(progress and not shown)
             stack.callback(run.bar.close)
             if backend is not None and backend != "local":
-                from fragola_nb.experiments.evalray import run_rows_on_ray
+                from fragola_nb.experiments.ray.evaluate import run_rows_on_ray
 
                 await run_rows_on_ray(run, backend, concurrency)
             else:
@@ -149,7 +144,7 @@ async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | N
     return run.evaluation
 
 
-class _Run:
+class EvaluationRun:
     """One ``agent.evaluate`` call in flight: its jobs, the rows so far, the bar."""
 
     def __init__(self, agent: Agent, cases: list[Case], bases: dict[str, Agent],
@@ -192,7 +187,7 @@ class _Run:
         self.bar = tqdm(total=len(rows), initial=sum(1 for r in rows if r.finished),
                         disable=not progress, unit=" run", dynamic_ncols=True)
         self.bar.set_description_str(f"evaluate {self.agent.name}", refresh=False)
-        _wrap_text(self.bar)
+        wrap_text(self.bar)
         self._show()
 
     def _show(self) -> None:
@@ -248,8 +243,8 @@ class _Run:
             done = with_talk(self._row(row, fork, started, status, error), fork, talk,
                              self.agent.fragola.prices)
             if done.status in ("done", "failed"):
-                done = await self._graded(done)
-            self._finish(index, done)
+                done = await self.graded(done)
+            self.finish_row(index, done)
 
     def _row(self, row: EvalRow, fork: Agent | None, started: float, status: Any,
              error: str | None) -> EvalRow:
@@ -258,7 +253,7 @@ class _Run:
                        usage=fork.usage if fork is not None else Usage(),
                        seconds=time.perf_counter() - started)
 
-    async def _graded(self, row: EvalRow) -> EvalRow:
+    async def graded(self, row: EvalRow) -> EvalRow:
         if not self.graders:
             return row
         graded = graded_row(row.input, row.answer, row.fork, row.usage, row.seconds,
@@ -271,7 +266,7 @@ class _Run:
         judged = sum((g.usage for g in grades if g.usage is not None), Usage())
         return replace(row, grades=grades, judge_usage=judged if judged.calls else None)
 
-    def _finish(self, index: int, row: EvalRow) -> None:
+    def finish_row(self, index: int, row: EvalRow) -> None:
         self.evaluation.set_row(index, row)
         if not row.finished:
             return  # stopped or cut by the budget: not written, runs again on resume

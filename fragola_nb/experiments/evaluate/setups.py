@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
-    from fragola_nb.experiments.evalcases import Case
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.cases import Case
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
 __all__ = ["make_setup", "setup_changes"]
 

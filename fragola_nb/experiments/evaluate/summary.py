@@ -18,8 +18,8 @@ from typing import Any
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.figures import percent
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.intervals import clustered, rate_interval
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.intervals import clustered, rate_interval
 
 __all__ = ["rate_text", "summary_lines", "usage_total", "variant_summary"]
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fragola_nb.core.usage import ModelPrice, Usage
-from fragola_nb.experiments.batch import verdict
 from fragola_nb.experiments.conversation import Talk, answers_of
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.graders import tool_calls_of
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.graders.base import tool_calls_of
+from fragola_nb.experiments.shared import verdict
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent

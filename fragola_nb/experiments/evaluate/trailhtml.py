@@ -14,7 +14,7 @@ from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import escape, text_of
 
 if TYPE_CHECKING:
-    from fragola_nb.experiments.evalrows import EvalRow
+    from fragola_nb.experiments.evaluate.evalrow import EvalRow
 
 __all__ = ["trail_html"]
 

@@ -21,13 +21,17 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.render import visible
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.intervals import mean_sd, paired_interval
+from fragola_nb.experiments.evaluate.intervals import mean_sd, paired_interval
 
-__all__ = ["ALPHA", "EXACT_UP_TO", "RESAMPLES", "SEED", "Versus", "holm", "paired",
+if TYPE_CHECKING:
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
+
+__all__ = ["ALPHA", "EXACT_UP_TO", "RESAMPLES", "SEED", "Versus", "check_pair", "holm", "paired",
            "verdict_of"]
 
 ALPHA = 0.05
@@ -100,6 +104,16 @@ def verdict_of(a: str, b: str, delta: float | None, p: float | None, alpha: floa
     if p is None or delta is None or p >= alpha or delta == 0:
         return "not distinguishable"
     return f"{b} better" if delta > 0 else f"{a} better"
+
+
+def check_pair(evaluation: Evaluation, a: Any, b: Any, what: str) -> None:
+    known = ", ".join(map(repr, evaluation.variants)) or "none"
+    for name in (a, b):
+        if not isinstance(name, str) or name not in evaluation.variants:
+            raise BadUsage(f"{what}: no variant named {name!r:.60} in this evaluation (its "
+                           f"variants: {known})")
+    if a == b:
+        raise BadUsage(f"{what}: a and b are the same variant, {a!r}: name two")
 
 
 def paired(a: str, b: str, metric: str, a_values: Mapping[Any, Sequence[float]],

@@ -8,34 +8,24 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.figures import percent
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.intervals import case_values
-from fragola_nb.experiments.labels import Label, remember
-from fragola_nb.experiments.verdicts import Versus, paired, with_holm
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.intervals import case_values
+from fragola_nb.experiments.evaluate.labels import Label, remember
+from fragola_nb.experiments.evaluate.verdicts import Versus, check_pair, paired, with_holm
 
 if TYPE_CHECKING:
     from fragola_nb.core.fragola import Fragola
-    from fragola_nb.experiments.evaluation import Evaluation
-    from fragola_nb.experiments.labels import Agreement
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.labels import Agreement
 
-__all__ = ["METRICS", "Judgements", "check_pair", "labelled", "rate_text", "verdict_lines",
+__all__ = ["METRICS", "Judgements", "labelled", "rate_text", "verdict_lines",
            "verdict_texts", "verdicts", "versus"]
 
 METRICS = ("pass", "score")
-
-
-def check_pair(evaluation: Evaluation, a: Any, b: Any, what: str) -> None:
-    known = ", ".join(map(repr, evaluation.variants)) or "none"
-    for name in (a, b):
-        if not isinstance(name, str) or name not in evaluation.variants:
-            raise BadUsage(f"{what}: no variant named {name!r:.60} in this evaluation (its "
-                           f"variants: {known})")
-    if a == b:
-        raise BadUsage(f"{what}: a and b are the same variant, {a!r}: name two")
 
 
 def versus(evaluation: Evaluation, a: str, b: str, metric: str = "pass") -> Versus:
@@ -154,7 +144,7 @@ class Judgements:
     def agreement(self, grader: str) -> Agreement:
         """How the grader named ``grader`` agrees with the human labels on the labelled
         rows it graded: ``n``, ``kappa`` (Cohen's) and the 2 × 2 counts."""
-        from fragola_nb.experiments.labels import agreement
+        from fragola_nb.experiments.evaluate.labels import agreement
 
         this = _this(self)
         if grader not in this.graders:
@@ -168,7 +158,7 @@ class Judgements:
         """A model, shown the answers of ``a`` and ``b`` to each case (in both orders unless
         ``both_orders=False``), picks the better by ``rubric`` or a tie: a ``Versus`` with
         metric ``"preference"`` and ``position_flips`` (see ``pairjudge``)."""
-        from fragola_nb.experiments.pairjudge import judge_pairs
+        from fragola_nb.experiments.evaluate.pairjudge import judge_pairs
 
         this = _this(self)
         versus = await judge_pairs(this, a, b, rubric, model=model, fragola=fragola,

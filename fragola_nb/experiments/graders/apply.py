@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.graders import (
+from fragola_nb.experiments.graders.base import (
     Grade,
     GradedRow,
     grade_each,

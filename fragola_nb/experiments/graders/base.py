@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.errors import BadUsage, exception_text
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of
-from fragola_nb.experiments.gradevalues import is_bool, normal_fields, number, shown
+from fragola_nb.experiments.graders.values import is_bool, normal_fields, number, shown
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -56,7 +56,7 @@ class Grade:
     a scale of its own (a judge's 4 on ``(1, 5)``); ``score`` is then that score on 0 to 1,
     ``(raw_score - low) / (high - low)``.
 
-    A grade is made sane once, when it is made (``fragola_nb.experiments.gradevalues``): a
+    A grade is made sane once, when it is made (``fragola_nb.experiments.graders.values``): a
     numpy bool or 1/0 as ``passed`` is a bool; ``passed`` that is not (None, ``"no"``), a
     score that is NaN, infinite or not from 0 to 1, makes a failed grade whose reason says
     what was given.

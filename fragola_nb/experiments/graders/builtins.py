@@ -1,5 +1,5 @@
 """The built-in graders: ``contains``, ``regex``, ``equals``, ``json_schema``, ``tool_called``,
-``max_tokens``, ``max_cost``, ``max_seconds`` (``judge`` is in ``fragola_nb.experiments.judge``).
+``max_tokens``, ``max_cost``, ``max_seconds`` (``judge`` is in ``graders/judge.py``).
 
 Each is made with its settings, checked at once (a ``BadUsage`` before anything is sent), and
 named as it was written, ``contains('Paris')``: the name is the column of an evaluation's
@@ -24,7 +24,7 @@ import pydantic
 from fragola_nb.base.errors import BadUsage, FragolaError
 from fragola_nb.base.redact import redact_text
 from fragola_nb.core.schemas import json_validator, load_json_schema
-from fragola_nb.experiments.graders import Grade, GradedRow
+from fragola_nb.experiments.graders.base import Grade, GradedRow
 
 __all__ = ["Check", "contains", "equals", "json_schema", "max_cost", "max_seconds",
            "max_tokens", "regex", "tool_called"]

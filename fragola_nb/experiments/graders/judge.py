@@ -24,7 +24,7 @@ from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.graders import Grade, GradedRow, one_line
+from fragola_nb.experiments.graders.base import Grade, GradedRow, one_line
 
 if TYPE_CHECKING:
     from fragola_nb.core.fragola import Fragola

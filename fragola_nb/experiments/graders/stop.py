@@ -18,12 +18,12 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fragola_nb.experiments.grading import grades_of
-from fragola_nb.experiments.judge import Judge
+from fragola_nb.experiments.graders.apply import grades_of
+from fragola_nb.experiments.graders.judge import Judge
 
 if TYPE_CHECKING:
     from fragola_nb.core.fragola import Fragola
-    from fragola_nb.experiments.graders import Grade, GradedRow
+    from fragola_nb.experiments.graders.base import Grade, GradedRow
 
 __all__ = ["GradingStop", "judge_models"]
 

@@ -2,7 +2,7 @@
 shared prefix), in the order they were made (``row.tool_calls``), and its model requests.
 
 ``tool_sequence``, ``tool_args``, ``never_called``, ``max_tool_calls``, ``max_model_calls`` and
-``tool_call_f1``; ``judge(..., trajectory=True)`` is in ``fragola_nb.experiments.judge``. Each
+``tool_call_f1``; ``judge(..., trajectory=True)`` is in ``graders/judge.py``. Each
 is checked when made (a ``BadUsage`` before anything is sent), named as written, and gives a
 short reason.
 
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.experiments.checkers import Check, _shown
-from fragola_nb.experiments.graders import Grade, GradedRow
+from fragola_nb.experiments.graders.base import Grade, GradedRow
+from fragola_nb.experiments.graders.builtins import Check, _shown
 
 __all__ = ["MODES", "max_model_calls", "max_tool_calls", "never_called", "tool_args",
            "tool_call_f1", "tool_sequence"]

@@ -1,6 +1,7 @@
 """``agent.evaluate(..., backend="ray")``: the rows run on Ray workers, as ``batch`` runs its
 inputs there (``fragola_nb.experiments.ray``), one batch per variant; each row comes back with
-its fork rebuilt here, is given its trajectory (``evaltalk``) and graded here as a local row.
+its fork rebuilt here, is given its trajectory (``evaluate/talk.py``) and graded here as a
+local row.
 A conversation (``turns``, a ``SimulatedUser`` without ``fragola=``) and ``decide`` are sent
 to the workers (Ray's cloudpickle) and run there by the same code as locally, so the rows are
 the same.
@@ -13,18 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.batch import run_batch
-from fragola_nb.experiments.comparison import answer_text
-from fragola_nb.experiments.evaltalk import with_talk
+from fragola_nb.experiments.batch.run import run_batch
+from fragola_nb.experiments.evaluate.talk import with_talk
+from fragola_nb.experiments.shared import answer_text
 
 if TYPE_CHECKING:
-    from fragola_nb.experiments.evaluate import _Run
+    from fragola_nb.experiments.evaluate.run import EvaluationRun
 
 __all__ = ["run_rows_on_ray"]
 
 
-async def run_rows_on_ray(run: _Run, backend: Any, concurrency: int) -> None:
-    """Run what ``run`` has left on Ray, variant by variant; rows arrive by ``run._finish``."""
+async def run_rows_on_ray(run: EvaluationRun, backend: Any, concurrency: int) -> None:
+    """Run what ``run`` has left on Ray, variant by variant; rows arrive by ``run.finish_row``."""
     if any(case.user is not None and case.user.fragola is not None for case in run.cases):
         raise BadUsage("a SimulatedUser(fragola=...) cannot be sent to Ray workers: leave "
                        "fragola= out (the workers' Fragola plays the user)")
@@ -53,5 +54,5 @@ async def run_rows_on_ray(run: _Run, backend: Any, concurrency: int) -> None:
                           usage=done.usage or Usage(), seconds=done.seconds)
             row = with_talk(row, fork, done.talk, run.agent.fragola.prices)
             if row.status in ("done", "failed"):
-                row = await run._graded(row)
-            run._finish(index, row)
+                row = await run.graded(row)
+            run.finish_row(index, row)

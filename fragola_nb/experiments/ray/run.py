@@ -31,15 +31,15 @@ from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redact_text
 from fragola_nb.core import limits
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.batchrows import BatchRow
-from fragola_nb.experiments.comparison import error_line, row_tokens
+from fragola_nb.experiments.batch.result import BatchRow
 from fragola_nb.experiments.conversation import Talk
 from fragola_nb.experiments.ray.backend import RayBackend, import_ray
 from fragola_nb.experiments.ray.worker import BatchWorker, Definition, RowReport
+from fragola_nb.experiments.shared import NOT_RUN_BUDGET, STOPPED, error_line, row_tokens
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
-    from fragola_nb.experiments.batch import _Batch
+    from fragola_nb.experiments.batch.run import Batch
 
 __all__ = ["connect", "run_on_ray"]
 
@@ -203,7 +203,7 @@ class _Slot:
 
 
 class _RayRun:
-    def __init__(self, batch: _Batch, backend: RayBackend, concurrency: int, ray: Any,
+    def __init__(self, batch: Batch, backend: RayBackend, concurrency: int, ray: Any,
                  definition: Definition) -> None:
         self.batch, self.backend, self.ray = batch, backend, ray
         self.concurrency = concurrency
@@ -308,7 +308,7 @@ class _RayRun:
         self.slots = [self.new_slot() for _ in range(workers)]
         try:
             await self.first_ready()
-            self.batch._show(refresh=True)
+            self.batch.show(refresh=True)
             self.batch.on_stop = self.stop
             feeders = [asyncio.ensure_future(self.feed(slot, chunk))
                        for slot in self.slots for _ in range(IN_FLIGHT)]
@@ -321,7 +321,7 @@ class _RayRun:
                 raise
             if self.queue and self.batch.spent():  # the budget: nothing more was started
                 for index in self.queue:
-                    self.batch._finish(self.budget_row(index))
+                    self.batch.finish_row(self.budget_row(index))
                 self.queue.clear()
             if self.queue and not self.batch.stopping:  # every worker is gone
                 self.lost(list(self.queue), final=True)
@@ -362,7 +362,7 @@ class _RayRun:
                 if self.batch.stopping:  # stop_sync(): what had not reported was running
                     for index in chunk:
                         if index not in reported:
-                            self.batch._finish(self.stopped_row(index))
+                            self.batch.finish_row(self.stopped_row(index))
                     return
                 self.lost([i for i in chunk if i not in reported], cause="cancelled")
             except errors.RayError as exc:  # the worker died, or its task failed outright
@@ -389,7 +389,7 @@ class _RayRun:
         limits.count(fragola, usage)
         if report.user_calls:
             limits.count(fragola, Usage(report.user_calls, fragola.prices))
-        self.batch._finish(BatchRow(
+        self.batch.finish_row(BatchRow(
             index=report.index, input=self.batch.items[report.index], answer=report.answer,
             error=report.error, status=report.status,  # type: ignore[arg-type]
             tokens=row_tokens(usage), seconds=report.seconds, fork=fork, usage=usage,
@@ -423,14 +423,10 @@ class _RayRun:
         return fork
 
     def budget_row(self, index: int) -> BatchRow:
-        from fragola_nb.experiments.batch import NOT_RUN_BUDGET
-
         return BatchRow(index=index, input=self.batch.items[index], answer=None,
                         error=NOT_RUN_BUDGET, status="not run")
 
     def stopped_row(self, index: int) -> BatchRow:
-        from fragola_nb.experiments.batch import STOPPED
-
         return BatchRow(index=index, input=self.batch.items[index], answer=None,
                         error=STOPPED, status="stopped")
 
@@ -448,7 +444,7 @@ class _RayRun:
                     continue
                 error = (f"worker lost: the Ray worker running this input died ({tries} "
                          f"time{'s' if tries > 1 else ''}): {why}")
-            self.batch._finish(BatchRow(index=index, input=self.batch.items[index],
+            self.batch.finish_row(BatchRow(index=index, input=self.batch.items[index],
                                         answer=None, error=error[:500], status="failed"))
 
     async def replace(self, slot: _Slot, generation: int) -> None:
@@ -469,7 +465,7 @@ class _RayRun:
         slot.up = asyncio.ensure_future(self.wait_ready(slot.actor))
 
     def stop(self, at_once: bool) -> None:
-        """From ``_Batch.stop``, on any thread: the workers start nothing more; at once,
+        """From ``Batch.stop``, on any thread: the workers start nothing more; at once,
         they stop their running inputs, and streams still open after ``STOP_GRACE`` s are
         cancelled."""
         for slot in list(self.slots):
@@ -494,9 +490,9 @@ def _rate_shared(definition: Definition, workers: int) -> Definition:
     return dataclasses.replace(definition, recipe=recipe)
 
 
-async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,
+async def run_on_ray(batch: Batch, backend: RayBackend, concurrency: int,
                      definition: Definition) -> None:
-    """Run what ``batch`` has left on Ray workers; rows arrive through ``batch._finish``."""
+    """Run what ``batch`` has left on Ray workers; rows arrive through ``batch.finish_row``."""
     if len(batch.rows) == len(batch.items):  # all read back from the resume file
         return
     ray = import_ray()
@@ -512,7 +508,7 @@ async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,
         batch.bar.set_postfix_str("starting the Ray workers…", refresh=True)
         await _RayRun(batch, backend, concurrency, ray, definition).run()
     finally:
-        batch._show(refresh=True)
+        batch.show(refresh=True)
 
 
 _TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
@@ -541,7 +537,7 @@ def _quiet_start() -> Iterator[None]:
         logger.removeFilter(noise)
 
 
-def _restart_clock(batch: _Batch, seconds: float, logs: str | None) -> None:
+def _restart_clock(batch: Batch, seconds: float, logs: str | None) -> None:
     """Ray took ``seconds`` to start: say so apart, and start the bar's clock now, so its
     elapsed time and its rate per input count the batch, not Ray's start-up (5 inputs read
     "27 s/input" when Ray took 15 s of it). A Ray started here runs until the process ends
