@@ -39,7 +39,9 @@ def test_every_contract_is_kept() -> None:
     for name in ("Layers depend only downward", "Sessions and presets do not know each other",
                  "The openai client and its HTTP stack live in models",
                  "mcp and OpenTelemetry live in presets", "Ray lives in experiments.ray",
-                 "The Jupyter stack lives in notebook"):
+                 "The Jupyter stack lives in notebook",
+                 "Comparisons and batches do not know each other",
+                 "The shared module and the graders know no family above them"):
         assert f"{name} KEPT" in run.stdout, run.stdout
 
 
@@ -64,6 +66,13 @@ def copy(tmp_path: Path) -> Path:
      "fragola_nb.experiments.batch.run is not allowed to import ray"),
     ("presets/tracing.py", "import IPython\n",
      "fragola_nb.presets is not allowed to import IPython"),
+    # inside experiments: the graders under the families, comparisons apart from batches
+    ("experiments/graders/base.py", "def _peek() -> None:\n"
+     "    from fragola_nb.experiments.evaluate import evaluation\n",
+     "fragola_nb.experiments.graders.base is not allowed to import "
+     "fragola_nb.experiments.evaluate.evaluation"),
+    ("experiments/compare/run.py", "from fragola_nb.experiments.batch import result\n",
+     "fragola_nb.experiments.compare is not allowed to import fragola_nb.experiments.batch"),
 ])
 def test_an_upward_import_breaks_the_contract(copy: Path, module: str, added: str,
                                                broken: str) -> None:
