@@ -21,7 +21,7 @@ kept, the others ``"stopped"`` or ``"not run"``. Cancelling the task (a kernel i
 cancels what has not finished and raises, as cancellation does; the rows finished by then are
 in the resume file when there is one.
 
-``resume=PATH`` appends each finished row to ``PATH`` (see ``batchfile``); run again with the
+``resume=PATH`` appends each finished row to ``PATH`` (see ``resume``); run again with the
 same path and inputs, the inputs already answered are not sent again and their rows come back
 from the file (``fork`` None, ``resumed`` True); failed ones run again.
 

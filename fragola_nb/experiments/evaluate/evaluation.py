@@ -79,7 +79,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         writes and the views show, should a model or a tool have echoed one."""
         self.setup: dict[str, Any] | None = None
         """What it ran with (set by ``evaluate``, kept by ``save``): a hash of the cases and,
-        per variant, instructions, model, settings, tools and graders (see ``evalsetup``)."""
+        per variant, instructions, model, settings, tools and graders (see ``setups``)."""
         self.pairs_usage = Usage()
         """The calls of ``judge_pairs``, apart from the graded calls and the judges'."""
         self._kept: dict[Any, tuple[tuple[EvalRow, ...], Any]] = {}
@@ -306,7 +306,7 @@ class Evaluation(Sequence[EvalRow], Judgements):
         return f"{head}: {', '.join(parts)}; {tail}; {self.seconds:.1f} s"
 
     def __repr__(self) -> str:
-        # the overview, then each pass rate's interval and each verdict (evalversus)
+        # the overview, then each pass rate's interval and each verdict (versus)
         from fragola_nb.experiments.evaluate.versus import verdict_lines
 
         return visible("\n  ".join([f"Evaluation({self.overview()})", *verdict_lines(self)]))

@@ -20,8 +20,8 @@ is sent, the runs in flight end with outcome ``"budget"`` and the rows not start
 ``"not run: budget"``. On ``Fragola.cached`` the rows its file answers keep filling in (a
 hit costs nothing); a row that would send a request ends ``"not run: budget"``.
 ``stop()``, ``stop_sync()``, an interrupt and ``resume=PATH`` behave as for batch (see
-``evalfile``). A case's conversation (``turns``, a ``SimulatedUser``) and ``decide=`` run by
-``conversation``; ``backend="ray"`` runs the rows on Ray (``evalray``).
+``resume``). A case's conversation (``turns``, a ``SimulatedUser``) and ``decide=`` run by
+``conversation``; ``backend="ray"`` runs the rows on Ray (``ray/evaluate.py``).
 """
 
 from __future__ import annotations

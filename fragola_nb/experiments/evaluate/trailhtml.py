@@ -1,4 +1,4 @@
-"""The trajectory of an evaluation's cell in the static table (``evalhtml``): each row's tool
+"""The trajectory of an evaluation's cell in the static table (``htmlview``): each row's tool
 calls as a compact, numbered list (``name(arguments) → result``, each shortened), then the
 turns of a conversation, folded in a ``<details>`` so the matrix stays a matrix. Every text
 is redacted (the credentials in use, should a model or a tool have echoed one) and escaped:
