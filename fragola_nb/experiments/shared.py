@@ -6,9 +6,10 @@ how its talk ended, and the checks of ``repeat``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NOT_RUN_BUDGET", "STOPPED", "answer_text", "check_repeat", "error_line",
            "experiment_ended", "import_pandas", "row_tokens", "stop_at_once", "talk_status",
-           "tool_call_texts", "undone_on_error", "verdict", "wrap_text"]
+           "tool_call_texts", "undone_on_error", "verdict", "worker_pool", "wrap_text"]
 
 _log = logging.getLogger("fragola_nb")
 
@@ -122,6 +123,23 @@ def check_repeat(repeat: Any) -> int:
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise BadUsage(f"repeat must be a whole number >= 1, got {repeat!r}")
     return repeat
+
+
+async def worker_pool(work: Callable[[], Awaitable[None]], workers: int,
+                      halt: Callable[[], None]) -> None:
+    """The workers of a batch or an evaluation: ``workers`` tasks running ``work`` (they share
+    one iterator of what is left). Cancelled (an interrupt) or broken (a resume file that
+    cannot be written): ``halt()`` (nothing more starts), the workers are cancelled and
+    settle, then the error goes on."""
+    tasks = [asyncio.ensure_future(work()) for _ in range(workers)]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        halt()
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
 
 
 def wrap_text(bar: Any) -> None:

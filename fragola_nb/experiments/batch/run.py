@@ -68,6 +68,7 @@ from fragola_nb.experiments.shared import (
     stop_at_once,
     talk_status,
     undone_on_error,
+    worker_pool,
     wrap_text,
 )
 from fragola_nb.models.recording.cache import REPEAT_INDEX
@@ -207,18 +208,10 @@ class Batch:
         self.show()
 
     async def run(self, concurrency: int) -> None:
-        workers = [asyncio.ensure_future(self._work())
-                   for _ in range(min(concurrency, self.workers))]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            # Cancelled (an interrupt) or broken (the resume file cannot be written): nothing
-            # more starts, the running forks are cancelled and settle, then the error goes on.
-            self.stopping = True
-            for worker in workers:
-                worker.cancel()
-            await asyncio.wait(workers)
-            raise
+        await worker_pool(self._work, min(concurrency, self.workers), self._halt)
+
+    def _halt(self) -> None:
+        self.stopping = True
 
     async def _work(self) -> None:
         name = self.agent.name

@@ -26,7 +26,6 @@ hit costs nothing); a row that would send a request ends ``"not run: budget"``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -57,6 +56,7 @@ from fragola_nb.experiments.shared import (
     experiment_ended,
     stop_at_once,
     undone_on_error,
+    worker_pool,
     wrap_text,
 )
 from fragola_nb.models.recording.cache import REPEAT_INDEX
@@ -196,15 +196,10 @@ class EvaluationRun:
 
     async def run(self, concurrency: int) -> None:
         left = sum(1 for row in self.evaluation if not row.finished)
-        workers = [asyncio.ensure_future(self._work()) for _ in range(min(concurrency, left))]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            self.stopping = True
-            for worker in workers:
-                worker.cancel()
-            await asyncio.wait(workers)
-            raise
+        await worker_pool(self._work, min(concurrency, left), self._halt)
+
+    def _halt(self) -> None:
+        self.stopping = True
 
     def _spent(self) -> str | None:
         """Why no more runs start: this call's budget or the Fragola's is spent."""
