@@ -144,6 +144,16 @@ class Evaluation(Sequence[EvalRow], Judgements):
         self._rows[index] = row
         self.notify(index)
 
+    def end_unfinished(self, why: str, stopped: str) -> None:
+        """At the end of the run: a row still queued or running did not run (its error
+        ``why``), a stopped row with no error gets ``stopped``. The observers hear of it with
+        the end (``notify(None)``)."""
+        for index, row in enumerate(self._rows):
+            if row.status in ("queued", "running"):
+                self._rows[index] = dataclasses.replace(row, status="not run", error=why)
+            elif row.status == "stopped" and row.error is None:
+                self._rows[index] = dataclasses.replace(row, error=stopped)
+
     def notify(self, index: int | None) -> None:
         for observer in list(self._observers):
             try:

@@ -291,11 +291,7 @@ class EvaluationRun:
         evaluation = self.evaluation
         spent = self._spent()
         why = f"not run: budget ({spent})" if spent else NOT_RUN
-        for index, row in enumerate(evaluation):
-            if row.status in ("queued", "running"):
-                evaluation._rows[index] = replace(row, status="not run", error=why)
-            elif row.status == "stopped" and row.error is None:
-                evaluation._rows[index] = replace(row, error=STOPPED)
+        evaluation.end_unfinished(why, STOPPED)
         evaluation.seconds = time.perf_counter() - self.started
         evaluation.stopped = self.stopping or bool(spent)
         evaluation.why_stopped = f"budget: {spent}" if spent else None
