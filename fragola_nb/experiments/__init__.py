@@ -1,5 +1,7 @@
-"""Prompt experiments on forks: ``Comparison`` (``agent.compare``) and ``BatchResult``
-(``agent.batch``). Imported on first use."""
+"""Prompt experiments on forks, in families: ``compare/`` (``agent.compare``, a
+``Comparison``), ``batch/`` (``agent.batch``, a ``BatchResult``), ``evaluate/``
+(``agent.evaluate``, an ``Evaluation``), ``graders/`` and ``ray/``, on what they share
+(``shared``, ``conversation``). Imported on first use."""
 
 from __future__ import annotations
 
