@@ -220,7 +220,7 @@ class Batch:
                 return
             if self.spent():
                 self.finish_row(BatchRow(index=index, input=self.items[index], answer=None,
-                                      error=NOT_RUN_BUDGET, status="not run"))
+                                         error=NOT_RUN_BUDGET, status="not run"))
                 continue
             started = time.perf_counter()
             fork: Agent | None = None

@@ -71,6 +71,7 @@ STOPPED = "stopped: the evaluation was stopped at once (stop_sync(), Stop) while
 
 _log = logging.getLogger("fragola_nb")
 
+
 async def run_evaluate(agent: Agent, cases: Any, variants: Mapping[str, Any] | None,
                        graders: Any, *, repeat: int, concurrency: int,
                        resume: str | PathLike[str] | None, budget: Any,

@@ -301,7 +301,7 @@ class _RayRun:
                 error = (f"worker lost: the Ray worker running this input died ({tries} "
                          f"time{'s' if tries > 1 else ''}): {why}")
             self.batch.finish_row(BatchRow(index=index, input=self.batch.items[index],
-                                        answer=None, error=error[:500], status="failed"))
+                                            answer=None, error=error[:500], status="failed"))
 
     async def replace(self, slot: _Slot, generation: int) -> None:
         """A fresh actor in place of the dead one (once per death, however many streams
