@@ -63,14 +63,14 @@ def copy(tmp_path: Path) -> Path:
      "fragola_nb.sessions is not allowed to import fragola_nb.presets"),
     ("core/agent.py", "import openai\n", "fragola_nb.core is not allowed to import openai"),
     ("experiments/batch/run.py", "import ray\n",
-     "fragola_nb.experiments.batch.run is not allowed to import ray"),
+     "fragola_nb.experiments.batch is not allowed to import ray"),
     ("presets/tracing.py", "import IPython\n",
      "fragola_nb.presets is not allowed to import IPython"),
     # inside experiments: the graders under the families, comparisons apart from batches
     ("experiments/graders/base.py", "def _peek() -> None:\n"
      "    from fragola_nb.experiments.evaluate import evaluation\n",
-     "fragola_nb.experiments.graders.base is not allowed to import "
-     "fragola_nb.experiments.evaluate.evaluation"),
+     "fragola_nb.experiments.graders is not allowed to import "
+     "fragola_nb.experiments.evaluate"),
     ("experiments/compare/run.py", "from fragola_nb.experiments.batch import result\n",
      "fragola_nb.experiments.compare is not allowed to import fragola_nb.experiments.batch"),
 ])
