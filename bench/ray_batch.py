@@ -118,9 +118,9 @@ STARTS: list[float] = []
 
 
 def ray_run_class() -> Any:
-    """The backend's private ``_RayRun`` (in ``rayrun`` since that module split off
-    ``raybackend``; in ``raybackend`` before)."""
-    for name in ("rayrun", "raybackend"):
+    """The backend's private ``_RayRun`` (in ``ray.run`` since experiments/ became folders;
+    in ``rayrun`` since that module split off ``raybackend``; in ``raybackend`` before)."""
+    for name in ("ray.run", "rayrun", "raybackend"):
         with suppress(ImportError):
             found = getattr(importlib.import_module(f"fragola_nb.experiments.{name}"),
                             "_RayRun", None)

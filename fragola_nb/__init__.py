@@ -47,11 +47,11 @@ if typing.TYPE_CHECKING:
     from fragola_nb.core.tools import Tool, tool
     from fragola_nb.core.usage import Usage, tree_usage
     from fragola_nb.experiments import BatchResult, Comparison
-    from fragola_nb.experiments.evaluation import Evaluation
-    from fragola_nb.experiments.graders import Grade, GradedRow
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.verdicts import Versus
+    from fragola_nb.experiments.graders.base import Grade, GradedRow
     from fragola_nb.experiments.ray.backend import RayBackend
     from fragola_nb.experiments.simuser import SimulatedUser
-    from fragola_nb.experiments.verdicts import Versus
     from fragola_nb.models.client.ratelimit import RateLimit
     from fragola_nb.presets.guardrails import Guardrail, GuardrailRejected, Rejection, guardrail
     from fragola_nb.presets.hooks import mcp_hook, preset
@@ -119,11 +119,11 @@ _LAZY = {
     "tool": "core.tools",
     "BatchResult": "experiments",
     "Comparison": "experiments",
-    "Evaluation": "experiments.evaluation",
-    "Grade": "experiments.graders",
-    "GradedRow": "experiments.graders",
+    "Evaluation": "experiments.evaluate.evaluation",
+    "Grade": "experiments.graders.base",
+    "GradedRow": "experiments.graders.base",
     "SimulatedUser": "experiments.simuser",
-    "Versus": "experiments.verdicts",
+    "Versus": "experiments.evaluate.verdicts",
     "JsonResult": "core.jsonmode",
     "Session": "sessions",
     "export_html": "sessions",

@@ -7,16 +7,25 @@
 Any callable ``(row) -> Grade | bool | float | None`` (sync or async) is a grader too; it is
 given a ``GradedRow``. A number passes when it is at least 0.5; None gives no grade; a grader
 that raises gives a failed grade whose reason is the error in one line. See
-``fragola_nb.experiments.graders`` (the rules), ``fragola_nb.experiments.checkers`` (the
-built-ins), ``fragola_nb.experiments.trajectory`` (how the agent got there: ``tool_sequence``,
-``tool_args``, ``never_called``, ``max_tool_calls``, ``max_model_calls``, ``tool_call_f1``),
-``fragola_nb.experiments.judge`` and ``fragola_nb.experiments.labels`` (``human()``: a
-person's labels as grades).
+``fragola_nb.experiments.graders``: ``base`` (the rules), ``builtins`` (the built-ins),
+``trajectory`` (how the agent got there: ``tool_sequence``, ``tool_args``, ``never_called``,
+``max_tool_calls``, ``max_model_calls``, ``tool_call_f1``) and ``judge``; and
+``fragola_nb.experiments.evaluate.human`` (``human()``: a person's labels as grades).
 """
 
 from __future__ import annotations
 
-from fragola_nb.experiments.checkers import (
+from fragola_nb.experiments.evaluate.human import human
+from fragola_nb.experiments.graders.base import (
+    Grade,
+    GradedRow,
+    Grader,
+    check_graders,
+    grade,
+    grader_name,
+    tool_calls_of,
+)
+from fragola_nb.experiments.graders.builtins import (
     contains,
     equals,
     json_schema,
@@ -26,18 +35,8 @@ from fragola_nb.experiments.checkers import (
     regex,
     tool_called,
 )
-from fragola_nb.experiments.graders import (
-    Grade,
-    GradedRow,
-    Grader,
-    check_graders,
-    grade,
-    grader_name,
-    tool_calls_of,
-)
-from fragola_nb.experiments.judge import judge
-from fragola_nb.experiments.labels import human
-from fragola_nb.experiments.trajectory import (
+from fragola_nb.experiments.graders.judge import judge
+from fragola_nb.experiments.graders.trajectory import (
     max_model_calls,
     max_tool_calls,
     never_called,

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from fragola_nb.core.limits import Budget
     from fragola_nb.core.probes import Probe
     from fragola_nb.experiments import BatchResult, Comparison
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
     from fragola_nb.experiments.ray.backend import RayBackend
 
 __all__ = ["Agent"]
@@ -311,12 +311,12 @@ class Agent(Listening):
         """Run ``message`` once per variant, each on a fork named after it, concurrently.
 
         ``variants`` maps a name to overrides of ``instructions``, ``model``,
-        ``model_settings`` and ``tools``; see ``fragola_nb.experiments.compare``.
+        ``model_settings`` and ``tools``; see ``fragola_nb.experiments.compare.run``.
         ``repeat=k`` runs each variant k times; ``graders`` grade each run (rows gain
         ``passed``, ``score`` and ``grades``). ``budget`` (a ``Budget``) meters all the
         variants together: once spent, no variant starts.
         """
-        from fragola_nb.experiments.compare import run_compare
+        from fragola_nb.experiments.compare.run import run_compare
 
         return await run_compare(self, message, variants, concurrency, graders=graders,
                                  repeat=repeat, budget=budget)
@@ -358,9 +358,9 @@ class Agent(Listening):
         >>> result.answers, result.failed                                # doctest: +SKIP
         (['4', '6'], 0)
 
-        See ``fragola_nb.experiments.batch``.
+        See ``fragola_nb.experiments.batch.run``.
         """
-        from fragola_nb.experiments.batch import run_batch
+        from fragola_nb.experiments.batch.run import run_batch
 
         return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
                                backend=backend, graders=graders, repeat=repeat,
@@ -401,9 +401,9 @@ class Agent(Listening):
         >>> evaluation.summary()[0]["pass_rate"]                            # doctest: +SKIP
         1.0
 
-        Returns an ``Evaluation``; see ``fragola_nb.experiments.evaluate``.
+        Returns an ``Evaluation``; see ``fragola_nb.experiments.evaluate.run``.
         """
-        from fragola_nb.experiments.evaluate import run_evaluate
+        from fragola_nb.experiments.evaluate.run import run_evaluate
 
         return await run_evaluate(self, cases, variants, graders, repeat=repeat,
                                   concurrency=concurrency, resume=resume, budget=budget,

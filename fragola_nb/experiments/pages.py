@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from fragola_nb.base.render import text_of, transcript_text
-from fragola_nb.experiments.batch import BatchResult
-from fragola_nb.experiments.compare import Comparison
+from fragola_nb.experiments.batch.result import BatchResult
+from fragola_nb.experiments.compare.comparison import Comparison
 from fragola_nb.sessions.export import subtitle
 from fragola_nb.sessions.htmlexport import Clean, Data, register_kind
 

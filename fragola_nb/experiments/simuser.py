@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.experiments.comparison import answer_text
 from fragola_nb.experiments.conversation import Decide, Talk, turn
+from fragola_nb.experiments.shared import answer_text
 from fragola_nb.models.scripted.simulating import DONE, OPENING, USER_MARKER
 
 if TYPE_CHECKING:

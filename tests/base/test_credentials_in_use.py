@@ -16,7 +16,7 @@ from typing import Any
 from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANT_KEY, VARIANTS, QuotingAPI, fragola_on
 
 from fragola_nb import Fragola, export_html, save_session
-from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
 from fragola_nb.graders import contains, judge
 from fragola_nb.sessions.export import export_markdown, export_tree_html, export_tree_markdown
 

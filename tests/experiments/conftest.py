@@ -14,7 +14,7 @@ def ray_instance() -> Iterator[None]:
     import ray
 
     from fragola_nb import RayBackend
-    from fragola_nb.experiments.ray.run import connect
+    from fragola_nb.experiments.ray.connect import connect
 
     assert not ray.is_initialized()
     # Through the backend's own start (it tries once more when Ray's raylet misses its

@@ -10,7 +10,7 @@ import pytest
 from helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, Decision, SimulatedUser, tool
-from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
 from fragola_nb.graders import (
     GradedRow,
     judge,

@@ -13,7 +13,7 @@ from helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, Comparison, run_sync, tool
 from fragola_nb.base.errors import InvalidToolDefinition
-from fragola_nb.experiments.compare import WATCHERS
+from fragola_nb.experiments.compare.comparison import WATCHERS
 from fragola_nb.models.scripted import ScriptedModel, fail
 
 QUESTION = "What is DNS?"

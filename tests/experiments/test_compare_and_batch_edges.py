@@ -16,7 +16,7 @@ from helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import BadUsage, Comparison
 from fragola_nb.base.errors import ListenerError
-from fragola_nb.experiments.compare import WATCHERS
+from fragola_nb.experiments.compare.comparison import WATCHERS
 from fragola_nb.models.scripted import Item, ScriptedModel, hang, reply
 from fragola_nb.notebook.compare.view import CompareView
 from fragola_nb.notebook.panel.view import AgentPanel

@@ -16,7 +16,7 @@ from helpers import make_fragola
 from fragola_nb import Budget, Fragola, RateLimit, SimulatedUser
 from fragola_nb.base.figures import percent
 from fragola_nb.core.usage import format_cost
-from fragola_nb.experiments.evalhtml import evaluation_html, head_facts
+from fragola_nb.experiments.evaluate.htmlview import evaluation_html, head_facts
 from fragola_nb.graders import contains, judge
 from fragola_nb.models.scripted import Item, ScriptedModel, demo_brain, reply
 from fragola_nb.notebook.evaluate.view import EvalView, matrix_cells

@@ -15,14 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fragola_nb import BadUsage
-from fragola_nb.experiments.evalhtml import evaluation_html
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.labels import Label
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.htmlview import evaluation_html
+from fragola_nb.experiments.evaluate.labels import Label
 from fragola_nb.graders import Grade
 
 
 def evaluation() -> Any:
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
     rows = [EvalRow(case=0, input="2 + 2?", variant="base", status="done", answer="4",
                     grades=(Grade("equals(4)", True), Grade("judge", True, raw_score=4,
@@ -64,7 +64,7 @@ def edited(path: Path, data: list[dict[str, Any]], field: str, value: Any) -> No
 ])
 def test_a_hand_edited_header_is_a_bad_usage_naming_the_file(tmp_path: Path, field: str,
                                                             value: Any, why: str) -> None:
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
     path, data = saved(tmp_path)
     edited(path, data, field, value)
@@ -97,7 +97,7 @@ PLACES = ([("run", name) for name in ("repeat", "seconds", "variants", "graders"
 @given(edits=st.lists(st.tuples(st.sampled_from(PLACES), JSON), min_size=1, max_size=2))
 def test_whatever_a_file_holds_load_reads_it_or_says_why_in_one_bad_usage(
         tmp_path: Path, edits: list[tuple[tuple[str, str], Any]]) -> None:
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
     path, data = saved(tmp_path)
     places = {"run": data[0]["run"], "grade": data[0]["grades"][1], "row": data[0]}
@@ -131,7 +131,7 @@ def test_save_into_a_folder_is_a_bad_usage_and_leaves_nothing_behind(tmp_path: P
 
 
 def test_save_follows_no_link_and_leaves_no_temporary_file(tmp_path: Path) -> None:
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me")

@@ -14,10 +14,10 @@ from experiments.test_evaluate import KEY, VARIANTS, brain, eval_agent, last_use
 from scipy import stats
 
 from fragola_nb import BadUsage, Fragola
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.evaluation import Evaluation
-from fragola_nb.experiments.grading import graded_row
-from fragola_nb.experiments.labels import Label
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.labels import Label
+from fragola_nb.experiments.graders.apply import graded_row
 from fragola_nb.graders import Grade, contains, human
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
 
@@ -180,7 +180,7 @@ async def test_labels_given_after_the_run_are_kept_by_its_resume_file(
 
 async def test_a_label_leaves_a_resume_file_that_is_gone_or_in_use_alone(
         model: ScriptedModel, tmp_path: Path) -> None:
-    from fragola_nb.experiments.batchfile import open_resume
+    from fragola_nb.experiments.batch.resume import open_resume
 
     agent = eval_agent(model)
     path = tmp_path / "r.jsonl"

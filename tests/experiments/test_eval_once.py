@@ -9,7 +9,7 @@ import dataclasses
 
 from helpers import make_fragola
 
-from fragola_nb.experiments.graders import Grade
+from fragola_nb.experiments.graders.base import Grade
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import ScriptedModel, reply
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, Fragola
-from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
 from fragola_nb.graders import Grade, GradedRow, contains, tool_called
 from fragola_nb.models.scripted import Item, ScriptedModel, call, reply, tool_calls
 

@@ -15,8 +15,10 @@ from typing import Any
 from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI, fragola_on
 
 from fragola_nb import SimulatedUser
-from fragola_nb.experiments import evalhtml, evalsetup, evalversus
-from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.htmlview import head_facts, verdicts_html
+from fragola_nb.experiments.evaluate.setups import setup_changes
+from fragola_nb.experiments.evaluate.versus import verdict_lines
 from fragola_nb.graders import human, judge
 from fragola_nb.notebook.evaluate.verdicts import verdict_data
 from fragola_nb.notebook.evaluate.view import EvalView
@@ -55,11 +57,11 @@ async def test_new_texts_files_and_reprs_hold_no_key_the_server_quoted(
     saved = evaluation.save(tmp_path / "e.json")
     labels = human(saved)
     found = leaks("rows", "".join(repr(row) + repr(row.label) for row in evaluation))
-    found += leaks("verdicts", "\n".join(evalversus.verdict_lines(evaluation))
-                   + evalhtml.verdicts_html(evaluation) + repr(evaluation.verdicts()))
-    found += leaks("facts", json.dumps(evalhtml.head_facts(evaluation), default=str))
+    found += leaks("verdicts", "\n".join(verdict_lines(evaluation))
+                   + verdicts_html(evaluation) + repr(evaluation.verdicts()))
+    found += leaks("facts", json.dumps(head_facts(evaluation), default=str))
     found += leaks("diff", "\n".join(diff.lines()) + repr(diff) + diff._repr_html_()
-                   + "\n".join(evalsetup.setup_changes(baseline, evaluation)))
+                   + "\n".join(setup_changes(baseline, evaluation)))
     assert "fx-eval-trail" in evaluation._repr_html_()  # the turns, replies quoting keys
     found += leaks("evaluation", repr(evaluation) + evaluation._repr_html_())
     found += leaks("judge_pairs", repr(versus) + versus.line())

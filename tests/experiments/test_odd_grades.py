@@ -1,5 +1,5 @@
 """A grader's odd answer never loses the result: every grade is made sane once, when it is made
-(``Grade.__post_init__``, ``fragola_nb.experiments.gradevalues``), on every path that grades
+(``Grade.__post_init__``, ``fragola_nb.experiments.graders.values``), on every path that grades
 (``grade``, ``evaluate``, ``batch``, ``compare``, the judge, a resume file); one scale, 0 to 1,
 for every score, a judge's own kept in ``raw_score``; what ``save`` writes, ``load`` reads."""
 
@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fragola_nb import Fragola
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
 from fragola_nb.graders import Grade, GradedRow, contains, grade, judge
 from fragola_nb.models.scripted import ScriptedModel, demo_brain, reply
 

@@ -159,7 +159,7 @@ async def test_labels_given_after_a_run_on_ray_are_kept_by_its_resume_file(tmp_p
                                                                             ) -> None:
     """Rows that ran on Ray, labelled once the run ended: the resume file keeps the labels,
     so the run resumed (here, or on Ray) gives the labelled rows back without sending."""
-    from fragola_nb.experiments.labels import Label
+    from fragola_nb.experiments.evaluate.labels import Label
 
     agent = make_agent()
     path = tmp_path / "ray.jsonl"

@@ -14,9 +14,9 @@ import pytest
 from scipy import stats
 
 from fragola_nb import BadUsage
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.evaluation import Evaluation
-from fragola_nb.experiments.verdicts import holm
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.verdicts import holm
 from fragola_nb.graders import Grade
 
 

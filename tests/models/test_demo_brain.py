@@ -399,8 +399,8 @@ def judged(rubric: str, answer: str, expected: str | None = None,
            scale: tuple[float, float] = (1, 5)) -> dict[str, Any]:
     """The demo brain's verdict on a judge's request, as ``judge()`` writes one."""
     from fragola_nb.core.usage import Usage
-    from fragola_nb.experiments.graders import GradedRow
-    from fragola_nb.experiments.judge import judge
+    from fragola_nb.experiments.graders.base import GradedRow
+    from fragola_nb.experiments.graders.judge import judge
 
     asking = judge(rubric, scale=scale)
     row = GradedRow("the question", expected, answer, None, Usage(), None)

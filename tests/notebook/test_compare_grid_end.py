@@ -17,7 +17,7 @@ from helpers import make_agent
 from helpers import until_async as until
 
 from fragola_nb import Comparison
-from fragola_nb.experiments.compare import WATCHERS
+from fragola_nb.experiments.compare.comparison import WATCHERS
 from fragola_nb.models.scripted import ScriptedModel
 from fragola_nb.notebook.compare.view import CompareView
 from fragola_nb.notebook.compare.worddiff import QUICK, LateDiffs, compared

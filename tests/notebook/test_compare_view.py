@@ -18,7 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from fragola_nb import Comparison, Fragola
-from fragola_nb.experiments.compare import WATCHERS
+from fragola_nb.experiments.compare.comparison import WATCHERS
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
 from fragola_nb.notebook.compare.view import (
     SIMILAR,

@@ -15,10 +15,9 @@ from helpers import make_agent, make_fragola
 
 from fragola_nb import Fragola
 from fragola_nb.core.usage import CallUsage, ModelPrice, Usage
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.evalsummary import usage_total
-from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
-from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.evaluation import EVALUATION_WATCHERS, Evaluation
+from fragola_nb.experiments.evaluate.summary import usage_total
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
 from fragola_nb.notebook.evaluate.live import LiveTally, head_data

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from helpers import make_agent
 
-from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
-from fragola_nb.experiments.evaluation import Evaluation
-from fragola_nb.experiments.labels import Label
+from fragola_nb.experiments.evaluate.evaluation import EVALUATION_WATCHERS, Evaluation
+from fragola_nb.experiments.evaluate.labels import Label
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
 from fragola_nb.notebook.evaluate.verdicts import label_message
@@ -120,7 +119,7 @@ async def test_flaky_cells_and_labels_are_marked_and_a_detail_labels_its_row(
 
 
 def test_a_label_message_names_a_row_that_ran_or_nothing() -> None:
-    from fragola_nb.experiments.evalrows import EvalRow
+    from fragola_nb.experiments.evaluate.evalrow import EvalRow
 
     rows = [EvalRow(case=0, input="q", variant="a", status="done", answer="x"),
             EvalRow(case=0, input="q", variant="b", status="not run")]

@@ -16,8 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from fragola_nb import Fragola
-from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
-from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.evaluation import EVALUATION_WATCHERS, Evaluation
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import Item, ScriptedModel, reply
 from fragola_nb.notebook.evaluate.view import INTERVAL, EvalView, matrix_cells

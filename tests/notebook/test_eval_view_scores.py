@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.evaluation import Evaluation
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
 from fragola_nb.graders import Grade
 from fragola_nb.notebook.evaluate.view import EvalView, matrix_cells
 

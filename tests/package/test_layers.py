@@ -39,7 +39,9 @@ def test_every_contract_is_kept() -> None:
     for name in ("Layers depend only downward", "Sessions and presets do not know each other",
                  "The openai client and its HTTP stack live in models",
                  "mcp and OpenTelemetry live in presets", "Ray lives in experiments.ray",
-                 "The Jupyter stack lives in notebook"):
+                 "The Jupyter stack lives in notebook",
+                 "Comparisons and batches do not know each other",
+                 "The shared module and the graders know no family above them"):
         assert f"{name} KEPT" in run.stdout, run.stdout
 
 
@@ -60,10 +62,16 @@ def copy(tmp_path: Path) -> Path:
     ("sessions/export.py", "from fragola_nb.presets import guardrails\n",
      "fragola_nb.sessions is not allowed to import fragola_nb.presets"),
     ("core/agent.py", "import openai\n", "fragola_nb.core is not allowed to import openai"),
-    ("experiments/batch.py", "import ray\n",
+    ("experiments/batch/run.py", "import ray\n",
      "fragola_nb.experiments.batch is not allowed to import ray"),
     ("presets/tracing.py", "import IPython\n",
      "fragola_nb.presets is not allowed to import IPython"),
+    # inside experiments: the graders under the families, comparisons apart from batches
+    ("experiments/graders/base.py", "def _peek() -> None:\n"
+     "    from fragola_nb.experiments.evaluate import evaluation\n",
+     "fragola_nb.experiments.graders is not allowed to import"),  # (the report wraps here)
+    ("experiments/compare/run.py", "from fragola_nb.experiments.batch import result\n",
+     "fragola_nb.experiments.compare is not allowed to import"),
 ])
 def test_an_upward_import_breaks_the_contract(copy: Path, module: str, added: str,
                                                broken: str) -> None:

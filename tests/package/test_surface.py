@@ -91,7 +91,7 @@ LAZY_MODULES = (
     "opentelemetry",
     "fragola_nb.experiments.ray.backend",  # agent.batch(backend="ray"), the ray extra
     "ray",
-    "scipy",  # an evaluation's intervals and paired tests (experiments/intervals, verdicts)
+    "scipy",  # an evaluation's intervals and paired tests (experiments/evaluate/)
     "numpy",  # scipy's, imported with it
 )
 

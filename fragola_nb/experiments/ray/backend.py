@@ -44,8 +44,8 @@ from fragola_nb.base.errors import BadUsage, SessionError
 from fragola_nb.base.redact import redact_text, redacted, scrub
 from fragola_nb.core.events import is_transient
 from fragola_nb.core.hooks import hook_keys
-from fragola_nb.experiments.comparison import error_line
 from fragola_nb.experiments.ray.worker import Definition, Recipe
+from fragola_nb.experiments.shared import error_line
 from fragola_nb.models.client import NO_KEY
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """How ``agent.batch(..., backend="ray")`` runs: start or join Ray, start the workers, feed
 them chunks of inputs, turn each report into the batch's row (and its fork), run again what a
-dead worker had not reported, and pass ``stop()``/``stop_sync()`` on. See ``raybackend`` for
-what the user sees; ``rayworker`` for the other side.
+dead worker had not reported, and pass ``stop()``/``stop_sync()`` on. See ``backend`` for
+what the user sees, ``connect`` for how Ray is started or joined, ``worker`` for the other side.
 
 Limits: the Fragola's ``RateLimit`` is split evenly among the workers (``rpm / N``,
 ``tpm / N``; a ``RayBackend(fragola=...)`` factory sets its own). A ``budget`` is held by the
@@ -12,18 +12,12 @@ is spent; the chunks in flight finish, so a budget may be passed by at most thos
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
-import importlib
 import logging
-import os
 import re
-import socket
-import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,17 +25,18 @@ from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redact_text
 from fragola_nb.core import limits
 from fragola_nb.core.usage import Usage
-from fragola_nb.experiments.batchrows import BatchRow
-from fragola_nb.experiments.comparison import error_line, row_tokens
+from fragola_nb.experiments.batch.result import BatchRow
 from fragola_nb.experiments.conversation import Talk
 from fragola_nb.experiments.ray.backend import RayBackend, import_ray
+from fragola_nb.experiments.ray.connect import connect, quiet_start
 from fragola_nb.experiments.ray.worker import BatchWorker, Definition, RowReport
+from fragola_nb.experiments.shared import NOT_RUN_BUDGET, STOPPED, error_line, row_tokens
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
-    from fragola_nb.experiments.batch import _Batch
+    from fragola_nb.experiments.batch.run import Batch
 
-__all__ = ["connect", "run_on_ray"]
+__all__ = ["run_on_ray"]
 
 _log = logging.getLogger("fragola_nb")
 
@@ -50,145 +45,6 @@ STOP_GRACE = 5.0
 streams are cancelled."""
 IN_FLIGHT = 2
 """Chunks each worker is given at once, so it never waits for the next."""
-
-
-def connect(ray: Any, backend: RayBackend) -> str | None:
-    """Start or join Ray. Ray's own processes die with the thread that started them, so
-    off the main thread (``run_sync``'s loop, a thread of the user's) it is started on a
-    thread of ours that never ends. Returns the logs folder of a Ray started here (Ray keeps
-    them in its temp dir, ``/tmp/ray/session_*/logs`` unless ``init={"_temp_dir": ...}``),
-    None when it joined one."""
-    if ray.is_initialized():
-        unused = [name for name in ("address", "init") if getattr(backend, name)]
-        if unused:
-            _log.warning("fragola_nb: RayBackend(%s) is not used: this process already runs "
-                         "Ray, and it is used as it is (ray.shutdown() first to start or "
-                         "join another)", ", ".join(f"{name}=..." for name in unused))
-        return None
-    _reachable(backend.address or os.environ.get("RAY_ADDRESS") or None)
-    starts = _starts_local(backend)
-    options = {"logging_level": logging.WARNING, **(LOOPBACK if starts else {}),
-               **backend.init}
-
-    logs: list[str] = []
-
-    def init() -> None:
-        with _loopback_node(starts and options.get("_node_ip_address") == "127.0.0.1"):
-            context = ray.init(address=backend.address, **options)
-        session = (getattr(context, "address_info", None) or {}).get("session_dir")
-        if starts and session:
-            logs.append(os.path.join(str(session), "logs"))
-
-    def start() -> None:
-        try:
-            init()
-        except ValueError as exc:
-            if "existing cluster" not in str(exc):
-                raise
-            # No address, but Ray found one to join: RAY_ADDRESS, or the last `ray start`
-            # on this machine (recorded in /tmp/ray/ray_current_cluster), which takes no
-            # resources of ours.
-            raise BadUsage(
-                f"Ray joined a running cluster (RAY_ADDRESS, or the last `ray start` on this "
-                f"machine) and refused RayBackend(init=...): {str(exc).splitlines()[0]} Drop "
-                "those options, or pass RayBackend(address='local') to start a Ray of its "
-                "own") from None
-        except Exception as exc:
-            # Ray's raylet gives its agent process 15 s to start and dies past that, which a
-            # busy or cold machine can miss once (ray-project/ray#65983): once more, warm.
-            if "timed out during startup" not in str(exc):
-                raise
-            _log.warning("fragola_nb: Ray did not start in time (%s); trying once more",
-                         str(exc).splitlines()[0])
-            ray.shutdown()
-            init()
-
-    if threading.current_thread() is threading.main_thread():
-        start()
-        return logs[-1] if logs else None
-    started: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-    def keep() -> None:
-        try:
-            start()
-        except BaseException as exc:
-            started.set_exception(exc)
-            return
-        started.set_result(None)
-        threading.Event().wait()  # Ray lives as long as this thread: until the process ends
-
-    threading.Thread(target=keep, name="fragola_nb-ray", daemon=True).start()
-    started.result()
-    return logs[-1] if logs else None
-
-
-LOOPBACK: dict[str, Any] = {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
-"""``ray.init`` options for a Ray this project starts itself. Ray's default node address is
-the machine's network address and its servers (GCS, raylet, object manager, every worker's
-gRPC server, the runtime-env agent) then listen on every interface: anyone who reaches the
-machine could run code on it. With the node on 127.0.0.1 Ray binds each of them to loopback
-(it does so for its macOS/Windows single-machine mode); the dashboard, which is a web UI and
-a job API, is not started. ``RayBackend(init=...)`` overrides either (a cluster of several
-machines needs a node address they can reach)."""
-
-
-def _starts_local(backend: RayBackend) -> bool:
-    """Whether ``ray.init`` will start a Ray instance rather than join one: Ray's own rule
-    (``address`` None or ``"auto"`` look for ``RAY_ADDRESS`` and the last ``ray start`` on
-    this machine), so that a node joining a cluster is never told to be on loopback."""
-    address = backend.address
-    if address == "local":
-        return True
-    if address not in (None, "auto"):
-        return False
-    try:
-        services: Any = importlib.import_module("ray._private.services")
-        canonical = services.canonicalize_bootstrap_address
-    except (ImportError, AttributeError):  # Ray moved it: decide from what is documented
-        return address is None and not os.environ.get("RAY_ADDRESS")
-    try:
-        found = canonical(address, backend.init.get("_temp_dir"))
-    except Exception:
-        return False  # "auto" with nothing to join: Ray itself says so
-    return found is None
-
-
-@contextlib.contextmanager
-def _loopback_node(wanted: bool) -> Iterator[None]:
-    """Let ``_node_ip_address="127.0.0.1"`` stand. Ray replaces a loopback node address with
-    the machine's network address unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` was 0 when Ray
-    was imported (it is read once, into ``ray_constants.ENABLE_RAY_CLUSTER``): that switch is
-    turned off while this ``ray.init`` starts the node, and put back after. Ray's processes
-    are given the node address on their command lines, so they need nothing more."""
-    try:
-        constants: Any = importlib.import_module("ray._private.ray_constants")
-    except ImportError:
-        constants = None
-    if not wanted or not hasattr(constants, "ENABLE_RAY_CLUSTER"):
-        yield
-        return
-    before = constants.ENABLE_RAY_CLUSTER
-    constants.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        constants.ENABLE_RAY_CLUSTER = before
-
-
-def _reachable(address: str | None) -> None:
-    """A cluster address that nothing answers on is one line now: Ray itself would retry for
-    minutes, the kernel frozen, and may end the process."""
-    if address in (None, "auto", "local"):
-        return
-    where = address.removeprefix("ray://")
-    host, _, port = where.rpartition(":")
-    if not host or not port.isdigit():
-        return  # a form Ray knows and this does not: let Ray say
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
-    except OSError as exc:
-        raise BadUsage(f"nothing answers at the Ray address {redact_text(address)!r} "
-                       f"({exc.strerror or exc}): is the cluster's head running?") from None
 
 
 @dataclass
@@ -203,7 +59,7 @@ class _Slot:
 
 
 class _RayRun:
-    def __init__(self, batch: _Batch, backend: RayBackend, concurrency: int, ray: Any,
+    def __init__(self, batch: Batch, backend: RayBackend, concurrency: int, ray: Any,
                  definition: Definition) -> None:
         self.batch, self.backend, self.ray = batch, backend, ray
         self.concurrency = concurrency
@@ -308,7 +164,7 @@ class _RayRun:
         self.slots = [self.new_slot() for _ in range(workers)]
         try:
             await self.first_ready()
-            self.batch._show(refresh=True)
+            self.batch.show(refresh=True)
             self.batch.on_stop = self.stop
             feeders = [asyncio.ensure_future(self.feed(slot, chunk))
                        for slot in self.slots for _ in range(IN_FLIGHT)]
@@ -321,7 +177,7 @@ class _RayRun:
                 raise
             if self.queue and self.batch.spent():  # the budget: nothing more was started
                 for index in self.queue:
-                    self.batch._finish(self.budget_row(index))
+                    self.batch.finish_row(self.budget_row(index))
                 self.queue.clear()
             if self.queue and not self.batch.stopping:  # every worker is gone
                 self.lost(list(self.queue), final=True)
@@ -362,7 +218,7 @@ class _RayRun:
                 if self.batch.stopping:  # stop_sync(): what had not reported was running
                     for index in chunk:
                         if index not in reported:
-                            self.batch._finish(self.stopped_row(index))
+                            self.batch.finish_row(self.stopped_row(index))
                     return
                 self.lost([i for i in chunk if i not in reported], cause="cancelled")
             except errors.RayError as exc:  # the worker died, or its task failed outright
@@ -389,7 +245,7 @@ class _RayRun:
         limits.count(fragola, usage)
         if report.user_calls:
             limits.count(fragola, Usage(report.user_calls, fragola.prices))
-        self.batch._finish(BatchRow(
+        self.batch.finish_row(BatchRow(
             index=report.index, input=self.batch.items[report.index], answer=report.answer,
             error=report.error, status=report.status,  # type: ignore[arg-type]
             tokens=row_tokens(usage), seconds=report.seconds, fork=fork, usage=usage,
@@ -423,14 +279,10 @@ class _RayRun:
         return fork
 
     def budget_row(self, index: int) -> BatchRow:
-        from fragola_nb.experiments.batch import NOT_RUN_BUDGET
-
         return BatchRow(index=index, input=self.batch.items[index], answer=None,
                         error=NOT_RUN_BUDGET, status="not run")
 
     def stopped_row(self, index: int) -> BatchRow:
-        from fragola_nb.experiments.batch import STOPPED
-
         return BatchRow(index=index, input=self.batch.items[index], answer=None,
                         error=STOPPED, status="stopped")
 
@@ -448,8 +300,8 @@ class _RayRun:
                     continue
                 error = (f"worker lost: the Ray worker running this input died ({tries} "
                          f"time{'s' if tries > 1 else ''}): {why}")
-            self.batch._finish(BatchRow(index=index, input=self.batch.items[index],
-                                        answer=None, error=error[:500], status="failed"))
+            self.batch.finish_row(BatchRow(index=index, input=self.batch.items[index],
+                                            answer=None, error=error[:500], status="failed"))
 
     async def replace(self, slot: _Slot, generation: int) -> None:
         """A fresh actor in place of the dead one (once per death, however many streams
@@ -469,7 +321,7 @@ class _RayRun:
         slot.up = asyncio.ensure_future(self.wait_ready(slot.actor))
 
     def stop(self, at_once: bool) -> None:
-        """From ``_Batch.stop``, on any thread: the workers start nothing more; at once,
+        """From ``Batch.stop``, on any thread: the workers start nothing more; at once,
         they stop their running inputs, and streams still open after ``STOP_GRACE`` s are
         cancelled."""
         for slot in list(self.slots):
@@ -494,9 +346,9 @@ def _rate_shared(definition: Definition, workers: int) -> Definition:
     return dataclasses.replace(definition, recipe=recipe)
 
 
-async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,
+async def run_on_ray(batch: Batch, backend: RayBackend, concurrency: int,
                      definition: Definition) -> None:
-    """Run what ``batch`` has left on Ray workers; rows arrive through ``batch._finish``."""
+    """Run what ``batch`` has left on Ray workers; rows arrive through ``batch.finish_row``."""
     if len(batch.rows) == len(batch.items):  # all read back from the resume file
         return
     ray = import_ray()
@@ -505,43 +357,17 @@ async def run_on_ray(batch: _Batch, backend: RayBackend, concurrency: int,
         if starting:
             batch.bar.set_postfix_str("starting Ray…", refresh=True)  # ray.init takes seconds
         began = time.perf_counter()
-        with _quiet_start():
+        with quiet_start():
             logs = connect(ray, backend)
         if starting:
             _restart_clock(batch, time.perf_counter() - began, logs)
         batch.bar.set_postfix_str("starting the Ray workers…", refresh=True)
         await _RayRun(batch, backend, concurrency, ray, definition).run()
     finally:
-        batch._show(refresh=True)
+        batch.show(refresh=True)
 
 
-_TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
-
-
-class _StartNoise(logging.Filter):
-    """Drops Ray's start-up notice that token authentication is on (a WARNING Ray logs for
-    every new local cluster, shown red in the cell, that asks nothing of the user: the
-    cluster is the safer for it). Ray's other warnings and errors go through."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno < logging.ERROR
-                    and record.getMessage().startswith(_TOKEN_NOTICE))
-
-
-@contextlib.contextmanager
-def _quiet_start() -> Iterator[None]:
-    """While this project starts (or joins) Ray: its notice that token authentication is on
-    stays out of the cell. The logger is Ray's ``authentication_token_setup`` module's."""
-    noise = _StartNoise()
-    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
-    logger.addFilter(noise)
-    try:
-        yield
-    finally:
-        logger.removeFilter(noise)
-
-
-def _restart_clock(batch: _Batch, seconds: float, logs: str | None) -> None:
+def _restart_clock(batch: Batch, seconds: float, logs: str | None) -> None:
     """Ray took ``seconds`` to start: say so apart, and start the bar's clock now, so its
     elapsed time and its rate per input count the batch, not Ray's start-up (5 inputs read
     "27 s/input" when Ray took 15 s of it). A Ray started here runs until the process ends

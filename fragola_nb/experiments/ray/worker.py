@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.timing import ToolTiming
 from fragola_nb.core.usage import CallUsage
-from fragola_nb.experiments.batch import talk_status
-from fragola_nb.experiments.comparison import answer_text, error_line
 from fragola_nb.experiments.conversation import Talk, run_item
+from fragola_nb.experiments.shared import answer_text, error_line, talk_status
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent

@@ -28,7 +28,7 @@ from fragola_nb.models.scripted.phrases import phrases_of
 __all__ = ["JUDGE_MARKER", "judge_request", "phrases_of", "verdict"]
 
 JUDGE_MARKER = "[fragola_nb judge]"
-"""In a judge's system message (``fragola_nb.experiments.judge`` writes the same text)."""
+"""In a judge's system message (``fragola_nb.experiments.graders.judge`` writes the same text)."""
 _RUBRIC, _SCALE = "\nRubric:\n", "\n\nScore the answer on a scale from "
 _EXPECTED, _ANSWER = "\n\nExpected answer:\n", "\n\nAnswer to grade:\n"
 _TRAJECTORY = "\n\nHow the agent got there:\n"

@@ -24,7 +24,8 @@ from fragola_nb.models.scripted.phrases import phrases_of
 __all__ = ["PAIR_MARKER", "pair_verdict"]
 
 PAIR_MARKER = "[fragola_nb pairwise judge]"
-"""In a pairwise judge's system message (``fragola_nb.experiments.pairjudge`` writes it)."""
+"""In a pairwise judge's system message (``fragola_nb.experiments.evaluate.pairjudge`` writes
+it)."""
 _RUBRIC, _END = "\nRubric:\n", "\n\nSay which"
 _EXPECTED, _FIRST, _SECOND = "\n\nExpected answer:\n", "\n\nAnswer A:\n", "\n\nAnswer B:\n"
 

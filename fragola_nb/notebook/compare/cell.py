@@ -2,7 +2,7 @@
 ``%%fragola AGENT --compare VARIANTS`` cell.
 
 ``%load_ext fragola_nb`` calls ``watch``: a ``CompareWatcher`` goes into the core's
-``experiments.compare.WATCHERS`` (the core imports nothing of the notebook layer). In a kernel
+``compare.comparison.WATCHERS`` (the core imports nothing of the notebook layer). In a kernel
 it shows a ``CompareView`` when a comparison starts, and when a ``Comparison`` is displayed
 later (the cell that ran it, e.g. ``await agent.compare(...)`` as its last line, gets a
 one-line note instead of a second grid). In a terminal IPython it shows nothing live; a
@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from fragola_nb.experiments.compare import WATCHERS, Comparison, check_variants
+from fragola_nb.experiments.compare.comparison import WATCHERS, Comparison
+from fragola_nb.experiments.compare.run import check_variants
 from fragola_nb.notebook.cellargs import interpolate, lookup
 from fragola_nb.notebook.experiment.cell import ExperimentCell, checked, variants_dict
 from fragola_nb.notebook.experiment.watcher import ExperimentWatcher

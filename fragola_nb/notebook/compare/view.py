@@ -35,7 +35,7 @@ import traitlets
 
 from fragola_nb.base.render import text_of, visible
 from fragola_nb.core.events import transient
-from fragola_nb.experiments.compare import Comparison, VariantRun
+from fragola_nb.experiments.compare.comparison import Comparison, VariantRun
 from fragola_nb.notebook.compare.worddiff import (
     SIMILAR,
     LateDiffs,

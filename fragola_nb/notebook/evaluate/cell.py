@@ -23,11 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from fragola_nb.experiments.compare import check_variants
-from fragola_nb.experiments.evalcases import check_cases
-from fragola_nb.experiments.evaluate import EVALUATION_WATCHERS
-from fragola_nb.experiments.evaluation import Evaluation
-from fragola_nb.experiments.graders import check_graders
+from fragola_nb.experiments.compare.run import check_variants
+from fragola_nb.experiments.evaluate.cases import check_cases
+from fragola_nb.experiments.evaluate.evaluation import EVALUATION_WATCHERS, Evaluation
+from fragola_nb.experiments.graders.base import check_graders
 from fragola_nb.notebook.cellargs import lookup
 from fragola_nb.notebook.experiment.cell import ExperimentCell, checked, variants_dict
 from fragola_nb.notebook.experiment.watcher import ExperimentWatcher

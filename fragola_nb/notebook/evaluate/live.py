@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.render import visible
 from fragola_nb.core.usage import _call_cost, format_cost
-from fragola_nb.experiments.evalhtml import head_facts
-from fragola_nb.experiments.evalsummary import rate_text
-from fragola_nb.experiments.evalversus import rate_text as interval_text
-from fragola_nb.experiments.intervals import rate_interval
+from fragola_nb.experiments.evaluate.htmlview import head_facts
+from fragola_nb.experiments.evaluate.intervals import rate_interval
+from fragola_nb.experiments.evaluate.summary import rate_text
+from fragola_nb.experiments.evaluate.versus import rate_text as interval_text
 
 if TYPE_CHECKING:
     from fragola_nb.core.usage import Usage
-    from fragola_nb.experiments.evalrows import EvalRow
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.evalrow import EvalRow
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
 __all__ = ["STATS_EVERY", "LiveTally", "cell_flag", "cell_marks", "head_data", "matrix_cells",
            "one_cell"]

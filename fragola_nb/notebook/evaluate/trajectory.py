@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fragola_nb.base.render import text_of
-from fragola_nb.experiments.evalrows import EvalRow
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
 
 __all__ = ["CALLS", "SHORT", "trajectory_detail"]
 

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import visible
-from fragola_nb.experiments.evalrows import flaky_cells
-from fragola_nb.experiments.evalversus import rate_text, verdicts
+from fragola_nb.experiments.evaluate.evalrow import flaky_cells
+from fragola_nb.experiments.evaluate.versus import rate_text, verdicts
 
 if TYPE_CHECKING:
-    from fragola_nb.experiments.evaluation import Evaluation
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
 __all__ = ["NOTE_LIMIT", "label_message", "matrix_flags", "verdict_data"]
 

@@ -4,7 +4,7 @@ The matrix is one anywidget (``EvalMatrix``, ``evaluation.js``/``evaluation.css`
 compact data: ``cases`` (each case's input, shortened, sent once), ``cells`` (one small list
 per case × variant: a letter per repeat, the mean score, the change against a baseline) and
 ``head`` (per variant: its name and the lines under it, written by the kernel: pass rate,
-cost, rows left; see ``evalhtml.head_facts``). The JavaScript draws only the rows in sight (a
+cost, rows left; see ``htmlview.head_facts``). The JavaScript draws only the rows in sight (a
 1,000-case evaluation is 1,000 rows), with ``textContent`` only, and filters them (failed
 only, changed only).
 
@@ -36,9 +36,9 @@ import traitlets
 
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of, visible
-from fragola_nb.experiments.evalrows import EvalRow
-from fragola_nb.experiments.evaluation import Evaluation
-from fragola_nb.experiments.graders import Grade
+from fragola_nb.experiments.evaluate.evalrow import EvalRow
+from fragola_nb.experiments.evaluate.evaluation import Evaluation
+from fragola_nb.experiments.graders.base import Grade
 from fragola_nb.notebook.evaluate.live import (
     STATS_EVERY,
     LiveTally,
