@@ -929,10 +929,12 @@ function renderView(store, model, el) {
       }
     },
     rowsChanged(reset, rows) {
+      // the stream first: a message that brings a stored reply clears its stream too, and
+      // the rows wait (held) until the streamed text is gone, never both on screen
+      drawStream();
       if (reset) win.reset();
       else win.changed(rows);
       win.schedule();
-      drawStream();
     },
     streamChanged() { drawStream(); },
     liveChanged() { drawControls(); },
