@@ -373,10 +373,13 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_before_step(self, event: Any) -> None:
+        shown = self._retry_at is None and self._running is None and not self._error
         self._retry_at = None
         self._calling_since = time.time()
         self._running = None
-        self._refresh_strip()
+        if not (shown and self.strip.get("kind") == "model"):
+            # (a step after a tool's: the strip says "calling" since the tool ended, already)
+            self._refresh_strip()
 
     @_observer
     def _on_tool_start(self, event: Any) -> None:

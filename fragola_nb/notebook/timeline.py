@@ -10,7 +10,7 @@ written out), as the rest of the panel's text does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +35,15 @@ class Made:
     (by the bar, its place and its call's arguments) and the arguments (by call id and raw
     text). A running turn's waterfall is made again as it grows (``TimelineFeed``); with
     these, each make costs its new bars rather than every bar and every call's arguments
-    again (issue 34)."""
+    again (issue 34). ``last``: the waterfall made last, and what it was made of (its calls'
+    and messages' counts and the last of each): made again only when one was added."""
 
     bars: dict[tuple[Bar, int, str], dict[str, Any]] = field(default_factory=dict)
     arguments: dict[tuple[str, str], str] = field(default_factory=dict)
+    last: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
 
-def timeline_shown(usage: Usage, messages: Iterable[dict[str, Any]] = (),
+def timeline_shown(usage: Usage, messages: Sequence[dict[str, Any]] = (),
                    made: Made | None = None) -> dict[str, Any]:
     """``bars`` (kind, label, ``n``: its place in time from 1, start and seconds from the
     first call, ``gap``: the seconds before it when no call ran, ``text`` and ``gap_text``:
@@ -52,10 +54,20 @@ def timeline_shown(usage: Usage, messages: Iterable[dict[str, Any]] = (),
     "turn 2.10 s · model 1.42 s (68%) · ..."); ``{}`` when nothing was timed.
     ``messages``: the turn's, for the arguments of each tool call's tooltip; ``made``: what
     the makes before made of them (the same values, made once)."""
+    made = Made() if made is None else made
+    of = (len(usage.calls), len(usage.tools), len(messages), *usage.calls[-1:],
+          *usage.tools[-1:], *messages[-1:])
+    if made.last is not None and len(of) == len(made.last[0]) and all(
+            a is b or a == b for a, b in zip(of, made.last[0], strict=True)):
+        return made.last[1]  # nothing added since: the same waterfall
+    made.last = (of, _shown(usage, messages, made))
+    return made.last[1]
+
+
+def _shown(usage: Usage, messages: Sequence[dict[str, Any]], made: Made) -> dict[str, Any]:
     timeline = Timeline.of(usage)
     if not timeline.bars:
         return {}
-    made = Made() if made is None else made
     arguments = _arguments(messages, made.arguments)
     bars: list[dict[str, Any]] = []
     for bar in timeline.bars:

@@ -10,7 +10,7 @@ trait, the widget state a saved notebook keeps.
 
 The interval is ``EVERY`` (four updates a second), or longer when making the waterfall takes
 longer: at least ``SHARE`` times what the last one cost, so however long the turn, making it
-takes at most about 1/``SHARE`` of the kernel's time. (The rows, the header and the strip go
+takes at most about 1/``SHARE`` (1%) of the kernel's time. (The rows, the header and the strip go
 at the stream's pace: they say what is happening; the waterfall sums up where the time went.)
 """
 
@@ -28,8 +28,9 @@ __all__ = ["EVERY", "SHARE", "TimelineFeed"]
 
 _log = logging.getLogger("fragola_nb")
 
-SHARE = 25
-"""The interval is at least this many times the cost of the last waterfall made."""
+SHARE = 100
+"""The interval is at least this many times the cost of the last waterfall made (a make lays
+out every call again: a few ms at 400 calls)."""
 EVERY = 0.25
 """Seconds between two makes of a running turn's waterfall at least: a make lays out every call
 of the turn again, so at the stream's pace (60 ms) a long fast turn paid for updates a person

@@ -117,6 +117,7 @@ def test_a_growing_waterfall_made_again_is_as_fresh_and_keeps_each_bar_it_made()
         usage = Usage(tuple(calls), tools=tuple(tools))
         shown = timeline_shown(usage, messages, made)
         assert shown == timeline_shown(usage, messages)
+        assert timeline_shown(usage, messages, made) is shown  # nothing added: not made again
         if before is not None:
             kept = shown["bars"][:len(before["bars"])]
             assert all(a is b for a, b in zip(kept, before["bars"], strict=True))
