@@ -56,3 +56,20 @@ def record_comms(monkeypatch: pytest.MonkeyPatch) -> Wire:
     monkeypatch.setattr(comm, "create_comm", RecordingComm)  # ipywidgets opens comms with it
     monkeypatch.setattr(RecordingComm, "log", recorded.log)
     return recorded
+
+
+def stream_states(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The streamed text a panel's view shows after each custom message that sets it, as
+    ``panel.js`` keeps it, with that message: a ``stream`` message adds its text or replaces
+    it, a ``rows`` message carrying ``stream`` replaces it (a hello's, or the paced message
+    that brings a stored reply's row and clears its stream)."""
+    shown, states = "", []
+    for message in messages:
+        if message.get("t") == "stream":
+            shown = shown + message["add"] if "add" in message else message.get("text", "")
+        elif message.get("t") == "rows" and "stream" in message:
+            shown = message["stream"]
+        else:
+            continue
+        states.append((shown, message))
+    return states

@@ -50,12 +50,13 @@ class Stream:
 
     def __init__(self, send: Callable[[dict[str, Any]], None],
                  text_of: Callable[[Any], str] = str, *,
-                 paced_by: Pacer | None = None) -> None:
+                 paced_by: Pacer | None = None, lock: threading.RLock | None = None) -> None:
         self._send = send
         self._text_of = text_of  # the partial reply -> the text shown (only when sent)
         self._group = paced_by  # when set, the group decides when the text goes
-        # one lock for a group: its flush holds it while it shows every column
-        self._lock = paced_by.lock if paced_by is not None else threading.RLock()
+        # one lock for a group: its flush holds it while it shows every column; a view's own
+        # (``lock``) when what it sends may carry the stream (a panel's outbox)
+        self._lock = paced_by.lock if paced_by is not None else lock or threading.RLock()
         self._latest: Any = None
         self._received = False  # something came since the last send
         self.sent = ""  # the text the browser has
@@ -142,13 +143,19 @@ class Stream:
     def clear(self) -> None:
         """The message is stored, or a new run starts: no streamed text."""
         with self._lock:
+            if self.cleared():
+                self._send({"text": "", "stopped": False})
+
+    def cleared(self) -> bool:
+        """As ``clear``, sending nothing: whether the views show text to clear, which the
+        caller clears its own way (a panel: in the message that brings the stored reply)."""
+        with self._lock:
             self._cancel_timer()
             had = bool(self.sent) or self.stopped
             self._latest, self._received, self.sent = None, False, ""
             self.stopped = False
             self.ending = None
-            if had:
-                self._send({"text": "", "stopped": False})
+            return had
 
     def stop(self) -> None:
         """The run was stopped: the partial text stays, marked as not saved."""
@@ -216,6 +223,11 @@ class Pacer:
                     self.flush()
                     return
                 self._timer = loop.call_later(wait, self.flush)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a run is due when the interval is up (its timer is set)."""
+        return self._timer is not None
 
     @property
     def interval(self) -> float:

@@ -2,7 +2,9 @@
 changed, paced (``panel.outbox.Outbox``, ``panel.timeline_feed.TimelineFeed``), still shows every
 step: the last one on screen when the turn ends, the header's step count right, the first
 call reachable by scrolling up, the waterfall's totals, and every row and bar in the widget
-state a saved notebook keeps; readable at 700 px in the dark theme."""
+state a saved notebook keeps; readable at 700 px in the dark theme. Each step's call streams
+into the panel before it is stored, and the paced message that brings its row also clears
+its stream: no frame shows a stored call beside its streamed preview."""
 
 from __future__ import annotations
 
@@ -32,6 +34,22 @@ def brain(request):
 long = Fragola.scripted(brain=brain).agent(name="long", tools=[add], max_step={STEPS + 5})
 '''
 TURN = 2
+# Each frame: a streamed preview ("→ add({"x": 5})") whose call's row is drawn too, recorded.
+BOTH_JS = r"""(() => {
+  const both = window.__both = [];
+  const tick = () => {
+    for (const text of document.querySelectorAll(".fragola-stream .fragola-stream-text")) {
+      const n = (/"x":\s*(\d+)/.exec(text.textContent || "") || [])[1];
+      const panel = text.closest(".fragola-panel");
+      if (n === undefined || !panel) continue;
+      for (const args of panel.querySelectorAll(".fragola-call-args")) {
+        if (args.textContent === "(x=" + n + ")") both.push(n);
+      }
+    }
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})();"""
 LAST = 2 * STEPS + 1  # the user's message, a call and its result a step, the answer
 
 
@@ -57,6 +75,7 @@ def panel_state(saved: dict[str, Any]) -> dict[str, Any]:
 def test_a_turn_of_200_steps_shows_every_step(ui: UI) -> None:
     scenarios.write(ui.lab.root / "steps34.ipynb", scenarios.SETUP + "\n" + SCRIPT,
                     f"%%fragola long\nTake {STEPS} steps", title="A long turn")
+    ui.page.add_init_script(BOTH_JS)
     ui.open_and_run_all("steps34.ipynb")
     page = ui.page
     panel = h.cell(page, TURN).locator(".fragola-panel")
@@ -77,6 +96,7 @@ def test_a_turn_of_200_steps_shows_every_step(ui: UI) -> None:
     expect(before).to_contain_text(f"x={STEPS - 1}")
     expect(before).to_contain_text(str(STEPS))
     ui.shot("01-200-steps-end", panel)
+    assert page.evaluate("window.__both") == []  # never a stored call beside its preview
     # the first step is reachable: scrolled to the top, the first call is drawn
     box.evaluate("b => { b.scrollTop = 0; }")
     expect(panel.locator(".fragola-msg[data-index='1']")).to_contain_text("x=0")

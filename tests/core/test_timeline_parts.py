@@ -7,8 +7,10 @@ A real run with a slow listener shows the listener's time between the calls."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
+from typing import Any
 
 import pytest
 from helpers import make_fragola
@@ -17,7 +19,7 @@ from fragola_nb import tool
 from fragola_nb.core.timing import Parts, Timeline, ToolTiming, percents
 from fragola_nb.core.usage import CallUsage, Usage
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.notebook.panel.timeline import timeline_shown
+from fragola_nb.notebook.panel.timeline import Made, timeline_shown
 
 
 def model_call(started: float, seconds: float) -> CallUsage:
@@ -94,6 +96,35 @@ def test_the_panels_data_names_each_gap_and_the_parts() -> None:
     assert [(b["n"], b["gap_text"]) for b in shown["bars"]] == [
         (1, ""), (2, "100 ms"), (3, "150 ms")]
     assert "150 ms between calls before it" in shown["bars"][2]["title"]
+
+
+def test_a_growing_waterfall_made_again_is_as_fresh_and_keeps_each_bar_it_made() -> None:
+    # A running turn's waterfall is made again as it grows (TimelineFeed): with what the makes
+    # before made (Made), each make equals a fresh one and the bars made before are reused,
+    # not made again (their tooltips' arguments made visible once).
+    made = Made()
+    before: dict[str, Any] | None = None
+    calls: list[CallUsage] = []
+    tools: list[ToolTiming] = []
+    messages: list[dict[str, Any]] = []
+    for step in range(30):
+        calls.append(model_call(1000.0 + step, 0.5))
+        tools.append(ToolTiming("look", f"c{step}", 1000.6 + step, 0.2))
+        arguments = json.dumps({"n": step, "name": "file\u202egnp.exe"}, ensure_ascii=False)
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{step}", "type": "function",
+             "function": {"name": "look", "arguments": arguments}}]})
+        usage = Usage(tuple(calls), tools=tuple(tools))
+        shown = timeline_shown(usage, messages, made)
+        assert shown == timeline_shown(usage, messages)
+        assert timeline_shown(usage, messages, made) is shown  # nothing added: not made again
+        if before is not None:
+            kept = shown["bars"][:len(before["bars"])]
+            assert all(a is b for a, b in zip(kept, before["bars"], strict=True))
+        before = shown
+    assert before is not None and len(before["bars"]) == 60
+    assert '"n": 29' in before["bars"][-1]["title"]
+    assert "\\u202e" in before["bars"][-1]["title"]  # made visible, as a fresh make does
 
 
 @tool(name="quick", description="Answer at once.")

@@ -2,7 +2,8 @@
 kernel, ``%%fragola`` turns of 20 and of 200 tool steps; the panel's comm messages read from
 iopub as a front end reads them: bytes and messages a step alike at both sizes, every bar of
 the waterfall sent once while the turn runs (its new bars only), a row at most once a
-message, and the widget state at the end holding the whole turn."""
+message, each step's streamed call cleared with its row, and the widget state at the end
+holding the whole turn."""
 
 from __future__ import annotations
 
@@ -76,5 +77,8 @@ def test_what_a_step_sends_does_not_grow_with_the_turn(kernel: Kernel) -> None:
             if c["t"] == "rows":
                 ks = [row["k"] for row in c["rows"]]
                 assert len(ks) == len(set(ks)), ks  # each row once a message
+        # each step's streamed call is cleared by the message that brings its row, never by
+        # a message of its own (two a step went outside the pace: its last text, its clear)
+        assert not [c for c in customs if c["t"] == "stream" and c.get("text") == ""]
         assert state["head"]["steps"] == steps + 1 and state["head"]["status"] == "idle"
         assert state["strip"]["kind"] == "finished"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comm_log import Wire, record_comms
+from comm_log import Wire, record_comms, stream_states
 from helpers import AddArgs, add_tool, make_fragola
 from helpers import panel_calls as calls
 from helpers import until_async as until
@@ -768,19 +768,29 @@ async def test_streaming_is_batched_and_sends_only_new_text(
     started = time.monotonic()
     await agent.user_message("stream please")
     elapsed = time.monotonic() - started
-    shows = [(s.at, s.data["content"]) for s in wire.log
-             if isinstance(s.data, dict) and s.data.get("content", {}).get("t") == "stream"]
-    pieces = [m for _, m in shows if m.get("add") or m.get("text")]
+    sent = [(s.at, s.data["content"]) for s in wire.log
+            if isinstance(s.data, dict) and s.data.get("method") == "custom"]
+    at = {id(message): t for t, message in sent}
+    # what the view shows: stream messages, and the panel's paced rows messages carrying it
+    states = stream_states([message for _, message in sent])
+    pieces = [(at[id(m)], shown, m) for shown, m in states if shown]
     assert len(pieces) >= 3, "the reply should show while it streams"
     assert len(pieces) <= elapsed / Stream.interval + 2
-    times = [t for t, m in shows if m.get("add") or m.get("text")]
+    times = [t for t, _, _ in pieces]
     for t in times:  # one per interval in any second (17 at 60 ms), and the reply's end
         assert sum(1 for u in times if t <= u < t + 1) <= round(1 / Stream.interval) + 2
-    assert "text" in pieces[0] and all("add" in m for m in pieces[1:])  # only what is new
-    shown = "".join(m.get("text", "") + m.get("add", "") for m in pieces)
-    assert len(shown) > len(text) / 2 and text.startswith(shown)  # the row shows the rest
-    assert max(len(m.get("add", "")) for m in pieces) < len(text) / 2
-    assert shows[-1][1] == {"t": "stream", "text": "", "stopped": False}  # stored: cleared
+    assert all(text.startswith(shown) for _, shown, _ in pieces)
+    # only what is new: the text goes once (whole only in a message that carries it whole)
+    carried = sum(len(m.get("text", "") + m.get("add", "") + m.get("stream", ""))
+                  for _, _, m in pieces)
+    assert carried < 1.25 * len(text), (carried, len(text))
+    assert max(len(m.get("add", "")) for _, _, m in pieces) < len(text) / 2
+    # the end: its last text first, on its own (nothing else waited), then the message that
+    # brings the stored reply clears the stream (never both on screen, nor neither)
+    (last, ended), (cleared, stored) = states[-2], states[-1]
+    assert last == text and ended["t"] == "stream"
+    assert cleared == "" and stored["t"] == "rows"
+    assert any(text in row["html"] for row in stored["rows"])
     assert panel.stream_text == "" and text in texts(panel)
 
 
@@ -880,15 +890,9 @@ async def test_a_view_saying_hello_mid_stream_never_gets_a_piece_twice(
     model.push(reply(text))
     wire.clear()
     await agent.user_message("talk")
-    shown, seen, hellos = "", [], 0
-    for message in wire.custom():
-        if message["t"] == "rows" and message.get("reset"):
-            shown, hellos = message["stream"], hellos + 1
-        elif message["t"] == "stream":
-            shown = shown + message["add"] if "add" in message else message["text"]
-        else:
-            continue
-        seen.append(shown)
+    states = stream_states(wire.custom())  # a hello's rows message carries the stream
+    seen = [shown for shown, _ in states]
+    hellos = sum(1 for _, message in states if message.get("reset"))
     assert hellos == 3 and chunks > 90
     assert all(text.startswith(s) for s in seen), [s for s in seen if not text.startswith(s)]
     # most of it streamed (the last piece may be replaced by the stored message at once)

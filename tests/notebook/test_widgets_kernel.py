@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from comm_log import stream_states
 from html_checks import assert_inert
 from kernel_harness import Kernel
 from panel_kernel import click, custom, rows, wait_sent
@@ -197,15 +198,17 @@ def test_the_reply_streams_into_the_panel_in_batches(kernel: Kernel) -> None:
         "agent = scripted_agent('streamer', reply(words), model_settings={'stream': True},\n"
         "                       server_options={'chunk_size': 8, 'chunk_delay': 0.01})")
     kernel.execute("await agent.user_message('talk')")
-    stream = [m for m in custom(kernel, panel) if m["t"] == "stream"]
-    pieces = [m for m in stream if m.get("add") or m.get("text")]
+    # the stream messages, and the panel's paced rows messages that carry the stream
+    states = stream_states(custom(kernel, panel))
+    pieces = [m for shown, m in states if shown]
     chunks = kernel.eval("len(agent.fragola.server.chunks)")
     assert pieces and len(pieces) < chunks / 2, (len(pieces), chunks)  # batched
-    assert "text" in pieces[0] and all("add" in m for m in pieces[1:])  # only what is new
-    streamed = "".join(m.get("text", "") + m.get("add", "") for m in pieces)
     words = " ".join(f"word{i}" for i in range(60))
-    assert streamed and words.startswith(streamed)
-    assert stream[-1] == {"t": "stream", "text": "", "stopped": False}  # stored: cleared
+    assert all(words.startswith(shown) for shown, _ in states)
+    carried = sum(len(m.get("text", "") + m.get("add", "") + m.get("stream", "")) for m in pieces)
+    assert carried < 1.25 * len(words), (carried, len(words))  # only what is new, once
+    assert states[-2][0] == words  # the last text, then the stored reply's rows clear it
+    assert states[-1][0] == "" and states[-1][1]["t"] == "rows"
     assert "word59" in rows(kernel, panel)[-1]["html"]
 
 

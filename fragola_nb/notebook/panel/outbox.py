@@ -10,6 +10,14 @@ one state update. The first change after a quiet interval goes at once; the last
 burst goes when the interval is up (the trailing flush, on the event loop). The panel flushes
 it itself when the status changes, so a run's start and end show at once.
 
+The streamed reply rides along too. Each step of a fast turn streamed its call ("→ add(...)"),
+then its last text and its clear as the reply was stored: two or three messages a step outside
+the pace (issue 34). While the outbox waits, what the stream would send waits with it, and
+its message carries the stream whole as the kernel has it (``stream``, ``stopped``; a
+``rows`` message with them replaces the view's streamed text); the clear of a stored reply
+always goes in the message that brings its row, so the view never shows both, nor neither.
+A stream alone (a long reply, nothing else changing) goes as before: its new text only, paced.
+
 The traits keep their values in the kernel as they are set (``panel.strip`` is current); only
 what goes on the wire waits.
 """
@@ -33,17 +41,34 @@ PACED = frozenset({"head", "strip"})
 
 class Outbox:
     """Rows and trait updates of one panel, sent together, paced. ``send`` sends a custom
-    message, ``send_state`` the named traits, ``make_head`` sets the ``head`` trait."""
+    message, ``send_state`` the named traits, ``make_head`` sets the ``head`` trait,
+    ``streamed`` says the streamed text the views are to have and whether it is stopped."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None],
                  send_state: Callable[[list[str]], None], make_head: Callable[[], None],
-                 lock: threading.RLock) -> None:
+                 lock: threading.RLock,
+                 streamed: Callable[[], tuple[str, bool]] = lambda: ("", False)) -> None:
         self._send, self._send_state, self._make_head = send, send_state, make_head
+        self._streamed = streamed
         self._pacer = Pacer(self.run, lock)
         self._rows: dict[int, dict[str, Any]] = {}  # by position: each row once, as it is
         self._keys: set[str] = set()
         self._head = False  # the header is to be made
+        self._stream = False  # the streamed text goes with the next message
         self._running = False
+
+    @property
+    def waiting(self) -> bool:
+        """Whether something waits for the end of the interval (what changes now goes with
+        it)."""
+        return self._pacer.waiting
+
+    def stream(self, *, due: bool = True) -> None:
+        """The streamed text changed: the next message carries it whole. ``due=False``: the
+        rows that go with it come next (a stored reply's), and make the outbox due."""
+        self._stream = True
+        if due:
+            self._pacer.due()
 
     def rows(self, rows: list[dict[str, Any]]) -> None:
         """Rows added or changed."""
@@ -75,13 +100,18 @@ class Outbox:
         self._pacer.cancel()
         self._rows.clear()
         self._head = False
+        self._stream = False
 
     def run(self) -> None:
         self._running = True
         try:
             rows, self._rows = self._rows, {}
-            if rows:
-                self._send({"t": "rows", "rows": list(rows.values())})
+            stream, self._stream = self._stream, False
+            if rows or stream:
+                message: dict[str, Any] = {"t": "rows", "rows": list(rows.values())}
+                if stream:
+                    message["stream"], message["stopped"] = self._streamed()
+                self._send(message)
             if self._head:
                 self._head = False
                 self._make_head()

@@ -964,10 +964,12 @@ function renderView(store, model, el) {
   const view = {
     custom: editor.custom,
     rowsChanged(reset, rows) {
+      // the stream first: a message that brings a stored reply clears its stream too, and
+      // the rows wait (held) until the streamed text is gone, never both on screen
+      messages.drawStream();
       if (reset) v.win.reset();
       else v.win.changed(rows);
       v.win.schedule();
-      messages.drawStream();
     },
     streamChanged: messages.drawStream,
     liveChanged: controls.draw,

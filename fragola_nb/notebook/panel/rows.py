@@ -167,11 +167,12 @@ class Rows:
                 call_id = str(call.get("id", ""))
                 arguments = function.get("arguments", "")
                 raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                pretty = pretty_arguments(arguments)  # made once: shown, and checked
                 row["calls"].append({
                     "id": visible(call_id), "name": visible(str(function.get("name", "?"))),
                     "args": short(compact(arguments)),
-                    "full": visible(pretty_arguments(arguments)),
-                    "flag": disguised(raw + pretty_arguments(arguments))
+                    "full": visible(pretty),
+                    "flag": disguised(raw + pretty)
                     or disguised(str(function.get("name", ""))),
                     "state": "asked", "note": "", "result": "", "ms": None, "ri": None,
                 })

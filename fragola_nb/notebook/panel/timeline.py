@@ -10,16 +10,17 @@ written out), as the rest of the panel's text does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.render import visible
-from fragola_nb.core.timing import BETWEEN, Parts, Timeline, duration, percents
+from fragola_nb.core.timing import BETWEEN, Bar, Parts, Timeline, duration, percents
 
 if TYPE_CHECKING:
     from fragola_nb.core.usage import Usage
 
-__all__ = ["ARGS_SHOWN", "PART_NAMES", "timeline_shown"]
+__all__ = ["ARGS_SHOWN", "PART_NAMES", "Made", "timeline_shown"]
 
 ARGS_SHOWN = 120
 """Characters of a tool call's arguments its bar's tooltip shows."""
@@ -28,7 +29,22 @@ PART_NAMES = {"model": "model", "tool": "tools", "between": "between calls"}
 """The parts of a turn, by kind, as the summary and the legend name them."""
 
 
-def timeline_shown(usage: Usage, messages: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+@dataclass
+class Made:
+    """What the makes of one turn's waterfall made so far, each made once: the bars as shown
+    (by the bar, its place and its call's arguments) and the arguments (by call id and raw
+    text). A running turn's waterfall is made again as it grows (``TimelineFeed``); with
+    these, each make costs its new bars rather than every bar and every call's arguments
+    again (issue 34). ``last``: the waterfall made last, and what it was made of (its calls'
+    and messages' counts and the last of each): made again only when one was added."""
+
+    bars: dict[tuple[Bar, int, str], dict[str, Any]] = field(default_factory=dict)
+    arguments: dict[tuple[str, str], str] = field(default_factory=dict)
+    last: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+
+
+def timeline_shown(usage: Usage, messages: Sequence[dict[str, Any]] = (),
+                   made: Made | None = None) -> dict[str, Any]:
     """``bars`` (kind, label, ``n``: its place in time from 1, start and seconds from the
     first call, ``gap``: the seconds before it when no call ran, ``text`` and ``gap_text``:
     both as written, ``title``: the tooltip), ``span`` (the turn: seconds from its first
@@ -36,36 +52,56 @@ def timeline_shown(usage: Usage, messages: Iterable[dict[str, Any]] = ()) -> dic
     tools and between calls: kind, label, seconds, share of the turn in percent, text,
     ``what`` it is, title; they sum to the span) and ``summary`` (the line that holds them:
     "turn 2.10 s · model 1.42 s (68%) · ..."); ``{}`` when nothing was timed.
-    ``messages``: the turn's, for the arguments of each tool call's tooltip."""
+    ``messages``: the turn's, for the arguments of each tool call's tooltip; ``made``: what
+    the makes before made of them (the same values, made once)."""
+    made = Made() if made is None else made
+    of = (len(usage.calls), len(usage.tools), len(messages), *usage.calls[-1:],
+          *usage.tools[-1:], *messages[-1:])
+    if made.last is not None and len(of) == len(made.last[0]) and all(
+            a is b or a == b for a, b in zip(of, made.last[0], strict=True)):
+        return made.last[1]  # nothing added since: the same waterfall
+    made.last = (of, _shown(usage, messages, made))
+    return made.last[1]
+
+
+def _shown(usage: Usage, messages: Sequence[dict[str, Any]], made: Made) -> dict[str, Any]:
     timeline = Timeline.of(usage)
     if not timeline.bars:
         return {}
-    arguments = _arguments(messages)
+    arguments = _arguments(messages, made.arguments)
     bars: list[dict[str, Any]] = []
     for bar in timeline.bars:
-        text = duration(bar.seconds)
-        if bar.kind == "model":
-            label = "model"
-            facts = [f"{visible(bar.label)}: {text}"]
-            if bar.ttft is not None:
-                facts.append(f"first token after {duration(bar.ttft)}")
-            if bar.tokens_per_second is not None:
-                facts.append(f"{bar.tokens_per_second:,.0f} tokens/s")
-        else:
-            label = visible(bar.label)
-            called = arguments.get(bar.call_id, "")
-            facts = [f"{label}({called}): {text}"]
-        facts.append(f"from +{duration(bar.offset)}")
-        gap_text = duration(bar.gap) if bar.gap >= 0.0005 else ""
-        if gap_text:
-            facts.append(f"{gap_text} between calls before it")
-        bars.append({"kind": bar.kind, "label": label, "n": len(bars) + 1,
-                     "start": bar.offset, "seconds": bar.seconds, "gap": bar.gap,
-                     "ttft": bar.ttft if bar.kind == "model" else None,
-                     "text": text, "gap_text": gap_text, "title": " · ".join(facts)})
+        key = (bar, len(bars) + 1, arguments.get(bar.call_id, "") if bar.kind == "tool" else "")
+        if key not in made.bars:
+            made.bars[key] = _bar(bar, key[1], key[2])
+        bars.append(made.bars[key])
     parts = timeline.parts()
     return {"bars": bars, "span": timeline.span, "turn": duration(timeline.span),
             "parts": _parts(timeline, parts), "summary": timeline.summary(parts)}
+
+
+def _bar(bar: Bar, n: int, called: str) -> dict[str, Any]:
+    """One bar as the view draws it: its place ``n`` in time, and for a tool call the
+    arguments it was ``called`` with."""
+    text = duration(bar.seconds)
+    if bar.kind == "model":
+        label = "model"
+        facts = [f"{visible(bar.label)}: {text}"]
+        if bar.ttft is not None:
+            facts.append(f"first token after {duration(bar.ttft)}")
+        if bar.tokens_per_second is not None:
+            facts.append(f"{bar.tokens_per_second:,.0f} tokens/s")
+    else:
+        label = visible(bar.label)
+        facts = [f"{label}({called}): {text}"]
+    facts.append(f"from +{duration(bar.offset)}")
+    gap_text = duration(bar.gap) if bar.gap >= 0.0005 else ""
+    if gap_text:
+        facts.append(f"{gap_text} between calls before it")
+    return {"kind": bar.kind, "label": label, "n": n,
+            "start": bar.offset, "seconds": bar.seconds, "gap": bar.gap,
+            "ttft": bar.ttft if bar.kind == "model" else None,
+            "text": text, "gap_text": gap_text, "title": " · ".join(facts)}
 
 
 def _parts(timeline: Timeline, parts: Parts) -> list[dict[str, Any]]:
@@ -85,17 +121,21 @@ def _parts(timeline: Timeline, parts: Parts) -> list[dict[str, Any]]:
     return found
 
 
-def _arguments(messages: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """Each tool call's arguments, by call id, shortened to ``ARGS_SHOWN`` characters."""
+def _arguments(messages: Iterable[dict[str, Any]],
+               made: dict[tuple[str, str], str]) -> dict[str, str]:
+    """Each tool call's arguments, by call id, shortened to ``ARGS_SHOWN`` characters (as
+    ``made`` has them, or made and kept there)."""
     found: dict[str, str] = {}
     for message in messages:
         if message.get("role") != "assistant":
             continue
         for call in message.get("tool_calls") or ():
             try:
-                raw = visible(str(call["function"]["arguments"]))  # redacted before it is cut
-                found[str(call["id"])] = (raw if len(raw) <= ARGS_SHOWN
-                                          else raw[:ARGS_SHOWN - 1] + "…")
+                key = (str(call["id"]), str(call["function"]["arguments"]))
             except (KeyError, TypeError):
                 continue
+            if key not in made:
+                raw = visible(key[1])  # redacted before it is cut
+                made[key] = raw if len(raw) <= ARGS_SHOWN else raw[:ARGS_SHOWN - 1] + "…"
+            found[key[0]] = made[key]
     return found

@@ -8,9 +8,10 @@ they change with every call). ``panel.js`` joins them to the bars it has. When t
 (or pauses, or the panel is synced or detached) the whole waterfall becomes the ``timeline``
 trait, the widget state a saved notebook keeps.
 
-The interval is the stream's (``Stream.interval``), or longer when making the waterfall takes
+The interval is ``EVERY`` (four updates a second), or longer when making the waterfall takes
 longer: at least ``SHARE`` times what the last one cost, so however long the turn, making it
-takes at most about 1/``SHARE`` of the kernel's time.
+takes at most about 1/``SHARE`` (1%) of the kernel's time. (The rows, the header and the strip go
+at the stream's pace: they say what is happening; the waterfall sums up where the time went.)
 """
 
 from __future__ import annotations
@@ -21,14 +22,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fragola_nb.notebook.stream import Pacer, Stream
+from fragola_nb.notebook.stream import Pacer
 
-__all__ = ["SHARE", "TimelineFeed"]
+__all__ = ["EVERY", "SHARE", "TimelineFeed"]
 
 _log = logging.getLogger("fragola_nb")
 
-SHARE = 25
-"""The interval is at least this many times the cost of the last waterfall made."""
+SHARE = 100
+"""The interval is at least this many times the cost of the last waterfall made (a make lays
+out every call again: a few ms at 400 calls)."""
+EVERY = 0.25
+"""Seconds between two makes of a running turn's waterfall at least: a make lays out every call
+of the turn again, so at the stream's pace (60 ms) a long fast turn paid for updates a person
+does not need (issue 34)."""
 
 
 class TimelineFeed:
@@ -39,7 +45,7 @@ class TimelineFeed:
                  send: Callable[[dict[str, Any]], None], lock: threading.RLock) -> None:
         self._make = make
         self._send = send
-        self._pacer = Pacer(self._run, lock)
+        self._pacer = Pacer(self._run, lock, interval=EVERY)
         self._sent: list[dict[str, Any]] = []  # the bars the views have
         self.shown: dict[str, Any] = {}
         """The waterfall as it was made last."""
@@ -70,7 +76,7 @@ class TimelineFeed:
         try:
             began = time.perf_counter()
             shown = self._make()
-            self._pacer.interval = max(Stream.interval, SHARE * (time.perf_counter() - began))
+            self._pacer.interval = max(EVERY, SHARE * (time.perf_counter() - began))
             self._show(shown)
         except Exception:  # a view must not break the run it shows
             _log.exception("fragola_nb: a panel's timeline failed to update")

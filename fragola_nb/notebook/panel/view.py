@@ -43,7 +43,7 @@ from fragola_nb.notebook.panel import shown
 from fragola_nb.notebook.panel.actions import Actions, clicked, error_text
 from fragola_nb.notebook.panel.outbox import PACED, Outbox
 from fragola_nb.notebook.panel.rows import CallFacts, Rows
-from fragola_nb.notebook.panel.timeline import timeline_shown
+from fragola_nb.notebook.panel.timeline import Made, timeline_shown
 from fragola_nb.notebook.panel.timeline_feed import TimelineFeed
 from fragola_nb.notebook.runner import started_by
 from fragola_nb.notebook.static.copy import live_text
@@ -138,12 +138,16 @@ class AgentPanel(anywidget.AnyWidget):
         self._detached = False
         self._rows = Rows(start=since or 0)
         self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
-        self._stream = Stream(self._send_stream, shown.streamed_text)
+        # the panel's lock: what the outbox sends may carry the streamed text
+        self._stream = Stream(self._send_stream, shown.streamed_text, lock=self._lock)
         # a turn's waterfall: its new bars, paced, while it runs; whole as the trait after
-        self._timeline = TimelineFeed(lambda: timeline_shown(self.usage, self._shown),
+        made = Made()  # the bars made so far: each made once
+        self._timeline = TimelineFeed(lambda: timeline_shown(self.usage, self._shown, made),
                                       self.send, self._lock)
         # rows, header and strip: paced as the stream is, at once when the status changes
-        self._outbox = Outbox(self.send, self.send_state, self._send_head, self._lock)
+        self._outbox = Outbox(self.send, self.send_state, self._send_head, self._lock,
+                              lambda: (self._stream.sent, self._stream.stopped))
+        self._tools_of: tuple[Any, ...] | None = None  # the tools ``tools`` shows
         self._model_used: str | None = None
         # A turn panel shows the usage of its turn: the calls made after it was made.
         self._usage_before = agent.usage if since is not None else None
@@ -294,7 +298,12 @@ class AgentPanel(anywidget.AnyWidget):
                 self.send(self._timeline.hello())
 
     def _send_stream(self, message: dict[str, Any]) -> None:
-        self.send({"t": "stream", **message})
+        # While rows or the header wait for the pace, the stream waits with them: their
+        # message carries it (issue 34: a fast turn streamed each step's call on its own).
+        if self._outbox.waiting:
+            self._outbox.stream()
+        else:
+            self.send({"t": "stream", **message})
 
     # -- events --------------------------------------------------------------------------------
 
@@ -302,12 +311,14 @@ class AgentPanel(anywidget.AnyWidget):
     def _on_state_update(self, event: Any) -> None:
         if event.reason == "ai_message":
             # The last text first, in a small message: the stored reply's rows (a large
-            # message, and its Markdown to draw) come after it (at once, unless the panel
-            # sent an update less than an interval ago: a fast run's burst of steps).
+            # message, and its Markdown to draw) come after it. In a fast run's burst of
+            # steps the outbox waits, and the last text waits with it (its row replaces it).
             self._stream.finish()
-            self._stream.clear()  # the stored message replaces the streamed text
-        self._refresh()
-        if event.reason not in RUN_REASONS:
+            if self._stream.cleared():  # the stored message replaces the streamed text,
+                self._outbox.stream(due=False)  # in the message that brings its row
+        run = event.reason in RUN_REASONS
+        self._refresh(run=run)
+        if not run:
             # what a person did (decided a call, forked, edited, an experiment began)
             self._outbox.flush()
 
@@ -353,18 +364,22 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_model_reply(self, event: Any) -> None:
-        self._retry_at = None
+        retried, self._retry_at = self._retry_at is not None, None
         model = event.config.get("model") if isinstance(event.config, dict) else None
+        named = self._model()
         if isinstance(model, str) and model:
             self._model_used = model
-        self._refresh_head()
+        self._refresh_head(strip=retried or self._model() != named)
 
     @_observer
     def _on_before_step(self, event: Any) -> None:
+        shown = self._retry_at is None and self._running is None and not self._error
         self._retry_at = None
         self._calling_since = time.time()
         self._running = None
-        self._refresh_strip()
+        if not (shown and self.strip.get("kind") == "model"):
+            # (a step after a tool's: the strip says "calling" since the tool ended, already)
+            self._refresh_strip()
 
     @_observer
     def _on_tool_start(self, event: Any) -> None:
@@ -389,7 +404,7 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_after_step(self, event: Any) -> None:
-        self._refresh_head()
+        self._outbox.head()  # the step count; the strip and the waterfall have their events
 
     def _on_store_change(self, value: Any) -> None:
         try:
@@ -399,15 +414,25 @@ class AgentPanel(anywidget.AnyWidget):
 
     # -- what is sent ----------------------------------------------------------------------------
 
-    def _refresh(self) -> None:
-        # On every event: it reads the agent's cheap views (counts, status, pending, the new
-        # messages), never agent.state, whose copy of the history grows with it.
+    def _refresh(self, *, run: bool = False) -> None:
+        # On every state update: it reads the agent's cheap views (counts, status, pending,
+        # the new messages), never agent.state, whose copy of the history grows with it.
+        # ``run``: an update a run makes a few times a step (``RUN_REASONS``): the strip and
+        # the waterfall change on their own events, not on these.
         if not self._read_messages():
             return
         self._refresh_cards()
-        self._refresh_head()
-        self.tools = shown.tools(self.agent)
-        self.stores = shown.stores(self.agent)
+        if run:
+            self._outbox.head()
+        else:
+            self._refresh_head()
+        tools = tuple(self.agent.options.tools)
+        if self._tools_of is None or len(tools) != len(self._tools_of) or any(
+                a is not b for a, b in zip(tools, self._tools_of, strict=True)):
+            self._tools_of = tools  # the tools change rarely: shown again when they do
+            self.tools = shown.tools(self.agent)
+        if self.agent.stores or self.stores:
+            self.stores = shown.stores(self.agent)
 
     def _read_messages(self) -> bool:
         """Send the rows of the messages added since the last look; False when the history
@@ -448,8 +473,10 @@ class AgentPanel(anywidget.AnyWidget):
                 self._rows.facts.setdefault(call_id, CallFacts()).decision = "inject"
 
     def _refresh_cards(self) -> None:
-        errors = {card["raw_id"]: card["error"] for card in self.cards}
         pending = self.agent.pending
+        if not (pending or self.cards or self._decided):
+            return  # a run's steps: no card to show, none to keep
+        errors = {card["raw_id"]: card["error"] for card in self.cards}
         self.cards = [shown.card(call, errors.get(call.id, "")) for call in pending]
         if not self.turn:
             return
@@ -476,9 +503,10 @@ class AgentPanel(anywidget.AnyWidget):
         usage = self.agent.usage
         return usage if self._usage_before is None else usage.since(self._usage_before)
 
-    def _refresh_head(self) -> None:
+    def _refresh_head(self, *, strip: bool = True) -> None:
         self._outbox.head()
-        self._refresh_strip()
+        if strip:
+            self._refresh_strip()
         self._refresh_timeline()
 
     def _send_head(self) -> None:
