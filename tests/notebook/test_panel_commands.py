@@ -14,7 +14,7 @@ from comm_log import Wire, record_comms
 from helpers import add_tool, make_fragola
 
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.panel.view import AgentPanel
 
 PACKAGE = Path(__file__).resolve().parents[2] / "fragola_nb"
 

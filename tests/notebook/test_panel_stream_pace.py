@@ -20,7 +20,7 @@ from comm_log import Sent, Wire, record_comms, stream_states
 from fragola_nb import Fragola, tool
 from fragola_nb.core.agent import Agent
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.notebook.panel import AgentPanel
+from fragola_nb.notebook.panel.view import AgentPanel
 from fragola_nb.notebook.stream import Stream
 
 STEPS = 40
