@@ -118,6 +118,22 @@ def test_whatever_a_file_holds_load_reads_it_or_says_why_in_one_bad_usage(
             tmp_path / "again.json").read_text()
 
 
+def test_a_key_in_a_file_written_by_hand_is_read_hidden_and_saved_hidden(tmp_path: Path) -> None:
+    from fragola_nb.experiments.evaluate.evaluation import Evaluation
+
+    path, data = saved(tmp_path)
+    data[0]["input"] = {"KEY": None, "api_key": "sk-proj-abcdefghijklmnopqrstuv", "city": "Rome"}
+    path.write_text(json.dumps(data))
+
+    loaded = Evaluation.load(path)
+
+    shown = loaded.table()[0]["input"]
+    assert shown == {"KEY": "[redacted]", "api_key": "[redacted]", "city": "Rome"}
+    assert "sk-proj" not in repr(loaded) + evaluation_html(loaded)
+    again = Evaluation.load(loaded.save(tmp_path / "again.json"))
+    assert again.table() == loaded.table()
+
+
 def test_save_into_a_folder_is_a_bad_usage_and_leaves_nothing_behind(tmp_path: Path) -> None:
     folder = tmp_path / "runs"
     folder.mkdir()

@@ -257,7 +257,8 @@ class Evaluation(Sequence[EvalRow], Judgements):
     def load(cls, path: str | os.PathLike[str],
              prices: Mapping[str, ModelPrice] | None = None) -> Evaluation:
         """An ``Evaluation`` read back from a file ``save`` wrote (rows ``resumed``, no
-        forks); a ``BadUsage`` naming the file when it is not one."""
+        forks); a ``BadUsage`` naming the file when it is not one. A field named as a
+        credential (``api_key``, ``KEY``...) is read as ``"[redacted]"``, as ``save`` writes it."""
         source = _path(path, "load")
         try:
             data = json.loads(source.read_bytes())
@@ -265,6 +266,10 @@ class Evaluation(Sequence[EvalRow], Judgements):
             raise BadUsage(f"no evaluation file at {source}") from None
         except (OSError, ValueError, RecursionError) as exc:
             raise BadUsage(f"{source} is not an evaluation file: {exc}") from None
+        # a field named as a credential is hidden as ``save`` hides it: a file written by hand
+        # (or by an older version) cannot bring a key into the rows, and saving what was read
+        # gives back the same table
+        data = redacted(data)
         first = data[0] if isinstance(data, list) and data else None
         meta = first.get("run") if isinstance(first, dict) else None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
