@@ -49,6 +49,9 @@ async def test_every_message_the_panel_sends_is_declared(model: ScriptedModel,
                                       model_settings={"stream": True})
     panel = AgentPanel(agent)
     from_browser(panel, {"do": "hello"})
+    # the reply streams for about a second, nothing else changing: its text goes out in
+    # "stream" messages of its own (a fast turn's stream rides in the paced "rows" message)
+    model.chunk_size, model.chunk_delay = 8, 0.01
     model.push(tool_calls(call("add", {"a": 2, "b": 3})), reply("It is " + "five " * 200))
     await agent.user_message("add")
     from_browser(panel, {"do": "source", "i": 1, "call": ""})
