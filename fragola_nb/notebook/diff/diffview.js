@@ -1,4 +1,4 @@
-// fragola_nb.diff(a, b), a page at a time (see diffview.py). Text only: textContent, never
+// fragola_nb.diff(a, b), a page at a time (see diff/view.py). Text only: textContent, never
 // innerHTML (the kernel made every text visible: credentials redacted, controls written out).
 
 function h(tag, cls, text) {
@@ -98,7 +98,7 @@ function headOf(head) {
 // -- the kernel's messages ------------------------------------------------------------------------
 // What the kernel sends the diff (a custom message), and the pure function that takes it.
 export const COMMANDS = Object.freeze({
-  fold: { by: "update", says: "`{fold: at, rows: [...]}`: the messages of the identical run folded at `at`, asked for once by a click on its line (diffview.py)" },
+  fold: { by: "update", says: "`{fold: at, rows: [...]}`: the messages of the identical run folded at `at`, asked for once by a click on its line (diff/view.py)" },
 });
 
 // (state, message) -> state, touching neither the page nor the model: a fold's rows kept in
