@@ -12,6 +12,7 @@ when it is first used.
 from __future__ import annotations
 
 import importlib
+import types
 import typing
 
 from fragola_nb._version import __version__ as __version__  # re-exported: the one version
@@ -241,8 +242,17 @@ def __getattr__(name: str) -> typing.Any:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    _face(value, __name__)
     globals()[name] = value  # once: later lookups do not come here
     return value
+
+
+def _face(value: object, face: str) -> None:
+    """Say ``face`` as the module of an exported class or function: what ``help``, reprs and
+    tracebacks print is the path users import it from. Pickle (and Ray's cloudpickle) find it
+    there too, by ``getattr(face, __qualname__)``; the docs read the source files, not this."""
+    if isinstance(value, (type, types.FunctionType)):
+        value.__module__ = face
 
 
 def __dir__() -> list[str]:

@@ -15,6 +15,8 @@ that raises gives a failed grade whose reason is the error in one line. See
 
 from __future__ import annotations
 
+import types
+
 from fragola_nb.experiments.evaluate.human import human
 from fragola_nb.experiments.graders.base import (
     Grade,
@@ -70,3 +72,13 @@ __all__ = [
     "tool_calls_of",
     "tool_sequence",
 ]
+
+
+# Each exported class and function says this face as its module (what ``help``, reprs and
+# tracebacks print; pickle and Ray find it here by name). ``Grade`` and ``GradedRow`` are
+# ``fragola_nb``'s too, and say the top face.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, (type, types.FunctionType)):
+        _value.__module__ = "fragola_nb" if _name in ("Grade", "GradedRow") else __name__
+del _name, _value

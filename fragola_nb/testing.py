@@ -11,6 +11,8 @@ request. It lives in ``fragola_nb.models.scripted``; this is its public face.
 
 from __future__ import annotations
 
+import types
+
 from fragola_nb.models.scripted import (
     SCRIPT_HEADER,
     AgentScript,
@@ -56,3 +58,12 @@ __all__ = [
     "reply",
     "tool_calls",
 ]
+
+
+# Each exported class and function says this face as its module (what ``help``, reprs and
+# tracebacks print; pickle finds it here by name).
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, (type, types.FunctionType)):
+        _value.__module__ = __name__
+del _name, _value

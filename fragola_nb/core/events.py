@@ -275,7 +275,8 @@ EVENTS: dict[str, tuple[type[Event], Mutable | None]] = {
 }
 EVENT_NAMES = tuple(EVENTS)
 REFUSABLE = frozenset({"user_message", "ai_message"})
-"""Events whose listener may raise ``TurnRefused`` to end the turn (``fragola_nb.guardrails``)."""
+"""Events whose listener may raise ``TurnRefused`` to end the turn (guardrails:
+``fragola_nb.presets.guardrails``)."""
 
 Listener = Callable[[Any], Any]
 L = TypeVar("L", bound=Callable[..., Any])

@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fragola_nb"
 ORIGIN = "http://units.fragola.test"
 # each view's module, found by what only it defines (the files may move between folders)
 MARKERS = {"panel": "function renderView(", "compare": "function gridNodes(",
-           "evaluation": "function matrixNodes(", "diffview": "function pairRow("}
+           "evaluation": "function matrixNodes(", "diffview": "function pairRow(",
+           "tree": "function pickBox("}
 
 # the page's helpers: `freeze` (deep, Maps and Sets too: their writers throw) and `plain`
 # (Maps, Sets and holes made JSON for the test to read)
@@ -76,13 +77,13 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 def run(page: Page, body: str) -> Any:
-    """``body`` is a function of (panel, compare, evaluation, diffview): the modules."""
-    return page.evaluate(
-        f"() => plain(({body})(mods.panel, mods.compare, mods.evaluation, mods.diffview))")
+    """``body`` is a function of (panel, compare, evaluation, diffview, tree): the modules."""
+    return page.evaluate(f"() => plain(({body})(mods.panel, mods.compare, mods.evaluation, "
+                         "mods.diffview, mods.tree))")
 
 
 def test_each_view_declares_the_commands_the_kernel_sends(page: Page) -> None:
-    tables = run(page, """(p, c, e, d) => [p, c, e, d].map((m) => Object.fromEntries(
+    tables = run(page, """(p, c, e, d, t) => [p, c, e, d, t].map((m) => Object.fromEntries(
       Object.entries(m.COMMANDS).map(([k, v]) =>
         [k, [v.by, typeof m[v.by], v.says.length > 20]])))""")
     assert tables == [
@@ -92,9 +93,11 @@ def test_each_view_declares_the_commands_the_kernel_sends(page: Page) -> None:
         {"live": ["update", "function", True], "stream": ["update", "function", True]},
         {"live": ["update", "function", True], "patch": ["update", "function", True]},
         {"fold": ["update", "function", True]},
+        {"nodes": ["update", "function", True], "selected": ["update", "function", True],
+         "picked": ["update", "function", True]},
     ]
     frozen = run(page, "(...ms) => ms.map((m) => Object.isFrozen(m.COMMANDS))")
-    assert frozen == [True, True, True, True]
+    assert frozen == [True, True, True, True, True]
 
 
 def test_the_panel_update_keeps_rows_stream_and_timeline(page: Page) -> None:
@@ -243,3 +246,32 @@ def test_the_diff_update_keeps_each_fold_once_sent(page: Page) -> None:
     assert got["next"] == {"only": False, "page": 2,
                            "got": {"map": [[3, [{"k": "same"}]], [7, [{"k": "changed"}]]]}}
     assert got["same"] == [True, True, True]
+
+
+def test_the_tree_update_takes_the_traits_the_kernel_sets(page: Page) -> None:
+    got = run(page, """(p, c, e, d, t) => {
+      const s = freeze(t.initialState());
+      const nodes = t.update(s, { set: "nodes", value: [{ id: "a" }, { id: "b" }] });
+      return { nodes, selected: t.update(s, { set: "selected", value: "b" }),
+        picked: t.update(s, { set: "picked", value: ["a", "b"] }),
+        cleared: t.update(freeze({ ...s, selected: "b" }), { set: "selected", value: null }),
+        same: [t.update(s, { set: "other", value: 1 }) === s, t.update(s, null) === s,
+          t.update(s, { set: "toString", value: 1 }) === s, t.update(s, "nodes") === s] };
+    }""")
+    assert got["nodes"] == {"nodes": [{"id": "a"}, {"id": "b"}], "selected": "", "picked": []}
+    assert got["selected"] == {"nodes": [], "selected": "b", "picked": []}
+    assert got["picked"] == {"nodes": [], "selected": "", "picked": ["a", "b"]}
+    assert got["cleared"] == {"nodes": [], "selected": "", "picked": []}
+    assert got["same"] == [True, True, True, True]
+
+
+def test_the_tree_ticks_and_keys(page: Page) -> None:
+    got = run(page, """(p, c, e, d, t) => {
+      const ids = freeze(["a", "b"]);
+      return { ticks: [t.picked(ids, "c", true), t.picked(ids, "a", false),
+          t.picked(ids, "a", true), t.picked(ids, "z", false)],
+        keys: ["Enter", " ", "ArrowDown", "ArrowUp", "Home", "End", "x", "Tab"].map(
+          (k) => t.keyTarget(k, 2, 5)) };
+    }""")
+    assert got["ticks"] == [["a", "b", "c"], ["b"], ["b", "a"], ["a", "b"]]
+    assert got["keys"] == ["choose", "choose", 3, 1, 0, 4, None, None]

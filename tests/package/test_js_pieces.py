@@ -144,3 +144,21 @@ def test_every_javascript_function_is_at_most_200_lines() -> None:
             if size > LONGEST]
     assert long == []
 
+
+
+def test_every_widget_module_declares_its_commands_and_a_pure_update() -> None:
+    """Each anywidget module (a ``.js`` file with ``export default``: the panel, compare,
+    evaluation, diff and tree views) exports a frozen ``COMMANDS`` table, each entry naming the
+    exported function that takes it, and an ``update``. The export page's scripts
+    (sessions/html*.js) are one classic script that no kernel talks to: no table."""
+    widgets = [p for p in sorted(PACKAGE.rglob("*.js"))
+               if "export default" in p.read_text(encoding="utf-8")]
+    assert {p.stem for p in widgets} == {"panel", "compare", "evaluation", "diffview", "tree"}
+    for path in widgets:
+        src = path.read_text(encoding="utf-8")
+        table = re.search(r"export const COMMANDS = Object\.freeze\(\{\n(.*?)\n\}\);", src, re.S)
+        assert table is not None, path.name
+        takers = set(re.findall(r"^  \w+: \{ by: \"(\w+)\", says: ", table.group(1), re.M))
+        assert takers and "update" in takers, path.name
+        for name in takers:
+            assert re.search(rf"^export (?:function {name}\(|const {name} = )", src, re.M), name

@@ -26,18 +26,18 @@ from fragola_nb.experiments.compare.run import check_variants
 from fragola_nb.notebook.cellargs import interpolate, lookup
 from fragola_nb.notebook.experiment.cell import ExperimentCell, checked, variants_dict
 from fragola_nb.notebook.experiment.watcher import ExperimentWatcher
-from fragola_nb.notebook.experiment.watcher import unwatch as _unwatch
 from fragola_nb.notebook.textviews import say
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
-    from fragola_nb.notebook.magics import Extension
 
 __all__ = ["CompareCell", "CompareWatcher", "unwatch", "watch"]
 
 
 class CompareWatcher(ExperimentWatcher):
     """Shows the comparisons of one shell (see the module's docstring)."""
+
+    watchers = WATCHERS
 
     def _view(self, comparison: Any) -> Any:
         from fragola_nb.notebook.compare.view import CompareView
@@ -48,14 +48,8 @@ class CompareWatcher(ExperimentWatcher):
         return f"Comparison of {len(comparison)} variant(s): the grid above"
 
 
-def watch(ext: Extension) -> None:
-    """Show comparisons in ``ext``'s shell (called when the extension loads)."""
-    WATCHERS.append(CompareWatcher(ext))
-
-
-def unwatch(ext: Extension) -> None:
-    """Stop showing comparisons in ``ext``'s shell (called when the extension unloads)."""
-    _unwatch(WATCHERS, ext)
+watch = CompareWatcher.watch
+unwatch = CompareWatcher.unwatch
 
 
 class CompareCell(ExperimentCell):

@@ -57,7 +57,7 @@ function shownLength(box) {
 }
 
 // How an answer is drawn: "diff" marks the words that differ from the first column (only for
-// answers the kernel found close enough to it, see compare_view.SIMILAR), "plain" shows every
+// answers the kernel found close enough to it, see compare/worddiff.py SIMILAR), "plain" shows every
 // answer as it is. The kernel sends both forms, so the toggle costs no diff work here.
 function wanted(col, first, mode) {
   if (mode === "diff" && Array.isArray(col.diff) && !first) return ["diff", JSON.stringify(col.diff)];
@@ -357,8 +357,8 @@ function drawStream(cx, cols, before) {
 // -- the kernel's messages ----------------------------------------------------------------------
 // What the kernel sends the grid (custom messages), and the pure functions that take them.
 export const COMMANDS = Object.freeze({
-  live: { by: "update", says: "`{live: true}`: the kernel answers the view's hello (compare_view.py)" },
-  stream: { by: "update", says: "`{t: \"stream\", cols: {name: {add} or {text}}}`: what is new in each streaming column (compare_view.py); a new view gets every streaming text whole, in answer to its hello" },
+  live: { by: "update", says: "`{live: true}`: the kernel answers the view's hello (compare/view.py)" },
+  stream: { by: "update", says: "`{t: \"stream\", cols: {name: {add} or {text}}}`: what is new in each streaming column (compare/view.py); a new view gets every streaming text whole, in answer to its hello" },
 });
 
 export const commandOf = (msg) =>

@@ -1,4 +1,4 @@
-// fragola_nb.diff(a, b), a page at a time (see diffview.py). Text only: textContent, never
+// fragola_nb.diff(a, b), a page at a time (see diff/view.py). Text only: textContent, never
 // innerHTML (the kernel made every text visible: credentials redacted, controls written out).
 
 function h(tag, cls, text) {
@@ -98,7 +98,7 @@ function headOf(head) {
 // -- the kernel's messages ------------------------------------------------------------------------
 // What the kernel sends the diff (a custom message), and the pure function that takes it.
 export const COMMANDS = Object.freeze({
-  fold: { by: "update", says: "`{fold: at, rows: [...]}`: the messages of the identical run folded at `at`, asked for once by a click on its line (diffview.py)" },
+  fold: { by: "update", says: "`{fold: at, rows: [...]}`: the messages of the identical run folded at `at`, asked for once by a click on its line (diff/view.py)" },
 });
 
 // (state, message) -> state, touching neither the page nor the model: a fold's rows kept in
@@ -108,69 +108,84 @@ export function update(state, msg) {
   return { ...state, got: new Map(state.got).set(msg.fold, msg.rows) };
 }
 
+// -- the view's sections -------------------------------------------------------------------------
+// Each takes `v`: {model, state, body, pager, draw}, the one view they draw in.
+
+// A fold's line: a click unfolds it (its messages asked of the kernel once) or folds it again.
+function foldLine(v, row, at) {
+  const open = v.state.open.has(at);
+  const button = h("button", "fragola-diff-fold-line",
+    `${open ? "\u25be" : "\u2026"} ${row.count.toLocaleString("en-US")} identical messages (${row.where})`);
+  button.type = "button";
+  button.dataset.count = row.count;
+  button.setAttribute("aria-expanded", String(open));
+  button.title = open ? "fold them again" : "show them";
+  button.addEventListener("click", () => {
+    if (open) v.state.open.delete(at); else v.state.open.add(at);
+    if (!open && !v.state.got.has(at)) v.model.send({ unfold: at }); // its messages, once
+    v.draw();
+  });
+  return button;
+}
+
+function pageButton(v, label, title, go) {
+  const b = h("button", "fragola-diff-page-" + label, label);
+  b.type = "button";
+  b.title = title;
+  b.addEventListener("click", () => { v.state.page = go(); v.draw(); v.body.scrollTop = 0; });
+  return b;
+}
+
+// The pager: first, previous, where we are, next, last (hidden for one page).
+function pagerOf(v, from, shown, total, pages) {
+  const last = pages - 1, page = v.state.page;
+  const nav = [pageButton(v, "first", "the first page", () => 0),
+    pageButton(v, "previous", "the page before", () => page - 1),
+    pageButton(v, "next", "the page after", () => page + 1),
+    pageButton(v, "last", "the last page", () => last)];
+  nav[0].disabled = nav[1].disabled = page === 0;
+  nav[2].disabled = nav[3].disabled = page === last;
+  const where = h("span", "fragola-diff-where", total
+    ? `lines ${(from + 1).toLocaleString("en-US")}\u2013${(from + shown).toLocaleString("en-US")} of ${total.toLocaleString("en-US")} \u00b7 page ${page + 1} of ${pages}`
+    : "");
+  v.pager.replaceChildren(...nav.slice(0, 2), where, ...nav.slice(2));
+  v.pager.hidden = pages === 1;
+}
+
+// One page of lines in the body, and the pager under it.
+function drawPage(v) {
+  const all = linesOf(v.model.get("rows") || [], v.state), size = v.model.get("page_size") || 100;
+  const pages = Math.max(1, Math.ceil(all.length / size));
+  v.state.page = Math.min(Math.max(0, v.state.page), pages - 1);
+  const from = v.state.page * size, part = all.slice(from, from + size);
+  v.body.replaceChildren(...part.map(([row, inner, at]) =>
+    row.k === "fold" && !inner ? foldLine(v, row, at)
+      : row.k === "wait" ? h("div", "fragola-diff-note", "\u2026 (the kernel sends them; run the cell again if it is gone)")
+        : pairRow(row, inner)));
+  if (!all.length) v.body.replaceChildren(h("div", "fragola-diff-note", "No difference after the common part."));
+  pagerOf(v, from, part.length, all.length, pages);
+}
+
 function render({ model, el }) {
   el.classList.add("fragola-diff", "fragola-diff-live");
   el.setAttribute("data-lm-suppress-shortcuts", "true");
-  const state = { only: false, page: 0, open: new Set(), got: new Map() };
+  const v = { model, state: { only: false, page: 0, open: new Set(), got: new Map() },
+    body: h("div", "fragola-diff-body"), pager: h("div", "fragola-diff-pager") };
+  v.draw = () => drawPage(v);
   const onMsg = (msg) => {
-    const next = update(state, msg);
-    if (next === state) return;
-    state.got = next.got;
-    draw();
+    const next = update(v.state, msg);
+    if (next === v.state) return;
+    v.state.got = next.got;
+    v.draw();
   };
   model.on("msg:custom", onMsg);
-  const body = h("div", "fragola-diff-body");
-  const pager = h("div", "fragola-diff-pager");
-  const foldLine = (row, at) => {
-    const open = state.open.has(at);
-    const button = h("button", "fragola-diff-fold-line",
-      `${open ? "\u25be" : "\u2026"} ${row.count.toLocaleString("en-US")} identical messages (${row.where})`);
-    button.type = "button";
-    button.dataset.count = row.count;
-    button.setAttribute("aria-expanded", String(open));
-    button.title = open ? "fold them again" : "show them";
-    button.addEventListener("click", () => {
-      if (open) state.open.delete(at); else state.open.add(at);
-      if (!open && !state.got.has(at)) model.send({ unfold: at }); // its messages, once
-      draw();
-    });
-    return button;
-  };
-  const button = (label, title, go) => {
-    const b = h("button", "fragola-diff-page-" + label, label);
-    b.type = "button";
-    b.title = title;
-    b.addEventListener("click", () => { state.page = go(); draw(); body.scrollTop = 0; });
-    return b;
-  };
-  const draw = () => {
-    const all = linesOf(model.get("rows") || [], state), size = model.get("page_size") || 100;
-    const pages = Math.max(1, Math.ceil(all.length / size));
-    state.page = Math.min(Math.max(0, state.page), pages - 1);
-    const from = state.page * size, part = all.slice(from, from + size);
-    body.replaceChildren(...part.map(([row, inner, at]) =>
-      row.k === "fold" && !inner ? foldLine(row, at)
-        : row.k === "wait" ? h("div", "fragola-diff-note", "\u2026 (the kernel sends them; run the cell again if it is gone)")
-          : pairRow(row, inner)));
-    if (!all.length) body.replaceChildren(h("div", "fragola-diff-note", "No difference after the common part."));
-    const last = pages - 1;
-    const nav = [button("first", "the first page", () => 0), button("previous", "the page before", () => state.page - 1),
-      button("next", "the page after", () => state.page + 1), button("last", "the last page", () => last)];
-    nav[0].disabled = nav[1].disabled = state.page === 0;
-    nav[2].disabled = nav[3].disabled = state.page === last;
-    const where = h("span", "fragola-diff-where", all.length
-      ? `lines ${(from + 1).toLocaleString("en-US")}\u2013${(from + part.length).toLocaleString("en-US")} of ${all.length.toLocaleString("en-US")} \u00b7 page ${state.page + 1} of ${pages}`
-      : "");
-    pager.replaceChildren(...nav.slice(0, 2), where, ...nav.slice(2));
-    pager.hidden = pages === 1;
-  };
   const setup = () => {
-    state.got = new Map();
-    state.open.clear();
+    v.state.got = new Map();
+    v.state.open.clear();
     const head = model.get("head") || {};
-    const top = counts(head, state.only, (only) => { state.only = only; state.page = 0; draw(); });
-    el.replaceChildren(headOf(head), top, body, pager);
-    draw();
+    const top = counts(head, v.state.only, (only) => { v.state.only = only; v.state.page = 0; v.draw(); });
+    el.replaceChildren(headOf(head), top, v.body, v.pager);
+    v.draw();
   };
   setup();
   model.on("change:rows", setup);

@@ -30,17 +30,17 @@ from fragola_nb.experiments.graders.base import check_graders
 from fragola_nb.notebook.cellargs import lookup
 from fragola_nb.notebook.experiment.cell import ExperimentCell, checked, variants_dict
 from fragola_nb.notebook.experiment.watcher import ExperimentWatcher
-from fragola_nb.notebook.experiment.watcher import unwatch as _unwatch
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
-    from fragola_nb.notebook.magics import Extension
 
 __all__ = ["EvalCell", "EvalWatcher", "unwatch", "watch"]
 
 
 class EvalWatcher(ExperimentWatcher):
     """Shows the evaluations of one shell (see the module's docstring)."""
+
+    watchers = EVALUATION_WATCHERS
 
     def _view(self, evaluation: Any) -> Any:
         from fragola_nb.notebook.evaluate.view import EvalView
@@ -51,14 +51,8 @@ class EvalWatcher(ExperimentWatcher):
         return f"Evaluation of {len(evaluation):,} run(s): the matrix above"
 
 
-def watch(ext: Extension) -> None:
-    """Show evaluations in ``ext``'s shell (called when the extension loads)."""
-    EVALUATION_WATCHERS.append(EvalWatcher(ext))
-
-
-def unwatch(ext: Extension) -> None:
-    """Stop showing evaluations in ``ext``'s shell (called when the extension unloads)."""
-    _unwatch(EVALUATION_WATCHERS, ext)
+watch = EvalWatcher.watch
+unwatch = EvalWatcher.unwatch
 
 
 class EvalCell(ExperimentCell):

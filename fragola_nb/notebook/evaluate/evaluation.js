@@ -516,8 +516,8 @@ function drawStatus(mx) {
 // -- the kernel's messages ----------------------------------------------------------------------
 // What the kernel sends the matrix (custom messages), and which pure function takes them.
 export const COMMANDS = Object.freeze({
-  live: { by: "update", says: "`{live: true}`: the kernel answers the view's hello (compare_view.py's live view)" },
-  patch: { by: "update", says: "`{do: \"patch\", cells: [[index, cell], ...], flags: [[index, flags or null], ...]}`: the cells that changed while rows finish (eval_view.py)" },
+  live: { by: "update", says: "`{live: true}`: the kernel answers the view's hello (experiment/view.py's live view)" },
+  patch: { by: "update", says: "`{do: \"patch\", cells: [[index, cell], ...], flags: [[index, flags or null], ...]}`: the cells that changed while rows finish (evaluate/view.py)" },
 });
 
 export const commandOf = (msg) =>

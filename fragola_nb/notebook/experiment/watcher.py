@@ -6,14 +6,16 @@ the experiments import nothing of the notebook layer). In a kernel it shows an e
 live view when the experiment starts, and again when the experiment is displayed later; the
 cell that ran it (``await agent.compare(...)`` as its last line) gets a one-line note instead
 of a second view. In a terminal IPython it shows nothing live, and a displayed experiment
-prints its text table. A kind says how its view is made and what its note says
-(``compare.cell.CompareWatcher``, ``evaluate.cell.EvalWatcher``).
+prints its text table. A kind says the list it goes in (``watchers``), how its view is made
+and what its note says (``compare.cell.CompareWatcher``, ``evaluate.cell.EvalWatcher``);
+``Kind.watch(ext)`` and ``Kind.unwatch(ext)`` put a watcher of ``ext``'s shell in that list and
+take it out, when the extension loads and unloads.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fragola_nb.base.render import escape
 
@@ -25,6 +27,19 @@ __all__ = ["ExperimentWatcher", "unwatch"]
 
 class ExperimentWatcher:
     """Shows the experiments of one shell (see the module's docstring)."""
+
+    watchers: ClassVar[list[Any]]
+    """The experiments' own list this kind goes in (the experiments call each one in it)."""
+
+    @classmethod
+    def watch(cls, ext: Extension) -> None:
+        """Show this kind's experiments in ``ext``'s shell (when the extension loads)."""
+        cls.watchers.append(cls(ext))
+
+    @classmethod
+    def unwatch(cls, ext: Extension) -> None:
+        """Stop showing them in ``ext``'s shell (when the extension unloads)."""
+        unwatch(cls.watchers, ext)
 
     def __init__(self, ext: Extension) -> None:
         self.ext = ext

@@ -320,7 +320,7 @@ function statusText(strip) {
   return strip.text;
 }
 
-// The static copy the kernel shows beside a live view (static_copy.py: the next output, for
+// The static copy the kernel shows beside a live view (static/copy.py: the next output, for
 // nbconvert and a notebook opened without a kernel) hides itself by CSS where a live view is;
 // once this view is in the page, its text goes too, here and each time JupyterLab draws the
 // copy again (its update at the end of a turn), so the page holds the conversation once.
@@ -1002,8 +1002,8 @@ function renderView(store, model, el) {
 // `update` for what every view of the panel shares (its rows, the streamed reply, the running
 // turn's waterfall), `editorUpdate` for a view's open editor.
 export const COMMANDS = Object.freeze({
-  rows: { by: "update", says: "rows by their `k` (all of them after `reset`, `total` long), with the stream's `stream` and `stopped` when given (panel.py, panel_outbox.py)" },
-  stream: { by: "update", says: "the streamed reply: its `add` appended or its whole `text`, and `stopped` (panel.py)" },
+  rows: { by: "update", says: "rows by their `k` (all of them after `reset`, `total` long), with the stream's `stream` and `stopped` when given (panel/view.py, panel/outbox.py)" },
+  stream: { by: "update", says: "the streamed reply: its `add` appended or its whole `text`, and `stopped` (panel/view.py)" },
   timeline: { by: "update", says: "a running turn's waterfall: its bars from `from` on and its totals (timeline_feed.py)" },
   source: { by: "editorUpdate", says: "the text of message `i` (or of its call `call`'s result) for the editor, or `failed` (fromhere.py, actions.py)" },
   edited: { by: "editorUpdate", says: "the editor's text forked (`ok`) or refused (actions.py)" },
