@@ -13,7 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANT_KEY, VARIANTS, QuotingAPI, fragola_on
+from support.quoting_api import (
+    AGENT_KEY,
+    JUDGE_KEY,
+    KEYS,
+    VARIANT_KEY,
+    VARIANTS,
+    QuotingAPI,
+    fragola_on,
+)
 
 from fragola_nb import Fragola, export_html, save_session
 from fragola_nb.experiments.evaluate.evaluation import Evaluation

@@ -17,8 +17,8 @@ from typing import Any
 
 import openai
 import pytest
-from echo_api import BODY_TOKEN, KEY, EchoAPI, fastapi_422, rejecting_key
-from helpers import model_error
+from support.echo_api import BODY_TOKEN, KEY, EchoAPI, fastapi_422, rejecting_key
+from support.helpers import model_error
 
 from fragola_nb import Fragola, ModelHTTPError
 from fragola_nb.base.redact import redact_exception
@@ -117,7 +117,7 @@ def everything(result: Any) -> str:
 
 def test_a_cell_calling_a_server_that_echoes_the_key_shows_it_nowhere(
         api: EchoAPI, tmp_path: Path) -> None:
-    from kernel_harness import Kernel, startup_profile
+    from support.kernel_harness import Kernel, startup_profile
 
     with Kernel(env=startup_profile(tmp_path / "ipython")) as kernel:
         kernel.execute(

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from helpers import (
+from support.helpers import (
     answered,
     asked,
     assert_recovers,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import (
     Fragola,

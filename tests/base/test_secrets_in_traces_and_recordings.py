@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 import requests
-from echo_api import BODY_TOKEN, KEY, EchoAPI, fastapi_422, rejecting_key
-from helpers import model_error
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from support.echo_api import BODY_TOKEN, KEY, EchoAPI, fastapi_422, rejecting_key
+from support.helpers import model_error
 
 from fragola_nb import Fragola, load_session, save_session
 from fragola_nb.base.redact import credentials_in, is_secret_name, redact_text, redacted, scrub

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from helpers import answered, make_agent
-from invariants import check_agent
+from support.helpers import answered, make_agent
+from support.invariants import check_agent
 
 from fragola_nb import BadUsage, run_sync, tool
 from fragola_nb.core.runloop import CANCELLED

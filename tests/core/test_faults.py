@@ -16,8 +16,8 @@ from typing import Any
 import openai
 import pytest
 import pytest_asyncio
-from helpers import answered, asked, assert_recovers, user
-from invariants import check_agent, loopback_http_client
+from support.helpers import answered, asked, assert_recovers, user
+from support.invariants import check_agent, loopback_http_client
 
 from fragola_nb import (
     Agent,

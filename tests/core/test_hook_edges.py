@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import make_agent, make_fragola
+from support.helpers import make_agent, make_fragola
 
 from fragola_nb import BadUsage, ListenerError, SessionError, load_session, save_session
 from fragola_nb.models.scripted import ScriptedModel, reply

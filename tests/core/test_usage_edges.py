@@ -15,7 +15,7 @@ from typing import Any
 
 import genai_prices
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import (
     BadUsage,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import assert_valid_history, make_agent, user
+from support.helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, Decision, SimulatedUser, tool
 from fragola_nb.experiments.evaluate.evaluation import Evaluation

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import assert_valid_history, make_agent, make_fragola, user
+from support.helpers import assert_valid_history, make_agent, make_fragola, user
 
 from fragola_nb import Agent, BadUsage, BatchResult, tool
 from fragola_nb.core.events import StatusChangeEvent
@@ -398,7 +398,7 @@ async def test_stop_sync_from_another_thread_reaches_the_batch(model: ScriptedMo
 
 def test_a_kernel_interrupt_fails_the_cell_and_keeps_the_finished_rows_in_the_file(
         model: ScriptedModel, tmp_path: Path) -> None:
-    from kernel_harness import Kernel
+    from support.kernel_harness import Kernel
 
     model.brain = answers
     path = tmp_path / "rows.jsonl"

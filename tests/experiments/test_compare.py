@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 import pytest
-from compare_world import add, by_instructions, system_text
-from helpers import assert_valid_history, make_agent, user
+from support.compare_world import add, by_instructions, system_text
+from support.helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, Comparison, run_sync, tool
 from fragola_nb.base.errors import InvalidToolDefinition

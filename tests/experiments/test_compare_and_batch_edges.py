@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import assert_valid_history, make_agent, user
+from support.helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import BadUsage, Comparison
 from fragola_nb.base.errors import ListenerError

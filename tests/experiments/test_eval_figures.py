@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import Budget, Fragola, RateLimit, SimulatedUser
 from fragola_nb.base.figures import percent

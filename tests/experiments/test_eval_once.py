@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb.experiments.graders.base import Grade
 from fragola_nb.graders import contains

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import assert_valid_history, make_agent, user
+from support.helpers import assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, Fragola
 from fragola_nb.experiments.evaluate.evaluation import Evaluation

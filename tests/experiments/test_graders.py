@@ -11,7 +11,7 @@ from typing import Any
 
 import pydantic
 import pytest
-from helpers import make_agent, make_fragola
+from support.helpers import make_agent, make_fragola
 
 from fragola_nb import Agent, BadUsage, Grade, GradedRow, tool, tree_usage
 from fragola_nb.core.usage import CallUsage, ModelPrice, Usage

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI, fragola_on
+from support.quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI, fragola_on
 
 from fragola_nb import SimulatedUser
 from fragola_nb.experiments.evaluate.evaluation import Evaluation

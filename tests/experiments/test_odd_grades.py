@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy
 import pytest
-from helpers import make_agent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.helpers import make_agent
 
 from fragola_nb import Fragola
 from fragola_nb.experiments.evaluate.evalrow import EvalRow

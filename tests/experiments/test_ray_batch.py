@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 import pytest
 import ray
-from helpers import assert_valid_history, user
+from support.helpers import assert_valid_history, user
 
 from fragola_nb import (
     Agent,

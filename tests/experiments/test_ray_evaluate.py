@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import ray
-from helpers import assert_valid_history, user
+from support.helpers import assert_valid_history, user
 
 from fragola_nb import Agent, Budget, Decision, Fragola, RayBackend, SimulatedUser, tool
 from fragola_nb.graders import max_model_calls, tool_args, tool_sequence

@@ -9,7 +9,7 @@ import re
 import time
 
 import pytest
-from kernel_harness import Kernel
+from support.kernel_harness import Kernel
 
 pytestmark = pytest.mark.timeout(300)
 

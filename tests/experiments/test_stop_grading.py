@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from helpers import make_fragola, until_async
-from invariants import check_agent
+from support.helpers import make_fragola, until_async
+from support.invariants import check_agent
 
 from fragola_nb import Agent, BadUsage, Budget
 from fragola_nb.graders import contains, judge

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from comm_log import Wire, record_comms
-from compare_world import by_instructions
-from helpers import make_agent
-from helpers import until_async as until
+from support.comm_log import Wire, record_comms
+from support.compare_world import by_instructions
+from support.helpers import make_agent
+from support.helpers import until_async as until
 
 from fragola_nb import Comparison
 from fragola_nb.experiments.compare.comparison import WATCHERS

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from comm_log import Wire, record_comms
-from compare_world import add, by_instructions
-from helpers import make_agent, until
-from html_checks import assert_inert
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from support.comm_log import Wire, record_comms
+from support.compare_world import add, by_instructions
+from support.helpers import make_agent, until
+from support.html_checks import assert_inert
 
 from fragola_nb import Comparison, Fragola
 from fragola_nb.experiments.compare.comparison import WATCHERS
@@ -290,7 +290,7 @@ variants = {{"evil": {{"instructions": {HOSTILE!r}}}, "plain": {{}}}}
 
 @pytest.fixture(scope="module")
 def kernel() -> Iterator[Any]:
-    from kernel_harness import Kernel
+    from support.kernel_harness import Kernel
 
     with Kernel() as running:
         running.execute(KERNEL_SETUP)

@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from comm_log import Wire, record_comms
-from helpers import make_agent, make_fragola
+from support.comm_log import Wire, record_comms
+from support.helpers import make_agent, make_fragola
 
 from fragola_nb import Fragola
 from fragola_nb.core.usage import CallUsage, ModelPrice, Usage

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import make_agent
+from support.helpers import make_agent
 
 from fragola_nb.experiments.evaluate.evaluation import EVALUATION_WATCHERS, Evaluation
 from fragola_nb.experiments.evaluate.labels import Label

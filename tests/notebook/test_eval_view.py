@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import make_agent, until
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from support.helpers import make_agent, until
 
 from fragola_nb import Fragola
 from fragola_nb.experiments.evaluate.evaluation import EVALUATION_WATCHERS, Evaluation
@@ -243,7 +243,7 @@ checks = [contains("Paris")]
 
 @pytest.fixture(scope="module")
 def kernel() -> Iterator[Any]:
-    from kernel_harness import Kernel
+    from support.kernel_harness import Kernel
 
     with Kernel() as running:
         running.execute(KERNEL_SETUP)

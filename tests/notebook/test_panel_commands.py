@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comm_log import Wire, record_comms
-from helpers import add_tool, make_fragola
+from support.comm_log import Wire, record_comms
+from support.helpers import add_tool, make_fragola
 
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.notebook.panel.view import AgentPanel

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kernel_harness import Kernel
+from support.kernel_harness import Kernel
 
 SETUP = """
 %load_ext fragola_nb

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from helpers import AddArgs, add_tool
-from helpers import panel_calls as calls
-from helpers import until_async as until
 from hypothesis import example, given
 from hypothesis import strategies as st
+from support.helpers import AddArgs, add_tool
+from support.helpers import panel_calls as calls
+from support.helpers import until_async as until
 
 from fragola_nb import Fragola, Tool, tool
 from fragola_nb.base.render import _markdown, markdown_html, visible

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from comm_log import Sent, Wire, record_comms, stream_states
+from support.comm_log import Sent, Wire, record_comms, stream_states
 
 from fragola_nb import Fragola, tool
 from fragola_nb.core.agent import Agent

@@ -6,7 +6,7 @@ stored widget state, nbconvert's HTML exporter picks the panel's widget view for
 output (a view JSON that needs a CDN and anywidget's module) and still shows the copy.
 ``fragola_nb.notebook.static.static_views``, given to nbconvert as a preprocessor, also
 leaves out the panel's widget view. Real ``jupyter nbconvert`` in a subprocess, a real
-kernel, the scripted model (offline): the files are tests/saved_static_world.py's. The page
+kernel, the scripted model (offline): the files are tests/support/saved_static_world.py's. The page
 opened in Chromium: ``tests/browser/test_browser_saved_static.py``.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from saved_static_world import PREPROCESSOR, make_files, nbconvert
+from support.saved_static_world import PREPROCESSOR, make_files, nbconvert
 
 pytestmark = pytest.mark.timeout(300)
 

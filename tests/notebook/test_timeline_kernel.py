@@ -11,7 +11,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-from kernel_harness import Kernel, startup_profile
+from support.kernel_harness import Kernel, startup_profile
 
 from fragola_nb.models.scripted import ScriptedModel, call, hang, reply, tool_calls
 

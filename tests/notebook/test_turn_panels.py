@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers import add_tool
-from helpers import until_async as until
+from support.helpers import add_tool
+from support.helpers import until_async as until
 
 from fragola_nb import Fragola, Tool, tool
 from fragola_nb.core.agent import Agent

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI, fragola_on
+from support.quoting_api import AGENT_KEY, JUDGE_KEY, KEYS, VARIANTS, QuotingAPI, fragola_on
 
 from fragola_nb.graders import judge
 from fragola_nb.notebook.compare.view import CompareView

@@ -25,9 +25,9 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel_harness import Kernel, Result
+from support.kernel_harness import Kernel, Result
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)

@@ -176,7 +176,7 @@ def broken(city: str) -> str:
     raise TimeoutError("no answer from the station")
 
 
-SERVER = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
+SERVER = str(Path(__file__).resolve().parents[1] / "mcp_servers" / "demo_server.py")
 STDIO = [sys.executable, SERVER, "stdio"]
 
 

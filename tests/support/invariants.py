@@ -14,9 +14,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from openai_schema import validate_request
-
 from fragola_nb import Agent
+from support.openai_schema import validate_request
 
 __all__ = [
     "Snapshot",

@@ -40,7 +40,7 @@ class Result:
 
 
 # The repository's opt-in IPython config: its profile_default loads fragola_nb at kernel start.
-CONFIG = Path(__file__).parent.parent / "jupyter-config" / "ipython"
+CONFIG = Path(__file__).resolve().parents[2] / "jupyter-config" / "ipython"
 
 
 def startup_profile(ipython_dir: Path) -> dict[str, str]:

@@ -20,7 +20,7 @@ from referencing.jsonschema import DRAFT202012
 
 __all__ = ["SchemaMismatch", "validate_chunk", "validate_request", "validate_response"]
 
-SCHEMA_PATH = Path(__file__).parent / "schemas" / "chat-completions.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "chat-completions.schema.json"
 _URI = "urn:openai:chat-completions"
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kernel_harness import Kernel
+from support.kernel_harness import Kernel
 
 
 def click(kernel: Kernel, comm_id: str, **content: Any) -> None:

@@ -29,9 +29,10 @@ from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
-from kernel_harness import Kernel
 
-ROOT = Path(__file__).resolve().parent.parent
+from support.kernel_harness import Kernel
+
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL_NAME = "fragola-wheel"
 
 
