@@ -478,7 +478,7 @@ def test_what_cannot_work_on_workers_says_why(tmp_path: Path,
                                                caplog: pytest.LogCaptureFixture) -> None:
     # A replayed recording is held by this process: each worker must open it itself.
 
-    lesson = Path(__file__).resolve().parents[2] / "notebooks" / "recordings" / "lesson.jsonl"
+    lesson = Path(__file__).resolve().parents[3] / "notebooks" / "recordings" / "lesson.jsonl"
     replayed = Fragola.replay(lesson).agent(name="tutor")
     with pytest.raises(BadUsage, match=r"it replays a recording held in this process\); pass "
                                        r"RayBackend\(fragola=lambda: Fragola.replay\(PATH\)\)"):
@@ -533,7 +533,7 @@ def test_an_address_nothing_answers_on_is_one_line_at_once(tmp_path: Path) -> No
 async def test_mcp_tools_are_refused_with_the_reason() -> None:
     from fragola_nb import mcp_tools
 
-    server = Path(__file__).resolve().parents[1] / "mcp_servers" / "demo_server.py"
+    server = Path(__file__).resolve().parents[2] / "mcp_servers" / "demo_server.py"
     connection = await mcp_tools([sys.executable, str(server), "stdio"])
     try:
         agent = Fragola.scripted(brain=brain).agent(name="m", tools=connection.tools)

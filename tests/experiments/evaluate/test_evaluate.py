@@ -8,51 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import assert_valid_history, make_agent, user
+from support.eval_world import KEY, VARIANTS, brain, eval_agent, last_user
+from support.helpers import assert_valid_history
 
-from fragola_nb import Agent, BadUsage, Fragola
+from fragola_nb import BadUsage, Fragola
 from fragola_nb.experiments.evaluate.evaluation import Evaluation
 from fragola_nb.graders import Grade, GradedRow, contains, tool_called
-from fragola_nb.models.scripted import Item, ScriptedModel, call, reply, tool_calls
-
-KEY = "sk-proj-evalkey0123456789abc"
-
-
-def system_text(request: dict[str, Any]) -> str:
-    return " ".join(str(m["content"]) for m in request["messages"] if m["role"] == "system")
-
-
-def last_user(request: dict[str, Any]) -> str:
-    return str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
-
-
-def brain(request: dict[str, Any]) -> Item:
-    """Answers with its instructions' mood and the question; ``weather`` calls a tool; ``leak``
-    answers with the API key; ``flaky`` passes every other time it is asked."""
-    text, mood = last_user(request), system_text(request)
-    if request["messages"][-1]["role"] == "tool":
-        return reply(f"{mood}: it is sunny")
-    if "weather" in text:
-        return tool_calls(call("forecast", {"city": "Oslo"}))
-    if "leak" in text:
-        return reply(f"the key is {KEY}")
-    if "flaky" in text:
-        brain.asked = getattr(brain, "asked", 0) + 1  # type: ignore[attr-defined]
-        return reply("right" if brain.asked % 2 else "wrong")  # type: ignore[attr-defined]
-    return reply(f"{mood}: {text}")
-
-
-def eval_agent(model: ScriptedModel, **options: Any) -> Agent:
-    from fragola_nb import tool
-
-    model.brain = brain
-    forecast = tool(name="forecast", description="", handler=lambda city: f"sun in {city}")
-    options.setdefault("instructions", "calm")
-    return make_agent(model, forecast, name="ev", messages=[user("hi"), {
-        "role": "assistant", "content": "hello"}], **options)
-
-
-VARIANTS = {"calm": {"instructions": "calm"}, "loud": {"instructions": "LOUD"}}
+from fragola_nb.models.scripted import Item, ScriptedModel, reply
 
 
 async def test_cases_variants_repeats_each_on_its_own_fork_in_order(model: ScriptedModel) -> None:

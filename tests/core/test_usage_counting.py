@@ -1,38 +1,25 @@
-"""Usage and cost at their edges, as a user meets them: models named under their provider,
-prices of any number type, streams whose chunks report usage oddly (or not at all), a stopped
-stream, an answer that cannot be stored, a session reloaded and continued.
+"""Usage counted from what a server reports, as a user meets it: streams whose chunks report
+usage oddly (or not at all), ``stream_options`` the user sets, a stopped stream, an answer
+that cannot be stored, a session reloaded and continued.
 
-Against the scripted model behind the real ``openai`` client. (Recording and replay at their
-edges: tests/models/test_recording_edges.py.)
+Against the scripted model behind the real ``openai`` client. (The main cases of usage and
+cost: tests/core/test_usage.py; recording and replay at their edges:
+tests/models/test_recording_files_and_keys.py.)
 """
 
 from __future__ import annotations
 
 import asyncio
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import genai_prices
 import pytest
 from support.helpers import make_fragola
 
-from fragola_nb import (
-    BadUsage,
-    Fragola,
-    ModelResponseError,
-    Usage,
-    load_session,
-    save_session,
-)
-from fragola_nb.core.usage import CallUsage, check_prices
+from fragola_nb import ModelResponseError, load_session, save_session
+from fragola_nb.core.usage import CallUsage
 from fragola_nb.models.scripted import ScriptedModel, reply
 from fragola_nb.models.scripted.items import recorded
-
-
-def listed(model: str, prompt: int, completion: int) -> float:
-    usage = genai_prices.Usage(input_tokens=prompt, output_tokens=completion)
-    return float(genai_prices.calc_price(usage, model).total_price)
 
 
 def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any
@@ -40,52 +27,6 @@ def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
     return {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4o-mini",
             "choices": choices, **extra}
-
-
-# -- cost ---------------------------------------------------------------------------------------
-
-
-def test_a_model_named_under_its_provider_is_priced_as_the_bare_model() -> None:
-    # LiteLLM and OpenRouter spell models "provider/model": genai-prices knows them so.
-    for name in ("openai/gpt-4o-mini", "openrouter/openai/gpt-4o-mini"):
-        cost = Usage((CallUsage(name, 1000, 500, 1500),)).cost
-        assert cost == pytest.approx(listed("gpt-4o-mini", 1000, 500))
-    # A prefix genai-prices does not know as a provider is not a guess at another's price.
-    assert Usage((CallUsage("ollama/llama3.2", 1000, 500, 1500),)).cost is None
-    assert Usage((CallUsage("mine/gpt-4o-mini", 1000, 500, 1500),)).cost is None
-
-
-def test_prices_take_any_real_number_and_refuse_the_rest_in_one_short_line() -> None:
-    import numpy as np
-
-    checked = check_prices({"m": {"input": Decimal("0.15"), "output": np.float64(0.6),
-                                  "cached_input": np.int64(0)}})
-    assert (checked["m"].input, checked["m"].output, checked["m"].cached_input) == (0.15, 0.6, 0)
-    for bad in (Decimal("sNaN"), Decimal("NaN"), 10**400, "0.15", True, -1, float("inf")):
-        with pytest.raises(BadUsage) as caught:
-            check_prices({"m": {"input": bad, "output": 1}})
-        message = str(caught.value)
-        assert message.startswith("prices['m']['input'] must be a number >= 0, not ")
-        assert "\n" not in message and len(message) < 120
-
-
-async def test_from_env_offline_keeps_the_prices(monkeypatch: pytest.MonkeyPatch) -> None:
-    for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(variable, raising=False)
-    fragola = Fragola.from_env(model="house-model",
-                               prices={"house-model": {"input": 1.0, "output": 2.0}})
-    try:
-        agent = fragola.agent("a")
-        await agent.user_message("Hello.")
-        usage = agent.usage
-        assert usage.unpaid == pytest.approx(  # offline: priced, not paid
-            (usage.prompt_tokens * 1.0 + usage.completion_tokens * 2.0) / 1e6)
-        assert usage.cost == 0.0 and "not paid" in usage.summary()
-    finally:
-        await fragola.aclose()
-
-
-# -- counting -----------------------------------------------------------------------------------
 
 
 async def test_a_stream_keeps_the_last_usage_that_reads_as_counts() -> None:

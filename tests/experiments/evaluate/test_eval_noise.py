@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from experiments.test_evaluate import KEY, VARIANTS, brain, eval_agent, last_user
 from scipy import stats
+from support.eval_world import KEY, VARIANTS, brain, eval_agent, last_user
 
 from fragola_nb import BadUsage, Fragola
 from fragola_nb.experiments.evaluate.evalrow import EvalRow

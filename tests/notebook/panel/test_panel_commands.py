@@ -16,7 +16,7 @@ from support.helpers import add_tool, make_fragola
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.notebook.panel.view import AgentPanel
 
-PACKAGE = Path(__file__).resolve().parents[2] / "fragola_nb"
+PACKAGE = Path(__file__).resolve().parents[3] / "fragola_nb"
 
 
 def declared(marker: str) -> set[str]:
