@@ -1,7 +1,7 @@
 """The model and tool the compare tests share: ``by_instructions``, a scripted model's brain
 that answers from each variant's instructions (HANG hangs, FAIL fails, TOOL calls ``add``), and
-``add``, a tool that asks for approval. Shared by tests/experiments/test_compare.py and
-tests/notebook/test_compare_view.py.
+``add``, a tool that asks for approval. Shared by tests/experiments/compare/test_compare.py and
+tests/notebook/compare/test_compare_view.py.
 
     model.brain = by_instructions
     agent = make_agent(model, add, instructions="TOOL")
