@@ -3,7 +3,7 @@
 network blocked (a route aborts and records every request that is not a file): the panel's
 conversation is on the page as text, the hostile parts inert. The files:
 ``tests/support/saved_static_world.py`` (read without a browser by
-``tests/notebook/test_saved_static_view.py``).
+``tests/notebook/static/test_saved_static_view.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """An executed notebook with a ``%%fragola`` panel (and someone else's widget), and its
 nbconvert HTML pages, plain and with ``fragola_nb.notebook.static.static_views``: real
 ``jupyter nbconvert`` in a subprocess, a real kernel, the scripted model (offline). Shared by
-tests/notebook/test_saved_static_view.py and tests/browser/test_browser_saved_static.py.
+tests/notebook/static/test_saved_static_view.py and tests/browser/test_browser_saved_static.py.
 """
 
 from __future__ import annotations
