@@ -9,7 +9,7 @@ Everything is local: a scripted model on loopback inside the kernel (a brain tha
 call of an instant tool ``add`` while the request holds fewer than N tool results, then says
 "done"), fresh agents for each cell (made in the cell before, not timed).
 
-- kernel: a python3 kernel through ``jupyter_client`` (``tests/kernel_harness.py``), nothing
+- kernel: a python3 kernel through ``jupyter_client`` (``tests/support/kernel_harness.py``), nothing
   attached that draws: the panel's messages go to iopub and are read, as a front end would;
 - browser: the throw-away JupyterLab server and the Debian chromium of the browser tests
   (``tests/browser/jlab_harness.py``), the notebook open, the cells run one at a time with
@@ -123,7 +123,7 @@ def _timed(times: list[list[Any]], plan: list[tuple[str, str, int]]) -> list[dic
 
 
 def run_kernel(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
-    from kernel_harness import Kernel
+    from support.kernel_harness import Kernel
 
     with Kernel() as kernel:
         kernel.execute("%load_ext fragola_nb\n" + SETUP)

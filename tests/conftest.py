@@ -6,10 +6,14 @@ official ``CreateChatCompletionRequest`` schema, and every completion and stream
 against the response/chunk schemas, so a test that drifts from the real wire format fails.
 
 The tests live in folders that mirror the package's layers (tests/base, tests/models,
-tests/core, tests/sessions, tests/presets, tests/experiments, tests/notebook) and tests/package
-for the whole package; the modules they share (helpers, kernel_harness, invariants, ...) are
-here in tests/, put on ``sys.path`` below for every folder. Test files import from those
-modules, never from each other, and keep unique names (pytest imports each by its name).
+tests/core, tests/sessions, tests/presets, tests/experiments, tests/notebook, with the
+experiments' and the notebook's families in folders of their own as in the code), folders
+named by subject for what crosses the layers (tests/security: no credential in any writer,
+view, trace or error; tests/robustness: errors, files, threads) and tests/package for the
+whole package; the modules they share (helpers, kernel_harness, invariants, ...) are
+the ``support`` package, tests/support/, imported as ``support.<module>`` (tests/ is put on
+``sys.path`` below for every folder). Test files import from those modules, never from each
+other, and keep unique names (pytest imports each by its name).
 """
 
 from __future__ import annotations
@@ -39,13 +43,13 @@ TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 
-from openai_schema import (  # noqa: E402
+from support.openai_schema import (  # noqa: E402
     SchemaMismatch,
     validate_chunk,
     validate_request,
     validate_response,
 )
-from quoting_api import QuotingAPI  # noqa: E402
+from support.quoting_api import QuotingAPI  # noqa: E402
 
 
 def _mismatches(

@@ -2,7 +2,7 @@
 warning (a broken link, anchor, nav entry or API reference fails), with an API entry for every
 name the package exports and the user guide's notebooks rendered; every page's snippets run in
 order in a real kernel, offline, as the README's do, and every path a page names exists (the
-rules: tests/doc_snippets.py)."""
+rules: tests/support/doc_snippets.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from doc_snippets import DOCS, ROOT, blocks, missing_paths, pages, run_offline
+from support.doc_snippets import DOCS, ROOT, blocks, missing_paths, pages, run_offline
 
 import fragola_nb
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import until
-from kernel_harness import Kernel
 from nbclient import NotebookClient
+from support.helpers import until
+from support.kernel_harness import Kernel
 
 HERE = Path(__file__).parent.parent / "notebooks"
 NOTEBOOKS = sorted(HERE.glob("*.ipynb"))

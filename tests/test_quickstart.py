@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from wheel_install import ROOT, clean_env, tracked
+from support.wheel_install import ROOT, clean_env, tracked
 
 HEAVY = {"ray", "playwright", "mkdocs", "mkdocs-material", "mkdocstrings", "mkdocs-jupyter",
          "mypy", "ruff", "pytest", "hypothesis", "pandas", "llama-cpp-python", "mcp",

@@ -3,7 +3,7 @@
 the scripted model answers). A block that raises fails the test with its text. The shell
 block at the top is what CI runs, every path the README names exists, and it stays short:
 the manual is the docs site (docs/, tests/test_docs.py). The rules for reading and running
-blocks are tests/doc_snippets.py's, the same for the docs pages."""
+blocks are tests/support/doc_snippets.py's, the same for the docs pages."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from doc_snippets import (
+from support.doc_snippets import (
     DOCS,
     README,
     ROOT,

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from html_checks import assert_inert
+from support.html_checks import assert_inert
 
 from fragola_nb.base.checks import FACTS
 from fragola_nb.base.render import (

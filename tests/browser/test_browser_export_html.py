@@ -3,8 +3,8 @@ view clicked (history, a tool call opened, tree nodes, the batch filters, the co
 columns), hostile text shown as text, nothing requested, no console error; screenshots at
 700 px and in the dark (``prefers-color-scheme: dark``) in the test's artifacts folder.
 
-The runs are real (``tests/html_export_world.py``: the official ``openai`` client against the
-scripted server). No JupyterLab here: only the ``browser`` fixture of this package.
+The runs are real (``tests/support/html_export_world.py``: the official ``openai`` client
+against the scripted server). No JupyterLab here: only the ``browser`` fixture of this package.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from fragola_nb.models.scripted import ScriptedModel
 from .export_pages import opening
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import html_export_world as world
+from support import html_export_world as world
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -2,8 +2,8 @@
 ``fragola_nb.notebook.static.static_views``, opened from file:// in Chromium with the
 network blocked (a route aborts and records every request that is not a file): the panel's
 conversation is on the page as text, the hostile parts inert. The files:
-``tests/saved_static_world.py`` (read without a browser by
-``tests/notebook/test_saved_static_view.py``).
+``tests/support/saved_static_world.py`` (read without a browser by
+``tests/notebook/static/test_saved_static_view.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, expect
 from .conftest import ARTIFACTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from saved_static_world import ANSWER, QUESTION, make_files
+from support.saved_static_world import ANSWER, QUESTION, make_files
 
 pytestmark = pytest.mark.timeout(300)
 

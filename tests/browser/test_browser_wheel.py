@@ -1,5 +1,5 @@
-"""The panel of fragola_nb installed from its wheel (tests/wheel_install.py: built from a clean
-copy, pip-installed, not editable, in a fresh venv), in JupyterLab: the notebook's kernel is
+"""The panel of fragola_nb installed from its wheel (tests/support/wheel_install.py: built from
+a clean copy, pip-installed, not editable, in a fresh venv), in JupyterLab: the notebook's kernel is
 that venv's python, so the panel's JavaScript and CSS that reach the browser are the wheel's
 files, read by the installed package (the wheel once had none: every panel raised
 FileNotFoundError). The JupyterLab front end (ipywidgets, anywidget) is the test venv's."""
@@ -11,7 +11,7 @@ import shutil
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
-from wheel_install import KERNEL_NAME, kernel_specs, venv
+from support.wheel_install import KERNEL_NAME, kernel_specs, venv
 
 from . import jlab_harness as h
 from .conftest import UI, expect

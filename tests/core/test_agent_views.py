@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pydantic
-from helpers import make_fragola, user
+from support.helpers import make_fragola, user
 
 from fragola_nb import tool
 from fragola_nb.core.agent import Agent

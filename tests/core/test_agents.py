@@ -12,8 +12,8 @@ import httpx2
 import openai
 import pydantic
 import pytest
-from helpers import make_fragola
-from openai_schema import validate_request
+from support.helpers import make_fragola
+from support.openai_schema import validate_request
 
 from fragola_nb import BadUsage, Fragola, InvalidToolDefinition, create_store, tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls

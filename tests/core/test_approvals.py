@@ -7,7 +7,7 @@ from typing import Any
 
 import pydantic
 import pytest
-from helpers import answered, asked, make_agent, user
+from support.helpers import answered, asked, make_agent, user
 
 from fragola_nb import (
     Agent,

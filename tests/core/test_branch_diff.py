@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import answered, asked, make_agent, user
+from support.helpers import answered, asked, make_agent, user
 
 import fragola_nb
 from fragola_nb import BadUsage, BranchDiff

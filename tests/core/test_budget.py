@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import make_fragola
-from invariants import check_agent
+from support.helpers import make_fragola
+from support.invariants import check_agent
 
 from fragola_nb import BadUsage, Budget, Fragola, load_session, save_session
 from fragola_nb.core.tools import tool

@@ -9,8 +9,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from helpers import make_fragola
-from invariants import check_agent
+from support.helpers import make_fragola
+from support.invariants import check_agent
 
 from fragola_nb import BadUsage, Budget, Fragola, RateLimit
 from fragola_nb.models.scripted import ScriptedModel, fail, reply

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import load_session, save_session, tool
 from fragola_nb.core.timing import Timeline

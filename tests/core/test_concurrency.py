@@ -19,7 +19,7 @@ from typing import Any
 import httpx2
 import pytest
 import pytest_asyncio
-from invariants import check_agent, loopback_http_client
+from support.invariants import check_agent, loopback_http_client
 
 from fragola_nb import Agent, Fragola, ListenerError, create_store, tool
 from fragola_nb.models.scripted import Item, ScriptedModel, call, reply, tool_calls

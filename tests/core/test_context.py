@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import answered, asked, make_agent, make_fragola
+from support.helpers import answered, asked, make_agent, make_fragola
 
 from fragola_nb import (
     AgentContext,

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 import pytest
-from helpers import answered, asked, make_agent, user
+from support.helpers import answered, asked, make_agent, user
 
 from fragola_nb import BadUsage
 from fragola_nb.models.scripted import ScriptedModel, reply

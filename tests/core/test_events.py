@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from helpers import answered, asked, make_fragola, user
 from pydantic import BaseModel
+from support.helpers import answered, asked, make_fragola, user
 
 from fragola_nb import (
     EVENT_NAMES,

@@ -2,8 +2,9 @@
 the openai client's own retries succeed), the agent is idle with a valid history holding no
 half-built reply, and the next call works.
 
-``tests/base/test_errors_and_sync.py`` covers the error classes and a first example of each failure;
-this file runs the whole matrix, the client's retries, and answers that are not usable.
+``tests/robustness/test_errors_and_sync.py`` covers the error classes and a first example of
+each failure; this file runs the whole matrix, the client's retries, and answers that are not
+usable.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 import openai
 import pytest
 import pytest_asyncio
-from helpers import answered, asked, assert_recovers, user
-from invariants import check_agent, loopback_http_client
+from support.helpers import answered, asked, assert_recovers, user
+from support.invariants import check_agent, loopback_http_client
 
 from fragola_nb import (
     Agent,

@@ -6,7 +6,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from helpers import make_fragola, user
+from support.helpers import make_fragola, user
 
 from fragola_nb import Agent, BadUsage, create_store, tool
 from fragola_nb.models.scripted import call, hang, reply, tool_calls

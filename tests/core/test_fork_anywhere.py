@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from helpers import answered, asked, assert_valid_history, make_agent, user
+from support.helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, BadUsage, tool
 from fragola_nb.base.checks import FACTS, edited_by_hand

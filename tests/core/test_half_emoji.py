@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import make_fragola
-from invariants import check_agent
+from support.helpers import make_fragola
+from support.invariants import check_agent
 
 from fragola_nb import Agent, BadUsage, load_session, save_session, tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls

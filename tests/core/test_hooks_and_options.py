@@ -10,7 +10,7 @@ from typing import Any
 
 import pydantic
 import pytest
-from helpers import answered, broken, make_agent, make_fragola, weather
+from support.helpers import answered, broken, make_agent, make_fragola, weather
 
 from fragola_nb import BadUsage, ToolCallPayload, create_store, tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from helpers import make_fragola, user
-from invariants import check_agent, loopback_http_client
+from support.helpers import make_fragola, user
+from support.invariants import check_agent, loopback_http_client
 
 from fragola_nb import Agent, Fragola, ModelHTTPError, run_sync, tool
 from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
@@ -41,7 +41,7 @@ from fragola_nb.models.scripted import (
     tool_calls,
 )
 
-TESTS = Path(__file__).resolve().parents[1]  # the shared helpers (helpers, invariants)
+TESTS = Path(__file__).resolve().parents[1]  # on sys.path: the support package (helpers...)
 
 
 @tool
@@ -446,7 +446,7 @@ def test_keyboard_interrupt_from_a_handler_reaches_the_run_sync_caller(
 SCRIPT = r"""
 import asyncio, json, sys, threading
 sys.path.insert(0, sys.argv[3])
-from invariants import check_agent, loopback_http_client
+from support.invariants import check_agent, loopback_http_client
 from fragola_nb import Fragola, run_sync, tool
 from fragola_nb.models.scripted import ScriptedModel, call, hang, reply, tool_calls
 
@@ -586,7 +586,7 @@ def test_the_kernels_interrupt_reaches_a_cell_awaiting_a_silent_server(call: str
     # ipykernel answers an interrupt by scheduling the cell's cancellation without waking its
     # loop (ipython/ipykernel#881): a cell awaiting a server that never answers stayed busy for
     # good. The run keeps its loop awake, so the cell ends as an error, and the agent is usable.
-    from kernel_harness import Kernel
+    from support.kernel_harness import Kernel
 
     with ScriptedModel(brain=lambda request: hang()) as model, Kernel() as kernel:
         kernel.execute("from fragola_nb import Fragola\n"
@@ -629,7 +629,7 @@ async def test_one_ticker_keeps_a_loop_awake_for_every_call_in_flight() -> None:
 def test_with_the_extension_an_interrupted_await_cell_ends_in_one_line() -> None:
     # Jupyter's convention: an interrupt ends the cell as an error with a short message, the
     # full chain reachable with %tb. An interrupt elsewhere keeps IPython's own traceback.
-    from kernel_harness import Kernel
+    from support.kernel_harness import Kernel
 
     with ScriptedModel(brain=lambda request: hang()) as model, Kernel() as kernel:
         kernel.execute("%load_ext fragola_nb\nfrom fragola_nb import Fragola\n"
@@ -734,7 +734,7 @@ async def test_an_interrupt_scheduled_as_the_reply_is_stored_cancels_the_tool(
 CTRL_C_AT_THE_REPLY = """
 import asyncio, json, os, signal, sys
 sys.path.insert(0, sys.argv[1])
-from invariants import check_agent
+from support.invariants import check_agent
 from fragola_nb import Fragola, tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
@@ -776,7 +776,7 @@ def test_ctrl_c_as_the_reply_arrives_cancels_the_tool_in_a_plain_script() -> Non
 def test_the_kernels_interrupt_as_the_reply_arrives_cancels_the_tool() -> None:
     """A real Jupyter interrupt (the kernel's SIGINT), at the moment the reply arrives: the
     cell ends as an error and the tool never ran."""
-    from kernel_harness import Kernel
+    from support.kernel_harness import Kernel
 
     with ScriptedModel(brain=lambda request: tool_calls(call("transfer", {"amount": 5},
                                                              id="c1"))) as model, \

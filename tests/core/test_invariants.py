@@ -25,10 +25,10 @@ from typing import Any
 
 import openai
 import pytest
-from helpers import make_fragola
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from invariants import check_agent, check_history, snapshot
+from support.helpers import make_fragola
+from support.invariants import check_agent, check_history, snapshot
 
 from fragola_nb import (
     EVENT_NAMES,

@@ -9,7 +9,7 @@ import openai
 import pydantic
 import pydantic.v1
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import JsonModeError, JsonResult, ModelError
 from fragola_nb.models.scripted import fail, reply

@@ -15,8 +15,8 @@ from typing import Any
 
 import pydantic
 import pytest
-from helpers import assert_valid_history, make_fragola, until_async, user
-from invariants import check_agent
+from support.helpers import assert_valid_history, make_fragola, until_async, user
+from support.invariants import check_agent
 
 from fragola_nb import BadUsage, Fragola, JsonModeError, tool
 from fragola_nb.core.jsonshapes import NOT_RUN, RECEIVED

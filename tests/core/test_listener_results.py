@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import answered, asked, assert_recovers, assert_valid_history, make_agent, user
-from invariants import check_agent
+from support.helpers import answered, asked, assert_recovers, assert_valid_history, make_agent, user
+from support.invariants import check_agent
 
 from fragola_nb import (
     BadUsage,

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from helpers import answered, asked, make_fragola, user
+from support.helpers import answered, asked, make_fragola, user
 
 from fragola_nb import Agent, AgentState, tool
 from fragola_nb.core.runloop import CANCELLED, INTERRUPTED

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import BadUsage, Store, create_store, tool
 from fragola_nb.models.scripted import call, reply, tool_calls

@@ -9,9 +9,9 @@ from typing import Any
 
 import openai
 import pytest
-from helpers import answered, asked, make_fragola, user
 from openai.types.chat import ChatCompletionChunk
-from openai_schema import validate_chunk
+from support.helpers import answered, asked, make_fragola, user
+from support.openai_schema import validate_chunk
 
 from fragola_nb import ModelError, tool
 from fragola_nb.models.scripted import call, raw, reply, tool_calls

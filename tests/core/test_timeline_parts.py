@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import tool
 from fragola_nb.core.timing import Parts, Timeline, ToolTiming, percents

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import pydantic
 import pytest
-from helpers import answered, asked, assert_valid_history, make_agent, user
-from invariants import check_agent
+from support.helpers import answered, asked, assert_valid_history, make_agent, user
+from support.invariants import check_agent
 
 from fragola_nb import (
     InvalidArguments,

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import pydantic
 import pydantic.v1
 import pytest
-from helpers import answered, asked, make_agent
+from support.helpers import answered, asked, make_agent
 
 from fragola_nb import (
     AgentContext,

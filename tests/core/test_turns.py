@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import answered, asked, assert_valid_history, make_agent, user
+from support.helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Agent, AgentState, BadUsage, tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls

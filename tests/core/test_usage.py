@@ -11,7 +11,7 @@ from typing import Any
 
 import genai_prices
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import BadUsage, Usage, tree_usage
 from fragola_nb.core.tools import tool
@@ -441,7 +441,7 @@ LAZY = """
 import asyncio, sys
 {block}
 from fragola_nb import Fragola
-from helpers import make_fragola
+from support.helpers import make_fragola
 from fragola_nb.models.scripted import ScriptedModel, reply
 
 async def main():

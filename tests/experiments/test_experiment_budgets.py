@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import make_fragola
-from invariants import check_agent
+from support.helpers import make_fragola
+from support.invariants import check_agent
 
 from fragola_nb import BadUsage, Budget, SimulatedUser
 from fragola_nb.models.scripted import ScriptedModel, demo_brain

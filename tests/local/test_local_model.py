@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import until, until_async
+from support.helpers import until, until_async
 
 from fragola_nb import Fragola, tool
 from fragola_nb.core.agent import Agent

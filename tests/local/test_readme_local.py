@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from doc_snippets import LOCAL_SECTION, run, section_blocks
-from kernel_harness import Kernel
+from support.doc_snippets import LOCAL_SECTION, run, section_blocks
+from support.kernel_harness import Kernel
 
 
 def test_the_local_model_snippets_run_in_a_kernel(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from helpers import make_fragola, user
+from support.helpers import make_fragola, user
 
 from fragola_nb import BadUsage, Fragola, ModelHTTPError
 from fragola_nb.core.events import ModelInvocationEvent

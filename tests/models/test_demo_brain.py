@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from helpers import assert_valid_history
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.helpers import assert_valid_history
 
 from fragola_nb import BadUsage, Fragola, ModelHTTPError, tool
 from fragola_nb.models.scripted import (

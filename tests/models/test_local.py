@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import until
 from IPython.core.interactiveshell import InteractiveShell
+from support.helpers import until
 
 from fragola_nb import BadUsage, Fragola, FragolaError
 from fragola_nb.core.agent import Agent

@@ -13,7 +13,7 @@ from typing import Any
 
 import pydantic
 import pytest
-from helpers import make_fragola
+from support.helpers import make_fragola
 
 from fragola_nb import Agent, BadUsage, Fragola, ModelTimeout
 from fragola_nb.core.events import ModelInvocationEvent

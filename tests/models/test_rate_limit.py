@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pytest
-from helpers import make_fragola
-from invariants import check_agent
+from support.helpers import make_fragola
+from support.invariants import check_agent
 
 from fragola_nb import BadUsage, Fragola, ModelHTTPError, RateLimit
 from fragola_nb.models.client.ratelimit import Limiter, retry_delay

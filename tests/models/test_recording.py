@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import assert_valid_history
-from openai_schema import validate_chunk, validate_request, validate_response
+from support.helpers import assert_valid_history
+from support.openai_schema import validate_chunk, validate_request, validate_response
 
 from fragola_nb import Agent, BadUsage, Fragola, ModelConnectionError, ModelHTTPError, tool
 from fragola_nb.models.scripted import ScriptedModel, call, fail, reply, tool_calls

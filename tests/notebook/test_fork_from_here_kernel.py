@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kernel_harness import Kernel
-from panel_kernel import click, custom, rows, wait_sent
+from support.kernel_harness import Kernel
+from support.panel_kernel import click, custom, rows, wait_sent
 
 SETUP = """
 from IPython.display import display

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from helpers import make_agent, user
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from support.helpers import make_agent, user
 
 from fragola_nb import Fragola
 from fragola_nb.models.scripted import ScriptedModel, reply

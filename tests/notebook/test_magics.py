@@ -16,10 +16,10 @@ from typing import Any
 import openai
 import pydantic
 import pytest
-from helpers import until
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+from support.helpers import until
 
 from fragola_nb import (
     BadUsage,

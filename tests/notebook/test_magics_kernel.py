@@ -16,10 +16,10 @@ from typing import Any
 
 import nbformat
 import pytest
-from helpers import until
-from kernel_harness import CONFIG, Kernel, startup_profile
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from support.helpers import until
+from support.kernel_harness import CONFIG, Kernel, startup_profile
 
 from fragola_nb.models.scripted import (
     ScriptedModel,

@@ -15,8 +15,8 @@ import re
 from typing import Any
 
 import pytest
-from helpers import add_tool, make_agent
-from helpers import until_async as until
+from support.helpers import add_tool, make_agent
+from support.helpers import until_async as until
 
 import fragola_nb
 from fragola_nb import export_markdown, export_tree_html, export_tree_markdown

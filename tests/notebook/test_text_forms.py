@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import make_agent
 from IPython.core.interactiveshell import InteractiveShell
+from support.helpers import make_agent
 
 from fragola_nb.graders import contains
 from fragola_nb.models.scripted import ScriptedModel, reply

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kernel_harness import Kernel, Result
+from support.kernel_harness import Kernel, Result
 
 SETUP = """
 %load_ext fragola_nb

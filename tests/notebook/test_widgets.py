@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comm_log import Wire, record_comms, stream_states
-from helpers import AddArgs, add_tool, make_fragola
-from helpers import panel_calls as calls
-from helpers import until_async as until
-from html_checks import assert_inert
 from IPython.core.interactiveshell import InteractiveShell
+from support.comm_log import Wire, record_comms, stream_states
+from support.helpers import AddArgs, add_tool, make_fragola
+from support.helpers import panel_calls as calls
+from support.helpers import until_async as until
+from support.html_checks import assert_inert
 
 from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
 from fragola_nb.core.agent import Agent

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from comm_log import stream_states
-from html_checks import assert_inert
-from kernel_harness import Kernel
-from panel_kernel import click, custom, rows, wait_sent
+from support.comm_log import stream_states
+from support.html_checks import assert_inert
+from support.kernel_harness import Kernel
+from support.panel_kernel import click, custom, rows, wait_sent
 
 API_KEY = "sk-kernel-NEVER-SHOWN-777"
 SCRIPT = "<script>alert(1)</script>"

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kernel_harness import Kernel
+from support.kernel_harness import Kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 

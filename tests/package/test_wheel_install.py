@@ -22,11 +22,11 @@ from typing import Any
 
 import nbformat
 import pytest
-from doc_snippets import section_blocks
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
-from wheel_install import (
+from support.doc_snippets import section_blocks
+from support.wheel_install import (
     KERNEL_NAME,
     ROOT,
     WheelKernel,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pydantic
 import pytest
-from helpers import answered, asked, assert_valid_history, make_agent, user
+from support.helpers import answered, asked, assert_valid_history, make_agent, user
 
 from fragola_nb import Fragola, tool
 from fragola_nb.base.checks import META

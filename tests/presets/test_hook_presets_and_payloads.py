@@ -8,7 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import (
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.helpers import (
     STDIO,
     answered,
     broken,
@@ -18,9 +21,6 @@ from helpers import (
     until_async,
     weather,
 )
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fragola_nb import BadUsage, ToolCallPayload, tool, tracing_hook
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls

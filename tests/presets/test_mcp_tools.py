@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import psutil
 import pytest
-from helpers import (
+from support.helpers import (
     SERVER,
     STDIO,
     answered,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from helpers import answered, asked, assert_valid_history, until_async, user
-from openai_schema import validate_request
+from support.helpers import answered, asked, assert_valid_history, until_async, user
+from support.openai_schema import validate_request
 
 from fragola_nb import Agent, Fragola, tool
 from fragola_nb.models.scripted import call, fail, hang, reply, tool_calls

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import assert_valid_history, make_agent, make_fragola
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from support.helpers import assert_valid_history, make_agent, make_fragola
 
 from fragola_nb import BadUsage, ModelHTTPError, run_sync
 from fragola_nb.core.tools import tool

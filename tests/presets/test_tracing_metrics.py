@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from echo_api import KEY, EchoAPI, rejecting_key
-from helpers import make_agent, model_error
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from support.echo_api import KEY, EchoAPI, rejecting_key
+from support.helpers import make_agent, model_error
 
 from fragola_nb import BadUsage, Fragola
 from fragola_nb.models.scripted import ScriptedModel, reply

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from html_checks import assert_page_is_closed, data_of
 from markdown_it import MarkdownIt
+from support.html_checks import assert_page_is_closed, data_of
 
 from fragola_nb import (
     Agent,

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from html_checks import assert_page_is_closed, data_of
-from html_export_world import (
+from support.html_checks import assert_page_is_closed, data_of
+from support.html_export_world import (
     ARG_SECRET,
     HALF_EMOJI,
     HEADER_SECRET,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_world import SECRET, Bank, Log, add, grow_tree, snapshot, walk
+from support.session_world import SECRET, Bank, Log, add, grow_tree, snapshot, walk
 
 from fragola_nb import (
     Agent,

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import answered, asked, assert_valid_history, make_agent, make_fragola, user
-from html_checks import data_of
+from support.helpers import answered, asked, assert_valid_history, make_agent, make_fragola, user
+from support.html_checks import data_of
 
 from fragola_nb import (
     Agent,

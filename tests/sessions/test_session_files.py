@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from session_world import Bank, Log, snapshot, valid_session_text
+from support.session_world import Bank, Log, snapshot, valid_session_text
 
 from fragola_nb import Fragola, Session, SessionError
 from fragola_nb.sessions import session_from_json, session_to_json
