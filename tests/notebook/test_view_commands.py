@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comm_log import Wire, record_comms
-from helpers import make_agent
+from support.comm_log import Wire, record_comms
+from support.helpers import make_agent
 
 import fragola_nb
 from fragola_nb import Comparison
