@@ -24,11 +24,12 @@ from fragola_nb.base.checks import (
     withheld,
 )
 from fragola_nb.base.errors import BadUsage, InvalidArguments, TurnRefused
-from fragola_nb.core import driver, forking, limits
+from fragola_nb.core import forking, limits
+from fragola_nb.core.run import driver
 from fragola_nb.core import instructions as _instructions
 from fragola_nb.core import options as _options
 from fragola_nb.core.context import AgentContext, AgentOptions
-from fragola_nb.core.driver import Run, StopNow
+from fragola_nb.core.run.driver import Run, StopNow
 from fragola_nb.core.events import (
     Listeners,
     StateUpdateEvent,

@@ -16,7 +16,7 @@ from fragola_nb.base.errors import (
     ModelError,
     exception_text,
 )
-from fragola_nb.core import driver
+from fragola_nb.core.run import driver
 from fragola_nb.core.jsonshapes import FALLBACKS, Shape, check_json_mode, refuses
 from fragola_nb.core.schemas import is_pydantic_v1_model, json_validator, load_json_schema, parse_v1
 from fragola_nb.core.state import AgentState

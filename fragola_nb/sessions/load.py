@@ -23,7 +23,7 @@ from fragola_nb.core.events import Listener
 from fragola_nb.core.history import History
 from fragola_nb.core.hooks import Hook
 from fragola_nb.core.instructions import Scopes
-from fragola_nb.core.runloop import parse_arguments
+from fragola_nb.core.run.loop import parse_arguments
 from fragola_nb.core.schemas import ArgumentsRejected
 from fragola_nb.core.state import Decision, PendingCall
 from fragola_nb.core.stores import Store

@@ -31,7 +31,7 @@ from fragola_nb.core.stores import Store
 from fragola_nb.core.timing import call_timing
 from fragola_nb.core.tools import serialize_result
 from fragola_nb.core.usage import CallUsage
-from fragola_nb.sessions.restore import label
+from fragola_nb.sessions.load import label
 from fragola_nb.sessions.schema import FORMAT, VERSION
 
 __all__ = ["document_of", "listener_name", "locate", "not_json"]

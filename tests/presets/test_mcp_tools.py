@@ -27,7 +27,7 @@ from helpers import (
 )
 
 from fragola_nb import BadUsage, InvalidToolDefinition, run_sync, tool
-from fragola_nb.core.runloop import INTERRUPTED
+from fragola_nb.core.run.loop import INTERRUPTED
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.presets.mcptools import MCPConnection, MCPConnectionError, mcp_tools
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.awake import kept_awake
 from fragola_nb.base.errors import ListenerError
-from fragola_nb.core import probes, runloop
+from fragola_nb.core import probes
+from fragola_nb.core.run import loop as runloop
 from fragola_nb.core.events import claim, release
 from fragola_nb.core.state import AgentState, Outcome
 from fragola_nb.models.client.asking import CURRENT_AGENT

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from fragola_nb.core.agent import Agent
-    from fragola_nb.core.driver import Run
+    from fragola_nb.core.run.driver import Run
 
 REJECTED = "The user rejected this call to "
 """How the answer to a rejected call begins (then the tool's name, "." and the reason)."""
