@@ -142,7 +142,7 @@ def snapshot(agent: Agent) -> dict[str, Any]:
             for p in agent.state.pending
         ],
         "listeners": {event: [listener_name(fn) for fn in fns]
-                      for event, fns in agent._listeners._by_event.items() if fns},
+                      for event, fns in agent.deps.listeners._by_event.items() if fns},
     }
 
 
