@@ -18,7 +18,7 @@ from fragola_nb.base.checks import (
     sent,
 )
 from fragola_nb.base.errors import BadUsage, InvalidArguments
-from fragola_nb.core import forking, limits
+from fragola_nb.core import facade, forking, limits
 from fragola_nb.core import instructions as _instructions
 from fragola_nb.core import options as _options
 from fragola_nb.core.context import AgentContext, AgentOptions
@@ -39,12 +39,10 @@ from fragola_nb.core.tools import Tool
 from fragola_nb.core.usage import Usage
 
 if TYPE_CHECKING:
+    from fragola_nb.core.facade import BatchResult, Comparison, Evaluation, RayBackend
     from fragola_nb.core.fragola import Fragola
     from fragola_nb.core.jsonmode import JsonResult
     from fragola_nb.core.limits import Budget
-    from fragola_nb.experiments import BatchResult, Comparison
-    from fragola_nb.experiments.evaluate.evaluation import Evaluation
-    from fragola_nb.experiments.ray.backend import RayBackend
 
 __all__ = ["Agent"]
 
@@ -297,9 +295,7 @@ class Agent(Listening):
         ``passed``, ``score`` and ``grades``). ``budget`` (a ``Budget``) meters all the
         variants together: once spent, no variant starts.
         """
-        from fragola_nb.experiments.compare.run import run_compare
-
-        return await run_compare(self, message, variants, concurrency, graders=graders,
+        return await facade.compare(self, message, variants, concurrency, graders=graders,
                                  repeat=repeat, budget=budget)
 
     async def batch(
@@ -341,9 +337,7 @@ class Agent(Listening):
 
         See ``fragola_nb.experiments.batch.run``.
         """
-        from fragola_nb.experiments.batch.run import run_batch
-
-        return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
+        return await facade.batch(self, inputs, concurrency, resume=resume, progress=progress,
                                backend=backend, graders=graders, repeat=repeat,
                                budget=budget)
 
@@ -384,9 +378,7 @@ class Agent(Listening):
 
         Returns an ``Evaluation``; see ``fragola_nb.experiments.evaluate.run``.
         """
-        from fragola_nb.experiments.evaluate.run import run_evaluate
-
-        return await run_evaluate(self, cases, variants, graders, repeat=repeat,
+        return await facade.evaluate(self, cases, variants, graders, repeat=repeat,
                                   concurrency=concurrency, resume=resume, budget=budget,
                                   progress=progress, decide=decide, backend=backend)
 
