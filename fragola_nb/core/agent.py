@@ -22,13 +22,12 @@ from fragola_nb.core import facade, forking, limits
 from fragola_nb.core import instructions as _instructions
 from fragola_nb.core import options as _options
 from fragola_nb.core.context import AgentContext, AgentOptions
-from fragola_nb.core.conversation import Conversation, RunDeps
+from fragola_nb.core.conversation import AgentSnapshot, Conversation, RunDeps
 from fragola_nb.core.events import (
     StateUpdateEvent,
 )
 from fragola_nb.core.history import History
 from fragola_nb.core.hooks import Hook
-from fragola_nb.core.instructions import Scopes
 from fragola_nb.core.listening import Listening
 from fragola_nb.core.run import driver
 from fragola_nb.core.run.start import user_message_start
@@ -45,20 +44,6 @@ if TYPE_CHECKING:
     from fragola_nb.core.limits import Budget
 
 __all__ = ["Agent"]
-
-
-@dataclasses.dataclass(frozen=True)
-class AgentSnapshot:
-    """An agent's state besides its options, tools and stores (``agent.snapshot()``): what a
-    session file keeps and a Ray worker sends back, put on an agent by ``agent.restore``."""
-
-    history: History
-    step_count: int
-    status: Status
-    outcome: Outcome | None
-    usage: Usage
-    pending: dict[str, PendingCall]
-    scopes: Scopes
 
 
 class Agent(Listening):
@@ -600,23 +585,12 @@ class Agent(Listening):
         """What this agent holds besides its options, tools and stores: its history (shared,
         not copied), step count, status, outcome, usage, pending calls and scoped
         instructions. A session file is written from it; ``restore`` puts one back."""
-        conv = self.conversation
-        return AgentSnapshot(conv.history, conv.step_count, conv.status, conv.outcome,
-                             conv.usage, dict(conv.pending), conv.scopes.copy())
+        return self.conversation.snapshot()
 
     def restore(self, snapshot: AgentSnapshot) -> None:
         """Put a ``snapshot`` back on this agent (a loaded session, a batch row a Ray worker
         ran): it then reads and goes on as the agent the snapshot was taken of."""
-        conv = self.conversation
-        with conv.lock:
-            if conv.status == "generating":
-                raise BadUsage(f"agent {self.name!r} is generating: restore it when the turn "
-                               "ends")
-            conv.history = snapshot.history
-            conv.step_count, conv.status = snapshot.step_count, snapshot.status
-            conv.outcome, conv.usage = snapshot.outcome, snapshot.usage
-            conv.pending = dict(snapshot.pending)
-            conv.scopes = snapshot.scopes.copy()
+        self.conversation.restore(snapshot)
 
     def adopt(self, fork: Agent) -> None:
         """Put ``fork``, an agent in no tree (a loaded session's), in this agent's tree as

@@ -16,6 +16,7 @@ change the status with its event (``set_status``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,22 @@ if TYPE_CHECKING:
     from fragola_nb.core.stores import Store
     from fragola_nb.core.tools import Tool
 
-__all__ = ["Conversation", "RunDeps"]
+__all__ = ["AgentSnapshot", "Conversation", "RunDeps"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSnapshot:
+    """A conversation's state as a value (``agent.snapshot()``): what a session file keeps
+    and a Ray worker sends back, put on an agent by ``agent.restore``. Not a copy of the
+    history: it shares it (a ``History`` never changes in place)."""
+
+    history: History
+    step_count: int
+    status: Status
+    outcome: Outcome | None
+    usage: Usage
+    pending: dict[str, PendingCall]
+    scopes: Scopes
 
 
 class RunDeps:
@@ -108,6 +124,24 @@ class Conversation:
             outcome=self.outcome,
             spent=self.spent if self.outcome == "budget" else None,
         )
+
+    def snapshot(self) -> AgentSnapshot:
+        """This state as a value: the history shared, the pending calls and scopes copied."""
+        return AgentSnapshot(self.history, self.step_count, self.status, self.outcome,
+                             self.usage, dict(self.pending), self.scopes.copy())
+
+    def restore(self, snapshot: AgentSnapshot) -> None:
+        """Put ``snapshot`` back (a loaded session, a batch row a Ray worker ran); refused
+        while a call runs."""
+        with self.lock:
+            if self.status == "generating":
+                raise BadUsage(f"agent {self.deps.name!r} is generating: restore it when the "
+                               "turn ends")
+            self.history = snapshot.history
+            self.step_count, self.status = snapshot.step_count, snapshot.status
+            self.outcome, self.usage = snapshot.outcome, snapshot.usage
+            self.pending = dict(snapshot.pending)
+            self.scopes = snapshot.scopes.copy()
 
     # -- changes, each told to the listeners ---------------------------------------------------
 

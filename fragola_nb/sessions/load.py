@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from fragola_nb.base.errors import SessionError
-from fragola_nb.core.agent import Agent, AgentSnapshot
+from fragola_nb.core.agent import Agent
 from fragola_nb.core.context import AgentOptions
+from fragola_nb.core.conversation import AgentSnapshot
 from fragola_nb.core.events import Listener
 from fragola_nb.core.history import History
 from fragola_nb.core.hooks import Hook

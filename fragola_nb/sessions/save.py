@@ -21,7 +21,8 @@ import pydantic
 
 from fragola_nb.base.errors import BadUsage, SessionError
 from fragola_nb.base.redact import scrub
-from fragola_nb.core.agent import Agent, AgentSnapshot
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.conversation import AgentSnapshot
 from fragola_nb.core.events import Listener, is_transient
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.history import History
