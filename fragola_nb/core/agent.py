@@ -104,11 +104,11 @@ class Agent(Listening):
 
     @property
     def name(self) -> str:
-        return self.options.name
+        return self.deps.options.name
 
     @property
     def description(self) -> str:
-        return self.options.description
+        return self.deps.options.description
 
     @property
     def instructions(self) -> _instructions.Instructions | None:
@@ -555,15 +555,16 @@ class Agent(Listening):
                       exact: bool = False) -> Agent:
         """A fork that is in no tree (``parent`` None), and that no listener hears of:
         ``fork`` puts one in this agent's tree; ``agent.batch`` runs its inputs on these."""
-        conv = self.conversation
+        conv, deps = self.conversation, self.deps
         if conv.status == "generating":
             raise BadUsage(f"agent {self.name!r} is generating: fork it when the turn ends")
         cut, _ = forking.cut(conv, at, exact)
-        options = copy.copy(self.options)
-        options.name = name or f"{self.name}-fork{next(self._fork_names)}"
-        options.model_settings = deep_copy(self.options.model_settings)
-        options.tools = list(self.options.tools)
-        child = Agent(self.fragola, options,
+        own = deps.options
+        options = copy.copy(own)
+        options.name = name or f"{own.name}-fork{next(self._fork_names)}"
+        options.model_settings = deep_copy(own.model_settings)
+        options.tools = list(own.tools)
+        child = Agent(deps.fragola, options,
                       stores=[s.clone() for s in conv.stores.values()])
         child_conv = child.conversation
         child_conv.history = conv.history.fork(cut)
@@ -573,7 +574,7 @@ class Agent(Listening):
             child_conv.status, child_conv.outcome = conv.status, conv.outcome
             child_conv.pending = dict(conv.pending)
         # else: idle, and the pending calls (of the last message) stay behind the cut.
-        self.deps.hooks.clone_into(self, child)  # the listeners, and the hooks they belong to
+        deps.hooks.clone_into(self, child)  # the listeners, and the hooks they belong to
         child_conv.scopes = conv.scopes.copy()
         child.fork_of, child.fork_point = self.id, len(child_conv.history)
         child.fork_at = cut
