@@ -22,7 +22,8 @@ from typing import Any
 
 from profile_calls import stubbed_fragola
 
-from fragola_nb.core import driver, runloop
+from fragola_nb.core.run import driver
+from fragola_nb.core.run import loop as runloop
 from fragola_nb.models.client.client import ModelClient
 
 

@@ -5,7 +5,7 @@ The widgets' comm is replaced by one that records the size of every message it w
 bytes a kernel would put on the wire to the browser, and which widget they were for.
 
 * Adding one message to an ``AgentPanel`` already showing 50 or 5,000 messages: the message
-  is stored the way the run loop stores it (``agent._append``, which fires
+  is stored the way the run loop stores it (``agent.conversation.append``, which fires
   ``after_state_update``, the event the panel listens to), 400 times, to both panels in turn
   (which goes first alternates, so neither gets the caches the other warmed); CPU time and
   bytes per message, median and mean, and the median of the paired ratios.
@@ -78,7 +78,7 @@ def add_one_message(sizes: tuple[int, ...] = (50, 5_000), appends: int = 400
         for n in (sizes if i % 2 == 0 else sizes[::-1]):
             RECORDS.clear()
             t0 = time.process_time()  # CPU time: waiting for a core is not the panel's cost
-            shown[n][0]._append(message, "user_message")  # as the run loop stores a message
+            shown[n][0].conversation.append(message, "user_message")  # as the run loop stores a message
             cpu[n].append((time.process_time() - t0) * 1e6)
             sent[n].append(sum(size for _, _, size, _ in RECORDS))
             count[n].append(len(RECORDS))

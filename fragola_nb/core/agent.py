@@ -2,43 +2,35 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import dataclasses
 import itertools
-import threading
 import uuid
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.checks import (
-    ON_STOP,
     check_content,
     check_messages,
-    kept_problem,
     refuse_half_emoji,
     sent,
-    withheld,
 )
-from fragola_nb.base.errors import BadUsage, InvalidArguments, TurnRefused
-from fragola_nb.core import driver, forking, limits
+from fragola_nb.base.errors import BadUsage, InvalidArguments
+from fragola_nb.core import facade, forking, limits
 from fragola_nb.core import instructions as _instructions
 from fragola_nb.core import options as _options
 from fragola_nb.core.context import AgentContext, AgentOptions
-from fragola_nb.core.driver import Run, StopNow
+from fragola_nb.core.conversation import AgentSnapshot, Conversation, RunDeps
 from fragola_nb.core.events import (
-    Listeners,
     StateUpdateEvent,
-    StatusChangeEvent,
-    UserMessageEvent,
 )
 from fragola_nb.core.history import History
-from fragola_nb.core.hooks import Hook, Hooks
-from fragola_nb.core.instructions import Scopes
+from fragola_nb.core.hooks import Hook
 from fragola_nb.core.listening import Listening
+from fragola_nb.core.run import driver
+from fragola_nb.core.run.start import user_message_start
 from fragola_nb.core.schemas import ArgumentsRejected
 from fragola_nb.core.state import AgentState, Decision, Outcome, PendingCall, Status
 from fragola_nb.core.stores import Store, deep_copy, index_stores
@@ -46,29 +38,12 @@ from fragola_nb.core.tools import Tool
 from fragola_nb.core.usage import Usage
 
 if TYPE_CHECKING:
+    from fragola_nb.core.facade import BatchResult, Comparison, Evaluation, RayBackend
     from fragola_nb.core.fragola import Fragola
     from fragola_nb.core.jsonmode import JsonResult
     from fragola_nb.core.limits import Budget
-    from fragola_nb.core.probes import Probe
-    from fragola_nb.experiments import BatchResult, Comparison
-    from fragola_nb.experiments.evaluate.evaluation import Evaluation
-    from fragola_nb.experiments.ray.backend import RayBackend
 
 __all__ = ["Agent"]
-
-
-@dataclasses.dataclass(frozen=True)
-class AgentSnapshot:
-    """An agent's state besides its options, tools and stores (``agent.snapshot()``): what a
-    session file keeps and a Ray worker sends back, put on an agent by ``agent.restore``."""
-
-    history: History
-    step_count: int
-    status: Status
-    outcome: Outcome | None
-    usage: Usage
-    pending: dict[str, PendingCall]
-    scopes: Scopes
 
 
 class Agent(Listening):
@@ -87,8 +62,13 @@ class Agent(Listening):
         messages: Sequence[dict[str, Any]] = (),
         stores: Sequence[Store[Any]] = (),
     ) -> None:
-        self.fragola = fragola
-        self.options = options
+        self.context = AgentContext(self)
+        self.deps = RunDeps(fragola, options, self.context)
+        """What this agent's turns depend on: its Fragola instance, options, listeners, hooks
+        and probes (``fragola_nb.core.conversation``)."""
+        self.conversation = Conversation(self.deps, History(check_messages(messages)),
+                                         index_stores(stores))
+        """This agent's state: history, status, pending calls, step count, usage..."""
         self.id: str = uuid.uuid4().hex[:8]
         self.fork_of: str | None = None
         self.parent: Agent | None = None
@@ -99,45 +79,36 @@ class Agent(Listening):
         the first one this fork does not hold (None for a fork at the end)."""
         self._forks: list[Agent] = []
         self._fork_names = itertools.count(1)
-        self._history = History(check_messages(messages))
-        self._stores = index_stores(stores)
-        self._step_count = 0
-        self._status: Status = "idle"
-        self._outcome: Outcome | None = None
-        self._spent: str | None = None  # why the last turn ended "budget"
-        self._pending: dict[str, PendingCall] = {}
-        self._listeners = Listeners()
-        self._hooks = Hooks()
-        """The hooks ``use`` put on, and the listeners each registered (core/hooks.py)."""
-        self._probes: tuple[Probe, ...] = ()
-        """Probes watching this agent's turns alone (``fragola_nb.core.probes.attach``), besides
-        the one ``instrument()`` installs for every agent."""
-        self._scopes = Scopes()
-        """The scoped instructions (``fragola_nb.core.instructions``); the unscoped ones are
-        ``options.instructions``."""
-        self._run: Run | None = None
-        """The ``user_message``/``step``/``json`` call in flight, if any (see ``driver``)."""
-        self._home_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        """The loop of the last call: where a ``step()`` would resume a waiting agent."""
-        self._lock = threading.RLock()
-        """Held while the status changes hands (a call starts; a waiting agent is stopped)."""
         self._experiments: dict[Callable[[bool], None], str] = {}
         """The ``compare``/``batch`` calls running on this agent's forks: each one's stopper
         and what it is ("batch of 40 inputs"). ``stop()`` calls each stopper with ``False``
         (let what runs finish), ``stop_sync()`` with ``True`` (cancel at once)."""
-        self._usage = Usage()
-        """The model calls this agent made (the run loop adds each); a fork starts at zero."""
-        self.context = AgentContext(self)
 
     # -- reading ----------------------------------------------------------------------------
 
     @property
+    def fragola(self) -> Fragola:
+        return self.deps.fragola
+
+    @fragola.setter
+    def fragola(self, fragola: Fragola) -> None:
+        self.deps.fragola = fragola
+
+    @property
+    def options(self) -> AgentOptions:
+        return self.deps.options
+
+    @options.setter
+    def options(self, options: AgentOptions) -> None:
+        self.deps.options = options
+
+    @property
     def name(self) -> str:
-        return self.options.name
+        return self.deps.options.name
 
     @property
     def description(self) -> str:
-        return self.options.description
+        return self.deps.options.description
 
     @property
     def instructions(self) -> _instructions.Instructions | None:
@@ -145,59 +116,52 @@ class Agent(Listening):
         not), callable as upstream's ``instructions(scope=None)``: ``agent.instructions("*")``
         is every scope merged (what the model is sent), ``agent.instructions("lang")`` one
         scope's. ``instructions_for(scope)`` reads the same whatever is set."""
-        return _instructions.shown(self)
+        return _instructions.shown(self.conversation)
 
     @property
     def system_prompt(self) -> str | None:
         """The system (or developer) message the model is sent: the unscoped instructions,
         then each scope's in sorted scope order; None when there are none."""
-        return _instructions.merged(self.options.instructions, self._scopes)
+        return self.deps.system_prompt(self.conversation.scopes)
 
     def instructions_for(self, scope: str | None = None) -> str | None:
         """The unscoped instructions (``None``), one scope's, or ``"*"``: every scope merged
         (what the model is sent)."""
-        return _instructions.read(self, scope)
+        return _instructions.read(self.conversation, scope)
 
     @property
     def model(self) -> str:
-        return str(self.options.model_settings.get("model", self.fragola.model))
+        return self.deps.model
 
     @property
     def status(self) -> Status:
-        return self._status
+        return self.conversation.status
 
     @property
     def step_count(self) -> int:
-        return self._step_count
+        return self.conversation.step_count
 
     @property
     def state(self) -> AgentState:
         """A snapshot: ``messages`` (a new list; the dicts are shared, do not mutate them),
         ``step_count``, ``status``, ``pending`` and the last run's ``outcome``."""
-        return AgentState(
-            messages=self._history.to_list(),
-            step_count=self._step_count,
-            status=self._status,
-            pending=self.pending,
-            outcome=self._outcome,
-            spent=self._spent if self._outcome == "budget" else None,
-        )
+        return self.conversation.state()
 
     @property
     def outcome(self) -> Outcome | None:
         """``agent.state.outcome``: how the last run ended, without copying the history."""
-        return self._outcome
+        return self.conversation.outcome
 
     @property
     def message_count(self) -> int:
         """``len(agent.state.messages)``, without copying the history."""
-        return len(self._history)
+        return len(self.conversation.history)
 
     @property
     def pending(self) -> tuple[PendingCall, ...]:
         """``agent.state.pending`` (the calls the run paused on, decided or not), without
         copying the history."""
-        return tuple(self._pending.values())
+        return tuple(self.conversation.pending.values())
 
     def messages_since(self, index: int) -> list[dict[str, Any]]:
         """``agent.state.messages[index:]``, costing what it returns rather than the history's
@@ -205,7 +169,7 @@ class Agent(Listening):
 
         >>> agent.messages_since(agent.message_count - 1)   # the last message   # doctest: +SKIP
         """
-        history = self._history
+        history = self.conversation.history
         return [history[i] for i in range(*slice(index, None).indices(len(history)))]
 
     @property
@@ -217,7 +181,7 @@ class Agent(Listening):
         >>> agent.usage.total_tokens, agent.usage.cost              # doctest: +SKIP
         (1234, 0.000415)
         """
-        return self._usage
+        return self.conversation.usage
 
     @property
     def forks(self) -> tuple[Agent, ...]:
@@ -234,16 +198,13 @@ class Agent(Listening):
     @property
     def stores(self) -> dict[str, Store[Any]]:
         """This agent's own stores by namespace (the Fragola instance's are not included)."""
-        return dict(self._stores)
+        return dict(self.conversation.stores)
 
     def get_store(self, namespace: str) -> Store[Any] | None:
-        return self._stores.get(namespace) or self.fragola.get_store(namespace)
+        return self.conversation.stores.get(namespace) or self.fragola.get_store(namespace)
 
     def tool_named(self, name: str) -> Tool | None:
-        for item in self.options.tools:
-            if item.name == name:
-                return item
-        return None
+        return self.deps.tool_named(name)
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -260,27 +221,29 @@ class Agent(Listening):
         """
         message = {"role": "user", "content": check_content(content)}
         limits.check_budget(budget)
-        await self._hooks.ready()
-        self._check_can_start(resuming=False)
-        steps = self._budget(by, after_user_message=True)
+        conv = self.conversation
+        await self.deps.hooks.ready()
+        conv.check_can_start(resuming=False)
+        steps = conv.steps_allowed(by, after_user_message=True)
         with limits.spending(budget, fragola=self.fragola, models=[self.model]):
-            return await driver.drive(self, self._user_message_start(message), steps,
-                                      resuming=False)
+            return await driver.drive(conv, self.deps, user_message_start(conv, message),
+                                      steps, resuming=False)
 
     async def step(self, *, by: int | None = None, budget: Budget | None = None
                    ) -> AgentState:
         """Run without a new user message; also resumes a paused agent. ``budget`` as for
         ``user_message``."""
         limits.check_budget(budget)
-        await self._hooks.ready()
-        self._check_can_start(resuming=True)
-        if self.system_prompt is None and not sent(self._history.to_list()):
+        conv = self.conversation
+        await self.deps.hooks.ready()
+        conv.check_can_start(resuming=True)
+        if self.system_prompt is None and not sent(conv.history.to_list()):
             # The request would hold no message at all (none, or only notes such as rejected
             # messages, which are never sent), which the API always refuses.
             raise BadUsage(f"agent {self.name!r} has no message to send: use user_message()")
-        steps = self._budget(by, after_user_message=False)
+        steps = conv.steps_allowed(by, after_user_message=False)
         with limits.spending(budget, fragola=self.fragola, models=[self.model]):
-            return await driver.drive(self, None, steps, resuming=True)
+            return await driver.drive(conv, self.deps, None, steps, resuming=True)
 
     async def json(
         self, message: str, schema: Any, *, ignore_user_message_events: bool = False,
@@ -294,7 +257,8 @@ class Agent(Listening):
         See ``fragola_nb.core.jsonshapes``."""
         from fragola_nb.core.jsonmode import run_json
 
-        return await run_json(self, message, schema, ignore_user_message_events, json_mode)
+        return await run_json(self.conversation, message, schema, ignore_user_message_events,
+                              json_mode)
 
     # -- experiments ------------------------------------------------------------------------
 
@@ -316,9 +280,7 @@ class Agent(Listening):
         ``passed``, ``score`` and ``grades``). ``budget`` (a ``Budget``) meters all the
         variants together: once spent, no variant starts.
         """
-        from fragola_nb.experiments.compare.run import run_compare
-
-        return await run_compare(self, message, variants, concurrency, graders=graders,
+        return await facade.compare(self, message, variants, concurrency, graders=graders,
                                  repeat=repeat, budget=budget)
 
     async def batch(
@@ -360,9 +322,7 @@ class Agent(Listening):
 
         See ``fragola_nb.experiments.batch.run``.
         """
-        from fragola_nb.experiments.batch.run import run_batch
-
-        return await run_batch(self, inputs, concurrency, resume=resume, progress=progress,
+        return await facade.batch(self, inputs, concurrency, resume=resume, progress=progress,
                                backend=backend, graders=graders, repeat=repeat,
                                budget=budget)
 
@@ -403,77 +363,9 @@ class Agent(Listening):
 
         Returns an ``Evaluation``; see ``fragola_nb.experiments.evaluate.run``.
         """
-        from fragola_nb.experiments.evaluate.run import run_evaluate
-
-        return await run_evaluate(self, cases, variants, graders, repeat=repeat,
+        return await facade.evaluate(self, cases, variants, graders, repeat=repeat,
                                   concurrency=concurrency, resume=resume, budget=budget,
                                   progress=progress, decide=decide, backend=backend)
-
-    def _user_message_start(
-        self, message: dict[str, Any], *, events: bool = True
-    ) -> Callable[[], Awaitable[None]]:
-        def keep(message: dict[str, Any]) -> None:
-            if self.options.reset_step_count_after_user_message:
-                self._step_count = 0
-            self._append(message, "user_message")
-
-        async def start() -> None:
-            nonlocal message
-            if events and self._listeners.has("user_message"):
-                event = UserMessageEvent(self.context, message)
-                try:
-                    await self._listeners.emit("user_message", event)
-                except TurnRefused as refused:  # a guardrail: no step, no model call
-                    self._keep_refused(refused, "user")
-                    raise
-                except (StopNow, asyncio.CancelledError, KeyboardInterrupt):
-                    # stop_sync(), cancellation or Ctrl-C while a listener ran: the user message
-                    # that started the turn is kept, with the changes of the listeners that
-                    # finished. A guardrail stopped before it passed the message leaves a
-                    # marked copy (never sent) or, with on_reject="remove", nothing to keep;
-                    # so does one that had not started yet (the stop landed in a listener
-                    # added before it): a message no guard passed is never sent.
-                    for listener in self._listeners.of("user_message"):
-                        settle = getattr(listener, ON_STOP, None)
-                        if settle is not None:
-                            settle(event)
-                    if not withheld(event.message):
-                        keep(event.message)
-                    raise
-                message = event.message
-            keep(message)
-
-        return start
-
-    def _keep_refused(self, refused: TurnRefused, role: str) -> None:
-        """Store what a ``user_message``/``ai_message`` listener left in place of the message
-        it refused (``refused.keep``, never sent), if anything and if it can be stored."""
-        if refused.keep is None:
-            return
-        problem = kept_problem(refused.keep, role)
-        if problem is not None:
-            refused.add_note(f"fragola_nb: nothing was stored in its place: {problem}")
-            return
-        self._append(refused.keep, "user_message" if role == "user" else "ai_message")
-
-    def _budget(self, by: int | None, *, after_user_message: bool) -> int:
-        if by is not None:
-            if isinstance(by, bool) or not isinstance(by, int) or by < 0:
-                raise BadUsage(f"by must be a whole number >= 0, got {by!r}")
-            return by
-        if self.options.reset_step_count_after_user_message:
-            return self.options.max_step
-        # A lifetime budget: a user message does not reset the count.
-        return max(self.options.max_step - self._step_count, 0)
-
-    def _check_can_start(self, *, resuming: bool) -> None:
-        if self._status == "generating":
-            raise BadUsage(f"agent {self.name!r} is already generating: await that call or stop it")
-        if self._status == "waiting" and not resuming:
-            raise BadUsage(
-                f"agent {self.name!r} is waiting on {len(self._pending)} pending tool call(s): "
-                "approve/reject/inject them and call step(), or stop() to cancel them"
-            )
 
     # -- stopping ---------------------------------------------------------------------------
 
@@ -483,7 +375,7 @@ class Agent(Listening):
         done."""
         for stopper in list(self._experiments):
             stopper(False)
-        driver.stop(self)
+        driver.stop(self.conversation)
 
     def stop_sync(self) -> None:
         """Cancel the run at once, an HTTP request in flight included; the history is repaired
@@ -493,7 +385,7 @@ class Agent(Listening):
         keeping what is done."""
         for stopper in list(self._experiments):
             stopper(True)
-        driver.stop_sync(self)
+        driver.stop_sync(self.conversation)
 
     # -- decisions on pending calls ---------------------------------------------------------
 
@@ -539,16 +431,16 @@ class Agent(Listening):
         self._decide(pending, Decision("inject", text=result))
 
     def _undecided(self, call_id: str) -> PendingCall:
-        pending = self._pending.get(call_id)
+        pending = self.conversation.pending.get(call_id)
         if pending is None:
-            ids = ", ".join(self._pending) or "none"
+            ids = ", ".join(self.conversation.pending) or "none"
             raise BadUsage(f"no pending tool call with id {call_id!r} (pending: {ids})")
         if pending.decision is not None:
             raise BadUsage(f"tool call {call_id!r} is already decided ({pending.decision.kind})")
         return pending
 
     def _decide(self, pending: PendingCall, decision: Decision) -> None:
-        self._add_pending(dataclasses.replace(pending, decision=decision))
+        self.conversation.add_pending(dataclasses.replace(pending, decision=decision))
 
     # -- history and options ----------------------------------------------------------------
 
@@ -556,28 +448,29 @@ class Agent(Listening):
         """Clear the history (or replace it with ``messages``, checked like the agent's
         ``messages=``) and the step count; pending calls are dropped."""
         history = History(check_messages(() if messages is None else messages))
-        with self._lock:
-            if self._status == "generating":
+        conv = self.conversation
+        with conv.lock:
+            if conv.status == "generating":
                 raise BadUsage(f"agent {self.name!r} is generating: stop it before reset()")
-            self._history = history
-            self._pending.clear()
-            self._step_count = 0
-            self._outcome = None
-            self._set_status("idle")
-        self._observe("after_state_update", StateUpdateEvent(self.context, "reset"))
+            conv.history = history
+            conv.pending.clear()
+            conv.step_count = 0
+            conv.outcome = None
+            conv.set_status("idle")
+        conv.observe("after_state_update", StateUpdateEvent(self.context, "reset"))
 
     def reset_step_count(self) -> None:
-        self._step_count = 0
+        self.conversation.step_count = 0
 
     def set_instructions(self, instructions: str | list[str] | None,
                          scope: str | None = None) -> None:
         """Set the unscoped instructions, or those of ``scope`` (None clears them); ``"*"``
         cannot be set. See ``fragola_nb.core.instructions``."""
-        _instructions.write(self, instructions, scope)
+        _instructions.write(self.conversation, instructions, scope)
 
     def remove_instructions(self, scope: str) -> bool:
         """Take a scope's instructions away; True when it had some."""
-        return _instructions.remove(self, scope)
+        return _instructions.remove(self.conversation, scope)
 
     # -- at run time: hooks, stores, options --------------------------------------------------
 
@@ -585,78 +478,37 @@ class Agent(Listening):
         """Put ``hook`` on this agent: ``hook(agent)`` registers listeners (and more) and may
         return a function that undoes it; an async hook starts as a task. Returns the agent.
         See ``fragola_nb.core.hooks``."""
-        self._hooks.use(self, hook, name)
+        self.deps.hooks.use(self, hook, name)
         return self
 
     def has_hook(self, name: str) -> bool:
-        return self._hooks.has(name)
+        return self.deps.hooks.has(name)
 
     def remove_hook(self, name: str) -> bool:
         """Take the hook named ``name`` off: the listeners it registered on this agent, then
         its dispose function. False when there is no such hook."""
-        return self._hooks.remove(self, name)
+        return self.deps.hooks.remove(self, name)
 
     def dispose(self) -> None:
         """Take every hook off, the last put on first (one still starting is cancelled)."""
-        self._hooks.dispose(self)
+        self.deps.hooks.dispose(self)
 
     async def hooks_ready(self) -> None:
         """Wait for the async hooks still starting (a turn waits for them by itself)."""
-        await self._hooks.ready()
+        await self.deps.hooks.ready()
 
     def add_store(self, store: Store[Any]) -> None:
         """Give this agent one more store (a namespace it does not have yet)."""
-        _options.add_store(self, store)
+        _options.add_store(self.conversation, store)
 
     def remove_store(self, namespace: str) -> bool:
         """Take the store ``namespace`` off this agent; False when it had none."""
-        return self._stores.pop(namespace, None) is not None
+        return self.conversation.stores.pop(namespace, None) is not None
 
     def set_options(self, **changes: Any) -> None:
         """Change options at run time (``instructions``, ``description``, ``model_settings``,
         ``max_step``, ...), checked as ``fragola.agent`` checks them; only when idle."""
-        _options.set_options(self, changes)
-
-    def _request_messages(self) -> list[dict[str, Any]]:
-        messages = sent(self._history.to_list())  # not the notes beside it (checks.META)
-        system_prompt = self.system_prompt
-        if system_prompt is not None:
-            role = "developer" if self.options.use_developer_role else "system"
-            messages.insert(0, {"role": role, "content": system_prompt})
-        return messages
-
-    def _append(self, message: dict[str, Any], reason: str) -> dict[str, Any]:
-        """Store ``message``; return it as stored (half an emoji mended: ``History``)."""
-        message = self._history.append(message)
-        if self._listeners.has("after_state_update"):
-            self._observe(
-                "after_state_update", StateUpdateEvent(self.context, reason, message)
-            )
-        return message
-
-    def _answer(self, call_id: str, content: str, reason: str = "tool_result") -> dict[str, Any]:
-        return self._append({"role": "tool", "tool_call_id": call_id, "content": content},
-                            reason)
-
-    def _add_pending(self, pending: PendingCall) -> None:
-        """Store a call the run pauses on, or its new decision."""
-        self._pending[pending.id] = pending
-        self._observe("after_state_update", StateUpdateEvent(self.context, "pending"))
-
-    def _observe(self, name: str, event: Any) -> None:
-        """Fire an observer event from synchronous code. Async listeners run as tasks; during
-        a call they are awaited before the call returns, so their errors are raised."""
-        tasks = self._listeners.emit_nowait(name, event)
-        run = self._run
-        if tasks and run is not None:
-            run.add_observers(tasks)
-
-    def _set_status(self, status: Status) -> None:
-        previous, self._status = self._status, status
-        if previous != status and self._listeners.has("status_change"):
-            self._observe(
-                "status_change", StatusChangeEvent(self.context, status, previous)
-            )
+        _options.set_options(self.conversation, changes)
 
     # -- fork -------------------------------------------------------------------------------
 
@@ -681,12 +533,14 @@ class Agent(Listening):
         # listener that raises fails the fork: nothing is left in the tree that fork() did
         # not return (the listeners are told again, of a drop, so a view does not keep it).
         try:
-            self._observe("after_state_update", StateUpdateEvent(self.context, "fork"))
+            self.conversation.observe("after_state_update",
+                                      StateUpdateEvent(self.context, "fork"))
         except BaseException:
             self._forks.remove(child)
             child.parent = None
             with contextlib.suppress(Exception):
-                self._observe("after_state_update", StateUpdateEvent(self.context, "drop"))
+                self.conversation.observe("after_state_update",
+                                          StateUpdateEvent(self.context, "drop"))
             raise
         return child
 
@@ -701,25 +555,28 @@ class Agent(Listening):
                       exact: bool = False) -> Agent:
         """A fork that is in no tree (``parent`` None), and that no listener hears of:
         ``fork`` puts one in this agent's tree; ``agent.batch`` runs its inputs on these."""
-        if self._status == "generating":
+        conv, deps = self.conversation, self.deps
+        if conv.status == "generating":
             raise BadUsage(f"agent {self.name!r} is generating: fork it when the turn ends")
-        cut, _ = forking.cut(self, at, exact)
-        options = copy.copy(self.options)
-        options.name = name or f"{self.name}-fork{next(self._fork_names)}"
-        options.model_settings = deep_copy(self.options.model_settings)
-        options.tools = list(self.options.tools)
-        child = Agent(self.fragola, options,
-                      stores=[s.clone() for s in self._stores.values()])
-        child._history = self._history.fork(cut)
-        child._step_count = self._step_count
-        # child._usage stays at zero: a fork counts its own calls, not its parent's.
+        cut, _ = forking.cut(conv, at, exact)
+        own = deps.options
+        options = copy.copy(own)
+        options.name = name or f"{own.name}-fork{next(self._fork_names)}"
+        options.model_settings = deep_copy(own.model_settings)
+        options.tools = list(own.tools)
+        child = Agent(deps.fragola, options,
+                      stores=[s.clone() for s in conv.stores.values()])
+        child_conv = child.conversation
+        child_conv.history = conv.history.fork(cut)
+        child_conv.step_count = conv.step_count
+        # child_conv.usage stays at zero: a fork counts its own calls, not its parent's.
         if cut is None:
-            child._status, child._outcome = self._status, self._outcome
-            child._pending = dict(self._pending)
+            child_conv.status, child_conv.outcome = conv.status, conv.outcome
+            child_conv.pending = dict(conv.pending)
         # else: idle, and the pending calls (of the last message) stay behind the cut.
-        self._hooks.clone_into(self, child)  # the listeners, and the hooks they belong to
-        child._scopes = self._scopes.copy()
-        child.fork_of, child.fork_point = self.id, len(child._history)
+        deps.hooks.clone_into(self, child)  # the listeners, and the hooks they belong to
+        child_conv.scopes = conv.scopes.copy()
+        child.fork_of, child.fork_point = self.id, len(child_conv.history)
         child.fork_at = cut
         return child
 
@@ -729,21 +586,12 @@ class Agent(Listening):
         """What this agent holds besides its options, tools and stores: its history (shared,
         not copied), step count, status, outcome, usage, pending calls and scoped
         instructions. A session file is written from it; ``restore`` puts one back."""
-        return AgentSnapshot(self._history, self._step_count, self._status, self._outcome,
-                             self._usage, dict(self._pending), self._scopes.copy())
+        return self.conversation.snapshot()
 
     def restore(self, snapshot: AgentSnapshot) -> None:
         """Put a ``snapshot`` back on this agent (a loaded session, a batch row a Ray worker
         ran): it then reads and goes on as the agent the snapshot was taken of."""
-        with self._lock:
-            if self._status == "generating":
-                raise BadUsage(f"agent {self.name!r} is generating: restore it when the turn "
-                               "ends")
-            self._history = snapshot.history
-            self._step_count, self._status = snapshot.step_count, snapshot.status
-            self._outcome, self._usage = snapshot.outcome, snapshot.usage
-            self._pending = dict(snapshot.pending)
-            self._scopes = snapshot.scopes.copy()
+        self.conversation.restore(snapshot)
 
     def adopt(self, fork: Agent) -> None:
         """Put ``fork``, an agent in no tree (a loaded session's), in this agent's tree as
@@ -757,11 +605,11 @@ class Agent(Listening):
     def own_listeners(self) -> dict[str, list[Any]]:
         """The listeners put on with ``on`` (not by a hook), by event: a session saves these,
         and a hook is saved by name and puts its own on again."""
-        return self._hooks.listeners_of_its_own(self._listeners)
+        return self.deps.hooks.listeners_of_its_own(self.deps.listeners)
 
     def hooks_used(self) -> list[tuple[str | None, Hook]]:
         """The hooks ``use`` put on, in order, each with the name it was given."""
-        return self._hooks.names()
+        return self.deps.hooks.names()
 
     @property
     def experiments(self) -> tuple[str, ...]:
@@ -774,11 +622,13 @@ class Agent(Listening):
         ``stopper(False)`` (let what runs finish), ``stop_sync()`` ``stopper(True)``; views
         (the panel's Stop button) learn of it from ``after_state_update``."""
         self._experiments[stopper] = what
-        self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
+        self.conversation.observe("after_state_update",
+                                  StateUpdateEvent(self.context, "experiment"))
 
     def experiment_ended(self, stopper: Callable[[bool], None]) -> None:
         if self._experiments.pop(stopper, None) is not None:
-            self._observe("after_state_update", StateUpdateEvent(self.context, "experiment"))
+            self.conversation.observe("after_state_update",
+                                      StateUpdateEvent(self.context, "experiment"))
 
     def edit(self, index: int, content: Any = None, *, result: Any = None) -> None:
         """Replace a user/assistant text (``content``) or a tool message's ``result`` in this
@@ -789,7 +639,8 @@ class Agent(Listening):
         >>> branch = agent.fork(at=2)                                 # doctest: +SKIP
         >>> branch.edit(1, content="Say it in French.")               # doctest: +SKIP
         """
-        forking.edit(self, index, content, result, (content is not None, result is not None))
+        forking.edit(self.conversation, index, content, result,
+                     (content is not None, result is not None))
 
     def drop(self) -> None:
         """Take this fork, with its own forks, out of its parent's tree.
@@ -807,12 +658,13 @@ class Agent(Listening):
         parent = self.parent
         if parent is None:
             raise BadUsage(f"agent {self.name!r} is not a fork (or was already dropped)")
-        if self._status == "generating":
+        if self.conversation.status == "generating":
             raise BadUsage(f"agent {self.name!r} is generating: drop it when the turn ends")
         parent._forks.remove(self)
         self.parent = None
         # The parent's views (a fork tree widget) redraw without the branch.
-        parent._observe("after_state_update", StateUpdateEvent(parent.context, "drop"))
+        parent.conversation.observe("after_state_update",
+                                    StateUpdateEvent(parent.context, "drop"))
 
     # -- events -----------------------------------------------------------------------------
 
@@ -821,27 +673,30 @@ class Agent(Listening):
         from fragola_nb.base.render import conversation_html
 
         fork = f" · fork of {self.fork_of}" if self.fork_of else ""
-        pending = f" · {len(self._pending)} pending" if self._pending else ""
+        conv = self.conversation
+        pending = f" · {len(conv.pending)} pending" if conv.pending else ""
         return conversation_html(
-            self._history.to_list(),
+            conv.history.to_list(),
             title=self.name,
-            status=self._status,
+            status=conv.status,
             subtitle=f"id {self.id} · model {self.model} · "
-            f"step {self._step_count}/{self.options.max_step}{fork}{pending}",
+            f"step {conv.step_count}/{self.options.max_step}{fork}{pending}",
         )
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         from fragola_nb.base.render import transcript_text
 
         printer.text(repr(self))
-        if not cycle and len(self._history):
-            printer.text("\n" + transcript_text(self._history.to_list()))
+        history = self.conversation.history
+        if not cycle and len(history):
+            printer.text("\n" + transcript_text(history.to_list()))
 
     def __repr__(self) -> str:
         fork = f", fork_of={self.fork_of!r}" if self.fork_of else ""
         return (
             f"Agent(name={self.name!r}, id={self.id!r}, model={self.model!r}, "
-            f"status={self._status!r}, messages={len(self._history)}{fork})"
+            f"status={self.conversation.status!r}, "
+            f"messages={len(self.conversation.history)}{fork})"
         )
 
 

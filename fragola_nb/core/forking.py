@@ -29,7 +29,7 @@ from fragola_nb.core.history import History
 from fragola_nb.core.tools import serialize_result
 
 if TYPE_CHECKING:
-    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.conversation import Conversation
 
 __all__ = ["cut", "edit"]
 
@@ -60,11 +60,12 @@ def _open_calls_at(history: History, at: int) -> int | None:
     return None if calls <= answered else back
 
 
-def cut(agent: Agent, at: Any, exact: bool) -> tuple[int | None, str | None]:
-    """Where a fork of ``agent`` at ``at`` starts: ``(index, note)``; the index is None for
-    a fork at the end (today's ``fork()``, pending calls and all), the note says why the cut
-    moved (None when it did not). Costs what the tool answers before ``at`` number."""
-    history = agent._history
+def cut(conv: Conversation, at: Any, exact: bool) -> tuple[int | None, str | None]:
+    """Where a fork of an agent (its ``conv``) at ``at`` starts: ``(index, note)``; the
+    index is None for a fork at the end (today's ``fork()``, pending calls and all), the note
+    says why the cut moved (None when it did not). Costs what the tool answers before ``at``
+    number."""
+    history = conv.history
     length = len(history)
     if at is None:
         return None, None
@@ -84,15 +85,16 @@ def cut(agent: Agent, at: Any, exact: bool) -> tuple[int | None, str | None]:
     return back, note
 
 
-def edit(agent: Agent, index: Any, content: Any, result: Any, given: tuple[bool, bool]) -> None:
+def edit(conv: Conversation, index: Any, content: Any, result: Any, given: tuple[bool, bool]
+         ) -> None:
     """``agent.edit``: check, then put the edited copy of one message in a new history."""
     has_content, has_result = given
-    if agent.status == "generating":
-        raise BadUsage(f"agent {agent.name!r} is generating: edit it when the turn ends")
+    if conv.status == "generating":
+        raise BadUsage(f"agent {conv.deps.name!r} is generating: edit it when the turn ends")
     if has_content == has_result:
         raise BadUsage("edit() takes one of content= (a user/assistant text) or result= "
                        "(a tool message's result)")
-    history = agent._history
+    history = conv.history
     where = _index(index, len(history), "index", end_ok=False)
     old = history[where]
     role = old.get("role")
@@ -116,5 +118,5 @@ def edit(agent: Agent, index: Any, content: Any, result: Any, given: tuple[bool,
         new["content"] = check_content(content)
     facts = old.get(FACTS)
     new[FACTS] = {**(facts if isinstance(facts, dict) else {}), "edited": True}
-    agent._history = history.edited(where, new)
-    agent._observe("after_state_update", StateUpdateEvent(agent.context, "edit", new))
+    conv.history = history.edited(where, new)
+    conv.observe("after_state_update", StateUpdateEvent(conv.deps.context, "edit", new))

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import BadUsage, ListenerError, exception_text
 from fragola_nb.core import probes
-from fragola_nb.core.events import Listener, Listeners, is_transient
+from fragola_nb.core.events import EVENTS, Listener, Listeners, is_transient
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
@@ -227,9 +227,9 @@ class Hooks:
         if entry.task is not None:
             entry.task.cancel()  # not started yet: it never will
         for event, listener in entry.listeners:
-            agent._listeners.remove(event, listener)
+            agent.deps.listeners.remove(event, listener)
         for probe in entry.probes:
-            probes.detach(agent, probe)
+            probes.detach(agent.deps, probe)
         undo, entry.dispose = entry.dispose, None
         if dispose and undo is not None:
             result = undo()
@@ -238,25 +238,29 @@ class Hooks:
 
     def clone_into(self, parent: Agent, child: Agent) -> None:
         """Give a fork its parent's listeners and hooks (see the module's docstring)."""
-        child._listeners = parent._listeners.copy()
-        child._probes = parent._probes
+        child.deps.listeners = parent.deps.listeners.copy()
+        child.deps.probes = parent.deps.probes
         making = _installing.get()  # a hook forking its agent while it starts
         for entry in self._entries:
             if entry.task is not None and entry is not making:
                 # Still starting: it starts on the fork too. Not on a fork it makes itself
                 # while it starts: that one gets what it has put on so far (below), or each
                 # fork would start it again, and it would fork again, without end.
-                child._hooks.use(child, entry.hook, entry.name)
+                child.deps.hooks.use(child, entry.hook, entry.name)
                 continue
             kept = [(event, fn) for event, fn in entry.listeners if not is_transient(fn)]
-            child._hooks._entries.append(
-                _Entry(entry.hook, entry.name, child._hooks, kept, list(entry.probes)))
+            child.deps.hooks.adopt(_Entry(entry.hook, entry.name, child.deps.hooks, kept,
+                                          list(entry.probes)))
+
+    def adopt(self, entry: _Entry) -> None:
+        """Keep ``entry``, a hook's copy made for a fork (``clone_into``)."""
+        self._entries.append(entry)
 
     def listeners_of_its_own(self, listeners: Listeners) -> dict[str, list[Listener]]:
         """The listeners not put on by a hook: what a session saves as listeners."""
         owned = self.owned()
         return {event: [fn for fn in fns if (event, id(fn)) not in owned]
-                for event, fns in listeners._by_event.items()}
+                for event, fns in ((name, listeners.of(name)) for name in EVENTS)}
 
 
 def preset(make: Callable[..., Any], *args: Any, **kwargs: Any) -> Hook:

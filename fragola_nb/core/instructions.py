@@ -24,7 +24,7 @@ from fragola_nb.base.checks import normalize_instructions
 from fragola_nb.base.errors import BadUsage
 
 if TYPE_CHECKING:
-    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.conversation import Conversation
 
 __all__ = ["ALL", "Instructions", "Scopes", "merged", "read", "remove", "shown", "write"]
 
@@ -78,25 +78,25 @@ class Instructions(str):
     unscoped nor scoped instructions still gives ``None``; ``instructions_for(scope)`` reads
     a scope whatever is set."""
 
-    _agent: Agent
+    _conv: Conversation
 
     def __call__(self, scope: str | None = None) -> str | None:
-        return read(self._agent, scope)
+        return read(self._conv, scope)
 
     def __reduce__(self) -> tuple[type[str], tuple[str]]:
         # Pickled, copied or deep-copied as the plain text: never the agent it reads from.
         return str, (str(self),)
 
 
-def shown(agent: Agent) -> Instructions | None:
+def shown(conv: Conversation) -> Instructions | None:
     """``agent.instructions``: the unscoped text as an ``Instructions`` (an empty one when
     only scopes are set, so that ``agent.instructions("*")`` reads them); None when the
     agent has no instructions at all."""
-    unscoped = agent.options.instructions
-    if unscoped is None and not len(agent._scopes):
+    unscoped = conv.deps.options.instructions
+    if unscoped is None and not len(conv.scopes):
         return None
     text = Instructions(unscoped or "")
-    text._agent = agent
+    text._conv = conv
     return text
 
 
@@ -116,26 +116,26 @@ def _scope(scope: object, doing: str) -> str:
     return scope
 
 
-def write(agent: Agent, text: str | list[str] | None, scope: str | None) -> None:
+def write(conv: Conversation, text: str | list[str] | None, scope: str | None) -> None:
     """``agent.set_instructions``: the unscoped instructions, or one scope's (None clears)."""
     normalized = normalize_instructions(text)
     if scope is None:
-        agent.options.instructions = normalized
+        conv.deps.options.instructions = normalized
     else:
-        agent._scopes.set(_scope(scope, "set"), normalized)
+        conv.scopes.set(_scope(scope, "set"), normalized)
 
 
-def read(agent: Agent, scope: str | None) -> str | None:
+def read(conv: Conversation, scope: str | None) -> str | None:
     """``agent.instructions_for``: the unscoped text, one scope's, or ``"*"`` the merge."""
     if scope is None:
-        return agent.options.instructions
+        return conv.deps.options.instructions
     if scope == ALL:
-        return merged(agent.options.instructions, agent._scopes)
+        return merged(conv.deps.options.instructions, conv.scopes)
     if not isinstance(scope, str) or not scope:
         raise BadUsage(f"an instructions scope is a non-empty string, got {scope!r}")
-    return agent._scopes.get(scope)
+    return conv.scopes.get(scope)
 
 
-def remove(agent: Agent, scope: str) -> bool:
+def remove(conv: Conversation, scope: str) -> bool:
     """``agent.remove_instructions``: True when the scope was there."""
-    return agent._scopes.pop(_scope(scope, "removed"))
+    return conv.scopes.pop(_scope(scope, "removed"))

@@ -16,14 +16,15 @@ from fragola_nb.base.errors import (
     ModelError,
     exception_text,
 )
-from fragola_nb.core import driver
 from fragola_nb.core.jsonshapes import FALLBACKS, Shape, check_json_mode, refuses
+from fragola_nb.core.run import driver
+from fragola_nb.core.run.start import user_message_start
 from fragola_nb.core.schemas import is_pydantic_v1_model, json_validator, load_json_schema, parse_v1
 from fragola_nb.core.state import AgentState
 from fragola_nb.models.client import json_schema_response_format
 
 if TYPE_CHECKING:
-    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.conversation import Conversation, RunDeps
 
 __all__ = ["JsonResult"]
 
@@ -43,40 +44,40 @@ class JsonResult(Generic[T]):
 
 
 async def run_json(
-    agent: Agent, message: str, schema: Any, ignore_user_message_events: bool,
+    conv: Conversation, message: str, schema: Any, ignore_user_message_events: bool,
     json_mode: str | None = None,
 ) -> JsonResult[Any]:
     if not isinstance(message, str):
         raise JsonModeError("agent.json(message=...) takes a string")
     # Checked here too: fragola.json_mode is a plain attribute, which one may set by hand.
-    chosen = check_json_mode(agent.fragola.json_mode if json_mode is None else json_mode)
+    deps = conv.deps
+    chosen = check_json_mode(deps.fragola.json_mode if json_mode is None else json_mode)
     try:
         validate, response_format = _prepare(schema)
     except (FragolaError, pydantic.PydanticUserError, TypeError, ValueError) as exc:
         # pydantic (a model it cannot describe in JSON Schema) and openai's strict-schema
         # conversion report a broken schema with their own errors: the caller gets ours.
         raise JsonModeError(f"unusable schema for agent.json: {exc}") from exc
-    agent._check_can_start(resuming=False)
-    model = agent.model
-    found = agent.fragola._json_found
-    mode = found.get(model, "json_schema") if chosen == "auto" else chosen
+    conv.check_can_start(resuming=False)
+    model = deps.model
+    mode = deps.fragola.json_modes.get(model, "json_schema") if chosen == "auto" else chosen
     about = response_format["json_schema"]
-    budget = agent._budget(None, after_user_message=True)
-    start: Any = agent._user_message_start(
-        {"role": "user", "content": message}, events=not ignore_user_message_events
+    budget = conv.steps_allowed(None, after_user_message=True)
+    start: Any = user_message_start(
+        conv, {"role": "user", "content": message}, events=not ignore_user_message_events
     )
     runs: list[driver.Run] = []
     while True:
         shape = Shape(mode, about["schema"], about["name"], response_format)
         try:
-            state = await driver.drive(agent, start, budget, shape.settings(agent), shape=shape,
-                                       resuming=start is None, runs=runs)
+            state = await driver.drive(conv, deps, start, budget, shape.settings(deps),
+                                       shape=shape, resuming=start is None, runs=runs)
             break
         except ModelError as exc:
             following = FALLBACKS.get(mode) if chosen == "auto" and refuses(exc, mode) else None
             if following is not None:
                 # The server refuses this strategy: this model keeps the next one from now on.
-                found[model] = following
+                deps.fragola.json_modes = {model: following}
             if following is None or runs[-1].stop_asked:
                 # Not a refusal, or stopped meanwhile: stop() asked for no further request.
                 raise JsonModeError(
@@ -85,14 +86,14 @@ async def run_json(
             mode = following
             start = None
     if chosen == "auto":
-        found[model] = mode
-    return _result(state, shape, agent, validate)
+        deps.fragola.json_modes = {model: mode}
+    return _result(state, shape, deps, validate)
 
 
-def _result(state: AgentState, shape: Shape, agent: Agent, validate: Any) -> JsonResult[Any]:
+def _result(state: AgentState, shape: Shape, deps: RunDeps, validate: Any) -> JsonResult[Any]:
     messages = state.messages
     reply = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
-    call = shape.answer_call(agent, reply) if reply is not None else None
+    call = shape.answer_call(deps, reply) if reply is not None else None
     if call is None and (state.outcome != "finished" or state.last_message != reply):
         raise JsonModeError(f"agent.json ended without a final answer (outcome: {state.outcome})")
     assert reply is not None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.errors import BadUsage, ModelError, ModelHTTPError
 
 if TYPE_CHECKING:
-    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.conversation import RunDeps
 
 __all__ = ["FALLBACKS", "JSON_MODES", "NOT_RUN", "RECEIVED", "Shape", "check_json_mode", "refuses"]
 
@@ -57,41 +57,41 @@ class Shape:
     response_format: dict[str, Any] | None = None
     """The ``json_schema`` strategy's ``response_format``, made by the caller."""
 
-    def settings(self, agent: Agent) -> dict[str, Any]:
+    def settings(self, deps: RunDeps) -> dict[str, Any]:
         """Request settings of the turn (checked by ``before_model_invocation`` listeners)."""
         if self.mode == "json_schema":
             return {"response_format": self.response_format}
         if self.mode == "json_object":
             return {"response_format": {"type": "json_object", "schema": self.schema}}
-        return {"tool_choice": {"type": "function", "function": {"name": self.tool_name(agent)}}}
+        return {"tool_choice": {"type": "function", "function": {"name": self.tool_name(deps)}}}
 
-    def tool_name(self, agent: Agent) -> str:
+    def tool_name(self, deps: RunDeps) -> str:
         """The schema's name, unless one of the agent's tools has it."""
-        taken = {tool.name for tool in agent.options.tools}
+        taken = {tool.name for tool in deps.options.tools}
         name = self.name
         while name in taken:
             name = f"json_{name}"[:64]
         return name
 
-    def dress(self, agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
+    def dress(self, deps: RunDeps, request: dict[str, Any]) -> dict[str, Any]:
         """What the request carries besides the settings: the schema in the instructions
         (``json_object``) or the answer tool (``tool``)."""
         if self.mode == "json_object":
             return {**request, "messages": _instructed(request["messages"], self.schema)}
         if self.mode == "tool":
             tool = {"type": "function", "function": {
-                "name": self.tool_name(agent),
+                "name": self.tool_name(deps),
                 "description": "Give your answer: the arguments of this call are the answer.",
                 "parameters": self.schema,
             }}
             return {**request, "tools": [*request.get("tools", ()), tool]}
         return request
 
-    def answer_call(self, agent: Agent, message: dict[str, Any]) -> dict[str, Any] | None:
+    def answer_call(self, deps: RunDeps, message: dict[str, Any]) -> dict[str, Any] | None:
         """The ``tool`` strategy's call in ``message``, if the model made it."""
         if self.mode != "tool":
             return None
-        name = self.tool_name(agent)
+        name = self.tool_name(deps)
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             if function.get("name") == name:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fragola_nb.base.errors import BadUsage
-from fragola_nb.core.events import EVENTS, Listener, Listeners, Subscription
+from fragola_nb.core.events import EVENTS, Listener, Subscription
 
 if TYPE_CHECKING:
-    from fragola_nb.core.hooks import Hooks
+    from fragola_nb.core.conversation import RunDeps
 
 __all__ = ["Listening"]
 
@@ -22,17 +22,17 @@ __all__ = ["Listening"]
 class Listening:
     """The listener methods of ``Agent``."""
 
-    _listeners: Listeners
-    _hooks: Hooks
+    deps: RunDeps
 
     def on(self, event: str, listener: Listener) -> Subscription:
         """Subscribe ``listener`` to ``event`` (one of ``EVENT_NAMES``)."""
         _check_event(event)
-        subscription = self._listeners.add(event, listener)
+        deps = self.deps
+        subscription = deps.listeners.add(event, listener)
         try:
-            self._hooks.note(event, listener)  # put on by a hook that is running: the hook's
+            deps.hooks.note(event, listener)  # put on by a hook that is running: the hook's
         except BadUsage:  # by a hook already taken off: nobody would own it
-            self._listeners.remove(event, listener)
+            deps.listeners.remove(event, listener)
             raise
         return subscription
 
@@ -43,7 +43,7 @@ class Listening:
         _check_event(event)
         if isinstance(listener, Subscription):
             listener = listener.listener
-        self._listeners.remove(event, listener)
+        self.deps.listeners.remove(event, listener)
 
     def on_user_message(self, listener: Listener) -> Subscription:
         return self.on("user_message", listener)

@@ -22,7 +22,7 @@ from fragola_nb.core.tools import check_tools
 from fragola_nb.models.client import settings_problem
 
 if TYPE_CHECKING:
-    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.conversation import Conversation
 
 __all__ = ["SETTABLE", "add_store", "check_max_step", "check_model_settings",
            "set_options"]
@@ -75,24 +75,24 @@ SETTABLE: dict[str, Callable[[Any], Any]] = {
 """Each option ``set_options`` changes, and how its new value is checked."""
 
 
-def _check_idle(agent: Agent, doing: str) -> None:
-    if agent.status != "idle":
-        raise BadUsage(f"agent {agent.name!r} is {agent.status}: {doing} when it is idle "
+def _check_idle(conv: Conversation, doing: str) -> None:
+    if conv.status != "idle":
+        raise BadUsage(f"agent {conv.deps.name!r} is {conv.status}: {doing} when it is idle "
                        "(await the turn, or stop() it)")
 
 
-def set_options(agent: Agent, changes: Mapping[str, Any]) -> None:
+def set_options(conv: Conversation, changes: Mapping[str, Any]) -> None:
     """Check every change first, then make them all (none is made when one is refused)."""
     unknown = [name for name in changes if name not in SETTABLE]
     if unknown:
         raise BadUsage(f"set_options cannot change {', '.join(map(repr, unknown))}; it changes "
                        + ", ".join(SETTABLE))
-    _check_idle(agent, "change its options")
+    _check_idle(conv, "change its options")
     checked = {name: SETTABLE[name](value) for name, value in changes.items()}
     for name, value in checked.items():
-        setattr(agent.options, name, value)
+        setattr(conv.deps.options, name, value)
 
 
-def add_store(agent: Agent, store: Store[Any]) -> None:
+def add_store(conv: Conversation, store: Store[Any]) -> None:
     """One more store on this agent alone (its forks made before do not see it)."""
-    agent._stores = index_stores((*agent._stores.values(), store))
+    conv.stores = index_stores((*conv.stores.values(), store))

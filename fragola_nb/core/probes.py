@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent
+    from fragola_nb.core.conversation import RunDeps
     from fragola_nb.models.client.reported import Exchange, ModelReply
 
 __all__ = ["ModelCall", "Probe", "ToolRun", "attach", "detach", "install", "installed",
@@ -75,26 +76,27 @@ def installed() -> Probe | None:
     return _probe
 
 
-def attach(agent: Agent, probe: Probe) -> None:
-    """Make ``probe`` watch ``agent``'s turns (and those of forks made from now on); a hook
-    running now owns it (see ``fragola_nb.core.hooks``)."""
-    agent._hooks.note_probe(probe)  # first: a hook already taken off attaches nothing
-    agent._probes = (*agent._probes, probe)
+def attach(deps: RunDeps, probe: Probe) -> None:
+    """Make ``probe`` watch the turns of the agent ``deps`` belongs to (``agent.deps``; and
+    those of forks made from now on); a hook running now owns it (see
+    ``fragola_nb.core.hooks``)."""
+    deps.hooks.note_probe(probe)  # first: a hook already taken off attaches nothing
+    deps.probes = (*deps.probes, probe)
 
 
-def detach(agent: Agent, probe: Probe) -> bool:
-    """Stop ``probe`` watching ``agent`` (once, where attached twice); False when it was not."""
-    own = list(agent._probes)
+def detach(deps: RunDeps, probe: Probe) -> bool:
+    """Stop ``probe`` watching (once, where attached twice); False when it was not."""
+    own = list(deps.probes)
     for index, attached in enumerate(own):
         if attached is probe:
             del own[index]
-            agent._probes = tuple(own)
+            deps.probes = tuple(own)
             return True
     return False
 
 
-def _watching(agent: Agent) -> tuple[Probe, ...]:
-    own: tuple[Probe, ...] = agent._probes
+def _watching(deps: RunDeps) -> tuple[Probe, ...]:
+    own = deps.probes
     probe = _probe
     if probe is None:
         return own
@@ -109,22 +111,22 @@ def _all(managers: list[AbstractContextManager[object]]) -> Iterator[object]:
         yield None
 
 
-def _seam(agent: Agent, enter: Callable[[Probe], AbstractContextManager[object]]
+def _seam(deps: RunDeps, enter: Callable[[Probe], AbstractContextManager[object]]
           ) -> AbstractContextManager[object]:
-    """``enter`` of every probe watching ``agent``, nested; nothing when none watches."""
-    found = _watching(agent)
+    """``enter`` of every probe watching the agent, nested; nothing when none watches."""
+    found = _watching(deps)
     if not found:
         return contextlib.nullcontext()
     return enter(found[0]) if len(found) == 1 else _all([enter(p) for p in found])
 
 
-def turn(agent: Agent) -> AbstractContextManager[object]:
-    return _seam(agent, lambda probe: probe.turn(agent))
+def turn(deps: RunDeps) -> AbstractContextManager[object]:
+    return _seam(deps, lambda probe: probe.turn(deps.context.agent))
 
 
-def model_call(agent: Agent, call: ModelCall) -> AbstractContextManager[object]:
-    return _seam(agent, lambda probe: probe.model_call(agent, call))
+def model_call(deps: RunDeps, call: ModelCall) -> AbstractContextManager[object]:
+    return _seam(deps, lambda probe: probe.model_call(deps.context.agent, call))
 
 
-def tool_run(agent: Agent, run: ToolRun) -> AbstractContextManager[object]:
-    return _seam(agent, lambda probe: probe.tool_run(agent, run))
+def tool_run(deps: RunDeps, run: ToolRun) -> AbstractContextManager[object]:
+    return _seam(deps, lambda probe: probe.tool_run(deps.context.agent, run))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.errors import BadUsage
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import text_of
-from fragola_nb.core.driver import StopNow
+from fragola_nb.core.run.driver import StopNow
 from fragola_nb.core.usage import Usage
 
 if TYPE_CHECKING:

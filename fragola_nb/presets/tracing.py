@@ -136,8 +136,8 @@ def tracing_hook(tracer_provider: TracerProvider | None = None, *,
     tracing = _tracing(tracer_provider, meter_provider, capture_content)
 
     def hook(agent: Agent) -> Callable[[], Any]:
-        probes.attach(agent, tracing)
-        return lambda: probes.detach(agent, tracing)
+        probes.attach(agent.deps, tracing)
+        return lambda: probes.detach(agent.deps, tracing)
 
     hook.__qualname__ = "tracing_hook"
     return hook

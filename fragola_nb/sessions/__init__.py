@@ -2,7 +2,7 @@
 conversations written as Markdown or standalone HTML.
 
 ``session`` holds the public functions (``save_session``, ``load_session``, ``Session``);
-``schema`` the file format and its strict parsing; ``dump`` and ``restore`` turn live agents
+``schema`` the file format and its strict parsing; ``save`` and ``load`` turn live agents
 into the document and back; ``export`` writes the readable copies (``markdown`` keeps any
 message from reshaping a Markdown transcript); ``htmlexport`` writes a run (an agent's tree, and
 any kind a layer above registers: a comparison, a batch) as one self-contained HTML file to

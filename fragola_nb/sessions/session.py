@@ -42,8 +42,8 @@ from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.stores import Store
 from fragola_nb.core.tools import Tool, check_tools
 from fragola_nb.sessions.atomic import atomic_write, entry_path
-from fragola_nb.sessions.dump import document_of, listener_name, locate, not_json
-from fragola_nb.sessions.restore import build_agents, check_document
+from fragola_nb.sessions.load import build_agents, check_document
+from fragola_nb.sessions.save import document_of, listener_name, locate, not_json
 from fragola_nb.sessions.schema import parse_session
 
 __all__ = ["Session", "load_session", "save_session", "session_from_json", "session_to_json"]

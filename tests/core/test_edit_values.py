@@ -49,12 +49,12 @@ class _Unprintable:
 async def test_an_edit_the_api_would_refuse_is_one_bad_usage_and_changes_nothing(
         model: ScriptedModel, index: int, kwargs: dict[str, Any], why: str) -> None:
     agent = make_agent(model, messages=_history())
-    history = agent._history
+    history = agent.conversation.history
 
     with pytest.raises(BadUsage, match=why):
         agent.edit(index, **kwargs)
 
-    assert agent._history is history and agent.state.messages == _history()
+    assert agent.conversation.history is history and agent.state.messages == _history()
     model.push(reply("still fine"))
     state = await agent.user_message("and now?")
     assert state.messages[-1] == {"role": "assistant", "content": "still fine"}

@@ -514,8 +514,8 @@ def test_transient_listeners_stay_with_their_agent_when_forked(model):
     agent.on_status_change(kept)
     assert is_transient(view) and not is_transient(kept)
     fork = agent.fork()
-    assert fork._listeners._by_event["status_change"] == [kept]
-    assert agent._listeners._by_event["status_change"] == [view, kept]
+    assert fork.deps.listeners._by_event["status_change"] == [kept]
+    assert agent.deps.listeners._by_event["status_change"] == [view, kept]
 
 
 async def test_an_async_observer_cancelled_before_it_starts_leaves_no_unawaited_coroutine(

@@ -46,7 +46,8 @@ def test_fork_at_holds_the_messages_before_it_and_shares_them(model):
     assert late.state.messages == parent[:6]
     # Shared, not copied: the very same dicts, and the fork's history views its parent's.
     assert all(a is b for a, b in zip(early.state.messages, parent, strict=False))
-    assert early._history._base is agent._history and early._history._own == []
+    early_history = early.conversation.history
+    assert early_history._base is agent.conversation.history and early_history._own == []
     assert (early.fork_at, early.fork_point, late.fork_at) == (5, 5, 6)
     assert agent.fork().fork_at is None and agent.fork(at=7).fork_at is None
     assert agent.state.messages == parent and len(parent) == 7
@@ -179,10 +180,10 @@ def test_edit_on_the_parent_does_not_reach_forks_made_before(model):
 ])
 def test_bad_edits_are_one_bad_usage_and_change_nothing(model, index, kwargs, why):
     agent = make_agent(model, lookup, messages=_history())
-    history = agent._history
+    history = agent.conversation.history
     with pytest.raises(BadUsage, match=why):
         agent.edit(index, **kwargs)
-    assert agent._history is history and agent.state.messages == _history()
+    assert agent.conversation.history is history and agent.state.messages == _history()
 
 
 def test_system_messages_are_not_edited(model):

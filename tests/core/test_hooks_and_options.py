@@ -288,7 +288,7 @@ def test_a_session_saves_hooks_by_name_and_scopes_and_runs_the_hooks_again_on_lo
     assert (root.has_hook("upper"), fork.has_hook("upper")) == (True, True)
     assert fork.name == branch.name and fork.system_prompt == "Be kind."
     # The hook's listener was saved as the hook, not as a listener too: it is on once.
-    assert len(root._listeners._by_event["ai_message"]) == 1
+    assert len(root.deps.listeners._by_event["ai_message"]) == 1
 
 
 # -- today's presets as hooks -----------------------------------------------------------------

@@ -30,7 +30,7 @@ from support.helpers import make_fragola, user
 from support.invariants import check_agent, loopback_http_client
 
 from fragola_nb import Agent, Fragola, ModelHTTPError, run_sync, tool
-from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
+from fragola_nb.core.run.loop import CANCELLED, INTERRUPTED
 from fragola_nb.models.scripted import (
     ScriptedModel,
     ScriptEntry,

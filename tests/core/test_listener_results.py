@@ -16,7 +16,7 @@ from fragola_nb import (
     ListenerError,
     tool,
 )
-from fragola_nb.core.runloop import CANCELLED
+from fragola_nb.core.run.loop import CANCELLED
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 

@@ -11,7 +11,7 @@ import pytest
 from support.helpers import answered, asked, make_fragola, user
 
 from fragola_nb import Agent, AgentState, tool
-from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
+from fragola_nb.core.run.loop import CANCELLED, INTERRUPTED
 from fragola_nb.models.scripted import ScriptedModel, call, hang, reply, tool_calls
 
 

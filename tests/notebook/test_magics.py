@@ -394,7 +394,7 @@ def test_an_api_error_fails_the_cell_in_one_line_and_the_agent_stays_usable(
     ]
     run(shell, "%tb")  # asked for, the whole chain, down to the openai error
     full = capsys.readouterr().out
-    assert "InternalServerError" in full and "Traceback" in full and "runloop" in full
+    assert "InternalServerError" in full and "Traceback" in full and "loop.py" in full
     assert run(shell, "%%fragola\nagain").success
     assert agent.state.messages[-1]["content"] == "better now"
 

@@ -1072,7 +1072,7 @@ async def test_panel_listeners_are_not_copied_to_forks_nor_saved(
     panel = AgentPanel(agent)
     await agent.user_message("hi")
     fork = agent.fork("branch")
-    assert not any(fork._listeners.has(name) for name in (
+    assert not any(fork.deps.listeners.has(name) for name in (
         "after_state_update", "status_change", "model_chunk", "before_tool_call",
         "after_tool_call", "after_step", "before_step", "after_model_invocation"))
     path = save_session(tmp_path / "s.json", agent)

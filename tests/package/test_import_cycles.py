@@ -1,6 +1,6 @@
 """No run-time import circle in fragola_nb (issue 35, item 6): imports inside functions count,
 those under ``if TYPE_CHECKING:`` do not. The one allowed edge back up is the façade:
-``core.agent`` calls into ``experiments`` (``agent.compare``, ``batch``, ``evaluate``)."""
+``core.facade`` calls into ``experiments`` (``agent.compare``, ``batch``, ``evaluate``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FACADE = ("fragola_nb.core.agent", "fragola_nb.experiments")
+FACADE = ("fragola_nb.core.facade", "fragola_nb.experiments")
 
 
 def modules(root: Path) -> dict[str, Path]:

@@ -55,7 +55,7 @@ def copy(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("module", "added", "broken"), [
     # an import inside a function counts as much as one at the top
-    ("core/runloop.py", "def _peek() -> None:\n    from fragola_nb.notebook import panel\n",
+    ("core/run/loop.py", "def _peek() -> None:\n    from fragola_nb.notebook import panel\n",
      "fragola_nb.core is not allowed to import fragola_nb.notebook"),
     ("base/render.py", "import fragola_nb.core.agent\n",
      "fragola_nb.base is not allowed to import fragola_nb.core"),

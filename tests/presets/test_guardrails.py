@@ -260,7 +260,7 @@ def test_bad_arguments_are_one_clear_line() -> None:
         guardrail(agent, no_secrets, on_reject="drop")  # type: ignore[arg-type]
     with pytest.raises(BadUsage, match="takes an Agent first"):
         guardrail(no_secrets, no_secrets)  # type: ignore[arg-type]
-    assert not agent._listeners.has("user_message")  # nothing half-installed
+    assert not agent.deps.listeners.has("user_message")  # nothing half-installed
 
 
 async def test_a_saved_session_keeps_the_mark_and_the_loaded_agent_does_not_send_it(

@@ -27,7 +27,7 @@ from support.helpers import (
 )
 
 from fragola_nb import BadUsage, InvalidToolDefinition, run_sync, tool
-from fragola_nb.core.runloop import INTERRUPTED
+from fragola_nb.core.run.loop import INTERRUPTED
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.presets.mcptools import MCPConnection, MCPConnectionError, mcp_tools
 
@@ -329,7 +329,7 @@ async def test_stop_sync_during_a_call_returns_at_once_and_the_connection_goes_o
     turn = asyncio.create_task(agent.user_message("wait"))
     await calling.wait()
     # A stop before the tool starts cancels it unrun; this one comes once it runs.
-    while agent._run is None or agent._run.running_call != "c1":
+    while agent.conversation.run is None or agent.conversation.run.running_call != "c1":
         await asyncio.sleep(0.01)
     started = time.monotonic()
     agent.stop_sync()

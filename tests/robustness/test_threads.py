@@ -17,7 +17,7 @@ from support.helpers import answered, make_agent
 from support.invariants import check_agent
 
 from fragola_nb import BadUsage, run_sync, tool
-from fragola_nb.core.runloop import CANCELLED
+from fragola_nb.core.run.loop import CANCELLED
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 # -- B.1: run_sync from code running on run_sync's own loop -----------------------------------

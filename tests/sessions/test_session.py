@@ -81,7 +81,7 @@ async def test_forks_share_their_parents_messages_after_loading(
     _, session, _, _, _ = await saved_and_loaded(model, tmp_path)
     teacher, waiting = session["teacher"], session["waiting"]
 
-    assert waiting._history._base is teacher._history
+    assert waiting.conversation.history._base is teacher.conversation.history
     for mine, theirs in zip(waiting.state.messages[:4], teacher.state.messages, strict=False):
         assert mine is theirs
 
@@ -269,7 +269,7 @@ async def test_listeners_by_name_and_none_drops_one(model: ScriptedModel, tmp_pa
     await agent.user_message("hello")
 
     assert heard == ["generating", "idle"]
-    assert not agent._listeners.has("ai_message")
+    assert not agent.deps.listeners.has("ai_message")
 
 
 async def test_two_different_listeners_with_one_name_cannot_be_saved(
@@ -284,7 +284,7 @@ async def test_two_different_listeners_with_one_name_cannot_be_saved(
     save_session(tmp_path / "s.json", agent, listeners=False)
 
     loaded = load_session(tmp_path / "s.json", fresh(model))["a"]
-    assert not loaded._listeners.has("ai_message")
+    assert not loaded.deps.listeners.has("ai_message")
 
 
 async def test_a_generating_agent_cannot_be_saved(model: ScriptedModel, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pydantic
 
 from fragola_nb import Agent, Fragola, Tool, create_store, tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.sessions.dump import listener_name
+from fragola_nb.sessions.save import listener_name
 
 SECRET = "sk-test-SECRET-session-123"
 
@@ -142,7 +142,7 @@ def snapshot(agent: Agent) -> dict[str, Any]:
             for p in agent.state.pending
         ],
         "listeners": {event: [listener_name(fn) for fn in fns]
-                      for event, fns in agent._listeners._by_event.items() if fns},
+                      for event, fns in agent.deps.listeners._by_event.items() if fns},
     }
 
 

@@ -257,7 +257,7 @@ class _RayRun:
         """``row.fork``, made here from what the worker's fork held."""
         if report.messages is None:
             return None
-        from fragola_nb.sessions.restore import pending_call
+        from fragola_nb.sessions.load import pending_call
 
         base, agent = self.batch.base, self.batch.agent
         fork = base.detached_fork(f"{agent.name}-batch{report.index}")

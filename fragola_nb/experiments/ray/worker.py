@@ -198,7 +198,7 @@ def report(index: int, fork: Agent | None, status: str, error: str | None,
     if fork is None:
         return RowReport(index, status, error=error, seconds=seconds)
     talk = talk or Talk(None, None)
-    from fragola_nb.sessions.dump import pending_record
+    from fragola_nb.sessions.save import pending_record
 
     return RowReport(
         index, status, answer_text(fork, fork.fork_point), error, seconds,

@@ -34,7 +34,7 @@ from typing import Any
 
 from fragola_nb.base.checks import edited_by_hand, rejection_of
 from fragola_nb.base.render import markdown_html, pretty_arguments, text_of, visible
-from fragola_nb.core.runloop import CANCELLED, EDITED, INTERRUPTED, REJECTED
+from fragola_nb.core.run.loop import CANCELLED, EDITED, INTERRUPTED, REJECTED
 
 __all__ = ["RESULT_EDITED", "SHORT", "CallFacts", "Rows", "compact", "disguised", "short"]
 

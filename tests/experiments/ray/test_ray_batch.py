@@ -468,10 +468,10 @@ async def test_what_tools_leave_in_the_forks_stores_comes_back_with_the_row() ->
     remote = await agent.batch(["bump 5", "bump 7"], backend="ray", progress=False)
 
     def counters(result: Any) -> list[int]:
-        return [row.fork._stores["counter"].get() for row in result]
+        return [row.fork.conversation.stores["counter"].get() for row in result]
 
     assert counters(remote) == counters(local) == [15, 17]
-    assert agent._stores["counter"].get() == 10  # the agent's own is left as it was
+    assert agent.conversation.stores["counter"].get() == 10  # the agent's own is left as it was
 
 
 def test_what_cannot_work_on_workers_says_why(tmp_path: Path,

@@ -20,7 +20,7 @@ from support.helpers import until_async as until
 from fragola_nb import Fragola, Tool, tool
 from fragola_nb.base.render import _markdown, markdown_html, visible
 from fragola_nb.core.agent import Agent
-from fragola_nb.core.runloop import CANCELLED, INTERRUPTED
+from fragola_nb.core.run.loop import CANCELLED, INTERRUPTED
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.notebook.panel.rows import Rows
 from fragola_nb.notebook.panel.view import AgentPanel

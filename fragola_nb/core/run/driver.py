@@ -2,12 +2,13 @@
 
 ``drive`` runs one ``user_message``/``step``/``json`` call as a task (so ``stop_sync`` can
 cancel it from anywhere). Everything that belongs to that one call lives in a ``Run`` the
-agent holds while the call is in flight (``agent._run``): its budget and request settings,
-its task and loop, the stop flags, the tool call whose handler runs now, and the async
-observers to wait for. ``settle`` ends every turn the same way, whatever ended it: unanswered
-calls answered "cancelled", the outcome recorded, the status back to idle or waiting. It
-cannot fail half-way: the status is set whatever happens, and a listener's error is raised
-only once the state is complete.
+agent's ``Conversation`` holds while the call is in flight (``conversation.run``): the
+conversation and the run's ``RunDeps``, its budget and request settings, its task and loop,
+the stop flags, the tool call whose handler runs now, and the async observers to wait for.
+``settle`` ends every turn the same way, whatever ended it: unanswered calls answered
+"cancelled", the outcome recorded, the status back to idle or waiting. It cannot fail
+half-way: the status is set whatever happens, and a listener's error is raised only once the
+state is complete.
 
 An agent's status changes under its lock, so a ``stop()``/``stop_sync()`` from another
 thread and a ``step()`` starting on the agent's loop never both act on one waiting agent.
@@ -24,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.awake import kept_awake
 from fragola_nb.base.errors import ListenerError
-from fragola_nb.core import probes, runloop
+from fragola_nb.core import probes
 from fragola_nb.core.events import claim, release
+from fragola_nb.core.run import loop as runloop
 from fragola_nb.core.state import AgentState, Outcome
 from fragola_nb.models.client.asking import CURRENT_AGENT
 
 if TYPE_CHECKING:
-    from fragola_nb.core.agent import Agent
+    from fragola_nb.core.conversation import Conversation, RunDeps
     from fragola_nb.core.jsonshapes import Shape
 
 __all__ = ["CURRENT_AGENT", "Run", "StopNow", "drive", "settle", "stop", "stop_sync"]
@@ -47,8 +49,11 @@ class StopNow(BaseException):
 
 @dataclass(eq=False)
 class Run:
-    """One ``user_message``/``step``/``json`` call in flight."""
+    """One ``user_message``/``step``/``json`` call in flight, on ``conversation`` (the
+    agent's state) with ``deps`` (what it depends on)."""
 
+    conversation: Conversation
+    deps: RunDeps
     loop: asyncio.AbstractEventLoop
     budget: int
     settings: dict[str, Any]
@@ -91,7 +96,8 @@ class Run:
 
 
 async def drive(
-    agent: Agent,
+    conv: Conversation,
+    deps: RunDeps,
     start: Callable[[], Awaitable[None]] | None,
     budget: int,
     turn_settings: dict[str, Any] | None = None,
@@ -100,27 +106,28 @@ async def drive(
     shape: Shape | None = None,
     runs: list[Run] | None = None,
 ) -> AgentState:
-    """Run one call of ``agent`` to its end: ``start`` (storing the user message, say), then
-    the run loop within ``budget`` steps, ``turn_settings`` added to each request (and
-    ``shape``'s additions, for ``agent.json``). ``runs`` gets the call's ``Run``, to read
-    once the call has ended (``agent.json``: was a stop asked before a refusal?)."""
+    """Run one call of an agent (its ``conv`` and ``deps``) to its end: ``start``
+    (storing the user message, say), then the run loop within ``budget`` steps,
+    ``turn_settings`` added to each request (and ``shape``'s additions, for ``agent.json``).
+    ``runs`` gets the call's ``Run``, to read once the call has ended (``agent.json``: was a
+    stop asked before a refusal?)."""
     loop = asyncio.get_running_loop()
-    run = Run(loop, budget, dict(turn_settings or {}), shape)
+    run = Run(conv, deps, loop, budget, dict(turn_settings or {}), shape)
     if runs is not None:
         runs.append(run)
-    with agent._lock:
-        agent._check_can_start(resuming=resuming)
-        previous = agent._status
-        agent._run = run
-        agent._home_loop = weakref.ref(loop)
+    with conv.lock:
+        conv.check_can_start(resuming=resuming)
+        previous = conv.status
+        conv.run = run
+        conv.home_loop = weakref.ref(loop)
         try:
-            agent._set_status("generating")
+            conv.set_status("generating")
         except BaseException:
             # A status_change listener raised (or was interrupted) before anything ran: stay
             # as we were, usable.
-            agent._status, agent._run = previous, None
+            conv.status, conv.run = previous, None
             raise
-    task = loop.create_task(turn(agent, run, start))
+    task = loop.create_task(turn(run, start))
     run.task = task
     try:
         with kept_awake():  # a Jupyter interrupt reaches a cell waiting on a silent server
@@ -129,86 +136,85 @@ async def drive(
         if not run.began:
             # Cancelled before its first step, the turn did nothing, not even settle: the
             # agent would stay "generating" for good.
-            settle(agent, "stopped")
+            settle(conv, "stopped")
         if run.cancel_requested and task.done():
-            return agent.state  # stop_sync(): the turn already settled
+            return conv.state()  # stop_sync(): the turn already settled
         raise
     finally:
-        if agent._run is run:
-            agent._run = None
+        if conv.run is run:
+            conv.run = None
         run.release_observers()
 
 
-async def turn(agent: Agent, run: Run, start: Callable[[], Awaitable[None]] | None
-               ) -> AgentState:
-    with probes.turn(agent):  # a tracing span of the whole turn (fragola_nb.presets.tracing)
-        return await _turn(agent, run, start)
+async def turn(run: Run, start: Callable[[], Awaitable[None]] | None) -> AgentState:
+    with probes.turn(run.deps):  # a tracing span of the whole turn (fragola_nb.presets.tracing)
+        return await _turn(run, start)
 
 
-async def _turn(agent: Agent, run: Run, start: Callable[[], Awaitable[None]] | None
-                ) -> AgentState:
-    CURRENT_AGENT.set(agent.name)
+async def _turn(run: Run, start: Callable[[], Awaitable[None]] | None) -> AgentState:
+    conv = run.conversation
+    CURRENT_AGENT.set(run.deps.name)
     run.began = True
     try:
         if start is not None:
             await start()
-        outcome = await runloop.run(agent, run)
+        outcome = await runloop.run(run)
     except StopNow:
         outcome = "stopped"
     except asyncio.CancelledError:
-        settle(agent, "stopped")
+        settle(conv, "stopped")
         if run.cancel_requested:
-            return agent.state
+            return conv.state()
         raise
     except BaseException as exc:
         try:
-            settle(agent, None)
+            settle(conv, None)
         except BaseException as late:
             if not isinstance(late, ListenerError):
                 raise  # an interrupt while settling wins; the state is complete either way
             exc.add_note(f"fragola_nb: while the turn ended, {late}")
         raise
-    settle(agent, outcome)
+    settle(conv, outcome)
     await run.drain_observers()
-    return agent.state
+    return conv.state()
 
 
-def settle(agent: Agent, outcome: Outcome | None) -> None:
+def settle(conv: Conversation, outcome: Outcome | None) -> None:
     """End a turn: answer what must be answered and leave a valid state.
 
     Nothing here can leave the agent "generating": a listener that raises while the turn is
     settled (or an interrupt) does not stop the settling; the first such error is raised once
     the state is complete.
     """
-    run = agent._run
+    run = conv.run
     error: BaseException | None = None
     try:
         if outcome != "paused":
-            error = repair(agent, run.running_call if run is not None else None)
+            error = repair(conv, run.running_call if run is not None else None)
     except BaseException as exc:  # pragma: no cover - repair catches what it can meet
         error = exc
     finally:
         if run is not None:
             run.stop_requested = False
             run.running_call = None
-        agent._outcome = outcome
+        conv.outcome = outcome
         try:
-            agent._set_status("waiting" if outcome == "paused" else "idle")
+            conv.set_status("waiting" if outcome == "paused" else "idle")
         except BaseException as exc:  # the status is set before listeners hear of it
             error = error or exc
     if error is not None:
         raise error
 
 
-def repair(agent: Agent, running: str | None = None) -> BaseException | None:
+def repair(conv: Conversation, running: str | None = None) -> BaseException | None:
     """Answer every unanswered call as cancelled (``running``, whose handler was
     interrupted, says so); return the first listener error."""
-    agent._pending.clear()
+    conv.pending.clear()
     error: BaseException | None = None
-    for call in runloop.unanswered_calls(agent):
+    for call in conv.unanswered_calls():
         text = runloop.INTERRUPTED if call["id"] == running else runloop.CANCELLED
         try:
-            agent._answer(call["id"], text, "cancelled")
+            conv.answer(call["id"], text, "cancelled")
         except StopNow:
             pass  # stop_sync() from a listener while the turn already ends: nothing to stop
         except BaseException as exc:  # the answer is stored before listeners hear of it
@@ -218,22 +224,22 @@ def repair(agent: Agent, running: str | None = None) -> BaseException | None:
     return error
 
 
-def stop(agent: Agent) -> None:
+def stop(conv: Conversation) -> None:
     """Finish the operation in flight, then return to idle (pending calls are cancelled)."""
-    run = agent._run
-    if agent._status == "generating" and run is not None:
+    run = conv.run
+    if conv.status == "generating" and run is not None:
         run.stop_requested = run.stop_asked = True
-    elif agent._status == "waiting":
-        _stop_waiting(agent)
+    elif conv.status == "waiting":
+        _stop_waiting(conv)
 
 
-def stop_sync(agent: Agent) -> None:
+def stop_sync(conv: Conversation) -> None:
     """Cancel the run at once, an HTTP request in flight included; the history is repaired
     and the interrupted ``user_message``/``step`` returns the state."""
-    if agent._status == "waiting":
-        _stop_waiting(agent)
-    run = agent._run
-    if agent._status != "generating" or run is None:
+    if conv.status == "waiting":
+        _stop_waiting(conv)
+    run = conv.run
+    if conv.status != "generating" or run is None:
         if run is not None:
             _end_wait_on_observers(run)
         return
@@ -249,17 +255,17 @@ def stop_sync(agent: Agent) -> None:
     _cancel(task, run.loop)
 
 
-def _stop_waiting(agent: Agent) -> None:
+def _stop_waiting(conv: Conversation) -> None:
     """Cancel a waiting agent's pending calls and make it idle, on the agent's own loop when
     that loop runs in another thread (where its ``step()`` would start), else here; the
     agent's lock keeps a ``step()`` starting meanwhile from acting on the same calls."""
 
     def settle_if_waiting() -> None:
-        with agent._lock:
-            if agent._status == "waiting":
-                settle(agent, "stopped")
+        with conv.lock:
+            if conv.status == "waiting":
+                settle(conv, "stopped")
 
-    home = agent._home_loop() if agent._home_loop is not None else None
+    home = conv.home_loop() if conv.home_loop is not None else None
     if home is not None and home.is_running() and not _running_in(home):
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
 

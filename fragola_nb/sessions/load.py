@@ -17,13 +17,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from fragola_nb.base.errors import SessionError
-from fragola_nb.core.agent import Agent, AgentSnapshot
+from fragola_nb.core.agent import Agent
 from fragola_nb.core.context import AgentOptions
+from fragola_nb.core.conversation import AgentSnapshot
 from fragola_nb.core.events import Listener
 from fragola_nb.core.history import History
 from fragola_nb.core.hooks import Hook
 from fragola_nb.core.instructions import Scopes
-from fragola_nb.core.runloop import parse_arguments
+from fragola_nb.core.run.loop import parse_arguments
 from fragola_nb.core.schemas import ArgumentsRejected
 from fragola_nb.core.state import Decision, PendingCall
 from fragola_nb.core.stores import Store

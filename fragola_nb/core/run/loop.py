@@ -58,8 +58,8 @@ from fragola_nb.models.recording.cache import HITS_ONLY, NotCached
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from fragola_nb.core.agent import Agent
-    from fragola_nb.core.driver import Run
+    from fragola_nb.core.conversation import RunDeps
+    from fragola_nb.core.run.driver import Run
 
 REJECTED = "The user rejected this call to "
 """How the answer to a rejected call begins (then the tool's name, "." and the reason)."""
@@ -73,144 +73,146 @@ INTERRUPTED = ("Cancelled: the run was stopped while this tool call ran; it did 
                "and what it did is unknown.")
 
 
-async def run(agent: Agent, run: Run) -> Outcome:
+async def run(run: Run) -> Outcome:
     """Drive one turn of ``agent`` with at most ``run.budget`` model calls."""
+    conv, deps = run.conversation, run.deps
     calls_made = 0
     while True:
         # A stop() asked for while answering wins over a pause: the turn ends "stopped",
         # idle, and settling answers the calls still pending with a cancelled result.
-        if unanswered_calls(agent):
-            if await answer_tools(agent, run) and not run.stop_requested:
+        if conv.unanswered_calls():
+            if await answer_tools(run) and not run.stop_requested:
                 return "paused"
         if run.stop_requested:
             return "stopped"
         if calls_made >= run.budget:
             return "step_limit"
-        spent = limits.spent_reason(agent.fragola, agent.model)
-        if spent is not None and not agent.fragola.answers_from_cache:
-            agent._spent = spent
+        spent = limits.spent_reason(deps.fragola, deps.model)
+        if spent is not None and not deps.fragola.answers_from_cache:
+            conv.spent = spent
             return "budget"
-        step = agent._step_count + 1
-        if agent._listeners.has("before_step"):  # no event built when nobody listens
-            await emit(agent, "before_step", StepEvent(agent.context, step))
+        step = conv.step_count + 1
+        if deps.listeners.has("before_step"):  # no event built when nobody listens
+            await emit(deps, "before_step", StepEvent(deps.context, step))
         # Spent, on Fragola.cached: a call its file answers costs nothing and is made; one it
         # would send is not (NotCached), and the turn ends "budget" as above.
         hits_only = HITS_ONLY.set(spent is not None)
         try:
-            message = await call_model(agent, run)
+            message = await call_model(run)
         except NotCached:  # spent before the call, or while it waited its turn
-            agent._spent = spent or limits.spent_reason(agent.fragola, agent.model)
+            conv.spent = spent or limits.spent_reason(deps.fragola, deps.model)
             return "budget"
         except limits.BudgetSpent as spent_meanwhile:  # while the request waited its turn
-            agent._spent = spent_meanwhile.reason
+            conv.spent = spent_meanwhile.reason
             return "budget"
         finally:
             HITS_ONLY.reset(hits_only)
         if message is None:
             return "stopped"
-        agent._step_count += 1
+        conv.step_count += 1
         calls_made += 1
         if not message.get("tool_calls"):
-            if agent._listeners.has("after_step"):
-                await emit(agent, "after_step", StepEvent(agent.context, step))
+            if deps.listeners.has("after_step"):
+                await emit(deps, "after_step", StepEvent(deps.context, step))
             return "stopped" if run.stop_requested else "finished"
-        answer = run.shape.answer_call(agent, message) if run.shape is not None else None
+        answer = run.shape.answer_call(deps, message) if run.shape is not None else None
         if answer is not None:
             # agent.json's answer tool: the arguments are the answer. Every call of the
             # message is answered here, in order; the others did not run.
             for call in message["tool_calls"]:
                 if call["id"] == answer["id"]:
-                    agent._answer(call["id"], RECEIVED)
+                    conv.answer(call["id"], RECEIVED)
                 else:
-                    agent._answer(call["id"], NOT_RUN, "cancelled")
-            if agent._listeners.has("after_step"):
-                await emit(agent, "after_step", StepEvent(agent.context, step))
+                    conv.answer(call["id"], NOT_RUN, "cancelled")
+            if deps.listeners.has("after_step"):
+                await emit(deps, "after_step", StepEvent(deps.context, step))
             return "finished"
-        paused = await answer_tools(agent, run)
-        if agent._listeners.has("after_step"):
-            await emit(agent, "after_step", StepEvent(agent.context, step))
+        paused = await answer_tools(run)
+        if deps.listeners.has("after_step"):
+            await emit(deps, "after_step", StepEvent(deps.context, step))
         if paused and not run.stop_requested:
             return "paused"
 
 
-async def emit(agent: Agent, name: str, event: Any) -> Any:
-    if agent._listeners.has(name):
-        return await agent._listeners.emit(name, event)
+async def emit(deps: RunDeps, name: str, event: Any) -> Any:
+    if deps.listeners.has(name):
+        return await deps.listeners.emit(name, event)
     return event
 
 
-async def call_model(agent: Agent, run: Run) -> dict[str, Any] | None:
+async def call_model(run: Run) -> dict[str, Any] | None:
     """Build the request, call the model, count its usage, store and announce the assistant
     message."""
-    config: dict[str, Any] = {"model": agent.fragola.model, **agent.options.model_settings}
+    conv, deps = run.conversation, run.deps
+    config: dict[str, Any] = {"model": deps.fragola.model, **deps.options.model_settings}
     config.update(run.settings)
-    if agent._listeners.has("before_model_invocation"):
-        event = await emit(agent, "before_model_invocation",
-                           ModelInvocationEvent(agent.context, dict(config)))
+    if deps.listeners.has("before_model_invocation"):
+        event = await emit(deps, "before_model_invocation",
+                           ModelInvocationEvent(deps.context, dict(config)))
         config = event.config  # checked by emit: a mapping
     if run.stop_requested:
         return None  # a listener stopped the run before the request went out
     request = dict(config)
-    request["messages"] = agent._request_messages()
-    tools = agent.options.tools
+    request["messages"] = conv.request_messages()
+    tools = deps.options.tools
     if tools:
         request["tools"] = [t.definition for t in tools]
     if run.shape is not None:
-        request = run.shape.dress(agent, request)
-    on_chunk = _chunk_forwarder(agent) if agent._listeners.has("model_chunk") else None
+        request = run.shape.dress(deps, request)
+    on_chunk = _chunk_forwarder(deps) if deps.listeners.has("model_chunk") else None
     exchange = Exchange()
     seen = probes.ModelCall(request, exchange)
     clock = _Clock()
     model = str(request.get("model") or "")
     try:
-        with probes.model_call(agent, seen):
+        with probes.model_call(deps, seen):
             # Checked as each try goes out: the model the request names (a listener may have
             # switched it) priced under a usd budget, and no budget spent while it waited
             # (once spent, on Fragola.cached, only hits are answered: the cache sends nothing).
-            reply = seen.reply = await agent.fragola._model.reply(
-                request, on_chunk, exchange, _throttle_teller(agent),
-                lambda: _check_send(agent, model))
+            reply = seen.reply = await deps.fragola._model.reply(
+                request, on_chunk, exchange, _throttle_teller(deps),
+                lambda: _check_send(deps, model))
     except BaseException:
         # A stream cut or stopped half-way, or an answer that cannot be stored, still cost
         # tokens once the server began to answer: a call, with its usage if it said any
         # (else unknown, and the cost None). An HTTP error or no connection cost nothing.
         if exchange.answered:
             cut = Usage((_call_usage(request, exchange.usage, clock, exchange,
-                                    agent.fragola.offline),),
-                        agent.fragola.prices)
-            agent._usage += cut
-            limits.count(agent.fragola, cut)
+                                    deps.fragola.offline),),
+                        deps.fragola.prices)
+            conv.usage += cut
+            limits.count(deps.fragola, cut)
         raise
     message = reply.message
     # Counted at once: the tokens are spent whatever the listeners below do.
     usage = Usage((_call_usage(request, reply.usage, clock, exchange,
-                                       agent.fragola.offline),), agent.fragola.prices)
-    agent._usage += usage
-    limits.count(agent.fragola, usage)
-    if agent._listeners.has("ai_message"):
+                                       deps.fragola.offline),), deps.fragola.prices)
+    conv.usage += usage
+    limits.count(deps.fragola, usage)
+    if deps.listeners.has("ai_message"):
         try:
-            event = await emit(agent, "ai_message", AiMessageEvent(agent.context, message))
+            event = await emit(deps, "ai_message", AiMessageEvent(deps.context, message))
         except TurnRefused as refused:  # a guardrail: the reply is not stored, nothing runs
-            agent._keep_refused(refused, "assistant")
+            conv.keep_refused(refused, "assistant")
             raise
         message = event.message
-    message = agent._append(message, "ai_message")  # as stored: the calls run from it
-    if agent._listeners.has("after_model_invocation"):
-        await emit(agent, "after_model_invocation",
-                   AfterModelInvocationEvent(agent.context, message, config, usage))
+    message = conv.append(message, "ai_message")  # as stored: the calls run from it
+    if deps.listeners.has("after_model_invocation"):
+        await emit(deps, "after_model_invocation",
+                   AfterModelInvocationEvent(deps.context, message, config, usage))
     return message
 
 
-def _check_send(agent: Agent, model: str) -> None:
+def _check_send(deps: RunDeps, model: str) -> None:
     """``limits.check_send`` as a try goes out; on ``Fragola.cached``, a budget spent (before
     the call or while it waited its turn) leaves only hits: the cache answers them at no
     cost and raises ``NotCached`` for a miss, nothing sent."""
     if HITS_ONLY.get():
         return
     try:
-        limits.check_send(agent.fragola, model)
+        limits.check_send(deps.fragola, model)
     except limits.BudgetSpent:
-        if not agent.fragola.answers_from_cache:
+        if not deps.fragola.answers_from_cache:
             raise
         HITS_ONLY.set(True)  # undone by run()'s reset of the call's own setting
 
@@ -245,136 +247,117 @@ def _call_usage(request: dict[str, Any], reported: dict[str, int] | None, clock:
                      ttft, seconds, exchange.cached, offline)
 
 
-def _throttle_teller(agent: Agent) -> Callable[[float], Awaitable[None]]:
+def _throttle_teller(deps: RunDeps) -> Callable[[float], Awaitable[None]]:
     async def tell(seconds: float) -> None:
-        await emit(agent, "throttled", ThrottledEvent(agent.context, seconds))
+        await emit(deps, "throttled", ThrottledEvent(deps.context, seconds))
 
     return tell
 
 
-def _chunk_forwarder(agent: Agent) -> Any:
+def _chunk_forwarder(deps: RunDeps) -> Any:
+    emit_chunk, context = deps.listeners.emit, deps.context  # bound once: called per chunk
+
     async def forward(chunk: Callable[[], Any], content: str,
                       partial: Callable[[], dict[str, Any]]) -> None:
         # Half an emoji in a chunk reaches views as U+FFFD, as it is stored (``History``).
-        await agent._listeners.emit(
-            "model_chunk", ModelChunkEvent(agent.context, chunk, mended(content), partial)
-        )
+        await emit_chunk("model_chunk", ModelChunkEvent(context, chunk, mended(content), partial))
 
     return forward
 
 
-def last_tool_calls(agent: Agent) -> tuple[list[dict[str, Any]], set[str]]:
-    """The tool calls of the last assistant message, and the ids already answered."""
-    history = agent._history
-    answered: set[str] = set()
-    for index in range(len(history) - 1, -1, -1):
-        message = history[index]
-        role = message.get("role")
-        if role == "tool":
-            answered.add(message.get("tool_call_id", ""))
-            continue
-        if role == "assistant":
-            return list(message.get("tool_calls") or ()), answered
-        return [], answered
-    return [], answered
-
-
-def unanswered_calls(agent: Agent) -> list[dict[str, Any]]:
-    calls, answered = last_tool_calls(agent)
-    return [c for c in calls if c.get("id") not in answered]
-
-
-async def answer_tools(agent: Agent, run: Run) -> bool:
+async def answer_tools(run: Run) -> bool:
     """Answer each unanswered call of the last assistant message, in order.
 
     Returns True when at least one call waits for a person or an outside result.
     """
-    for call in unanswered_calls(agent):
+    conv = run.conversation
+    for call in conv.unanswered_calls():
         call_id = call["id"]
         if run.stop_requested:
-            agent._answer(call_id, CANCELLED, "cancelled")
-            agent._pending.pop(call_id, None)
+            conv.answer(call_id, CANCELLED, "cancelled")
+            conv.pending.pop(call_id, None)
             continue
-        pending = agent._pending.get(call_id)
+        pending = conv.pending.get(call_id)
         if pending is not None:
             if pending.decision is None:
                 continue
-            await _carry_out(agent, run, pending)
+            await _carry_out(run, pending)
             continue
-        await _first_look(agent, run, call)
-    return any(p.decision is None for p in agent._pending.values())
+        await _first_look(run, call)
+    return any(p.decision is None for p in conv.pending.values())
 
 
-async def _first_look(agent: Agent, run: Run, call: dict[str, Any]) -> None:
+async def _first_look(run: Run, call: dict[str, Any]) -> None:
     """A call seen for the first time: check it, then run it or pause on it.
 
     A call that cannot run (an unknown tool, arguments that are not JSON or fail the schema,
     an approval rule that raised) is answered with what went wrong, so the model can correct
     itself; ``tool_call`` and ``after_tool_call`` hear of it with ``event.error`` set.
     """
+    conv, deps = run.conversation, run.deps
     function = call["function"]
     name = function["name"]
     call_id = call["id"]
     arguments, problem = parse_arguments(function["arguments"])
     raw = function["arguments"] if problem is not None else arguments
-    tool = agent.tool_named(name)
+    tool = deps.tool_named(name)
     if tool is None:
-        known = ", ".join(t.name for t in agent.options.tools) or "none"
+        known = ", ".join(t.name for t in deps.options.tools) or "none"
         error = f"Error: there is no tool named {name!r}. Tools: {known}."
-        await _finish(agent, run, name, call_id, raw, error, error=error)
+        await _finish(run, name, call_id, raw, error, error=error)
         return
     if problem is not None:
         error = f"Error: the arguments for {name} {problem}"
-        await _finish(agent, run, name, call_id, raw, error, error=error, validation=True)
+        await _finish(run, name, call_id, raw, error, error=error, validation=True)
         return
     try:
         params = tool.parse_arguments(arguments)
     except ArgumentsRejected as exc:
         error = f"Error: invalid arguments for {name}:\n{exc}\nFix them and retry."
-        await _finish(agent, run, name, call_id, arguments, error, error=error,
+        await _finish(run, name, call_id, arguments, error, error=error,
                       validation=True)
         return
     try:
-        needs_person = tool.needs_approval(params, agent.context)
+        needs_person = tool.needs_approval(params, deps.context)
     except Exception as exc:
         error = _failure(f"the approval rule of {name!r}", exc)
-        await _finish(agent, run, name, call_id, params, error, error=error)
+        await _finish(run, name, call_id, params, error, error=error)
         return
     if needs_person:
-        agent._add_pending(PendingCall(call_id, name, params, arguments, "approval"))
+        conv.add_pending(PendingCall(call_id, name, params, arguments, "approval"))
         return
-    await _execute(agent, run, tool, call_id, params, arguments)
+    await _execute(run, tool, call_id, params, arguments)
 
 
-async def _carry_out(agent: Agent, run: Run, pending: PendingCall) -> None:
+async def _carry_out(run: Run, pending: PendingCall) -> None:
     """Act on a person's decision for a paused call."""
+    conv, deps = run.conversation, run.deps
     decision = pending.decision
     assert decision is not None
-    del agent._pending[pending.id]
+    del conv.pending[pending.id]
     if decision.kind == "reject":
         reason = f" Reason: {decision.text}" if decision.text else ""
         text = f"{REJECTED}{pending.name}.{reason}"
-        await _finish(agent, run, pending.name, pending.id, pending.params, text, error=text)
+        await _finish(run, pending.name, pending.id, pending.params, text, error=text)
         return
     if decision.kind == "inject":
-        await _finish(agent, run, pending.name, pending.id, pending.params, decision.text)
+        await _finish(run, pending.name, pending.id, pending.params, decision.text)
         return
-    tool = agent.tool_named(pending.name)
+    tool = deps.tool_named(pending.name)
     if tool is None:
         error = f"Error: the tool {pending.name!r} was removed before it ran."
-        await _finish(agent, run, pending.name, pending.id, pending.params, error, error=error)
+        await _finish(run, pending.name, pending.id, pending.params, error, error=error)
         return
     if decision.params is None:
-        await _execute(agent, run, tool, pending.id, pending.params, pending.arguments)
+        await _execute(run, tool, pending.id, pending.params, pending.arguments)
         return
     # The model will read this result against the arguments it sent: say they were changed,
     # so the history stays an exact record of what ran.
     note = f"{EDITED}{_text(decision.params)})"
-    await _execute(agent, run, tool, pending.id, decision.params, pending.arguments, note)
+    await _execute(run, tool, pending.id, decision.params, pending.arguments, note)
 
 
 async def _execute(
-    agent: Agent,
     run: Run,
     tool: Tool,
     call_id: str,
@@ -382,31 +365,32 @@ async def _execute(
     arguments: dict[str, Any],
     note: str | None = None,
 ) -> None:
+    conv, deps = run.conversation, run.deps
     config = ToolCallConfig(tool=tool, params=params, id=call_id, arguments=arguments)
-    if agent._listeners.has("before_tool_call"):
-        event = await emit(agent, "before_tool_call", BeforeToolCallEvent(agent.context, config))
+    if deps.listeners.has("before_tool_call"):
+        event = await emit(deps, "before_tool_call", BeforeToolCallEvent(deps.context, config))
         config = event.config  # checked by emit: a ToolCallConfig
     error = None
     if config.inject_response is not None:
         result: Any = config.inject_response
     elif tool.is_dynamic:
-        agent._add_pending(PendingCall(call_id, tool.name, config.params, arguments, "dynamic"))
+        conv.add_pending(PendingCall(call_id, tool.name, config.params, arguments, "dynamic"))
         return
     else:
         if await _stopped_before_start(run):
-            agent._answer(call_id, CANCELLED, "cancelled")
+            conv.answer(call_id, CANCELLED, "cancelled")
             return
         run.running_call = call_id  # from here on, a stop means "interrupted", not "did not run"
         clock = _Clock()
         try:
-            with probes.tool_run(agent, seen := probes.ToolRun(tool.name, call_id, arguments)):
-                result = seen.result = await tool.invoke(config.params, agent.context)
+            with probes.tool_run(deps, seen := probes.ToolRun(tool.name, call_id, arguments)):
+                result = seen.result = await tool.invoke(config.params, deps.context)
         except Exception as exc:
             result = error = _failure(f"the tool {tool.name!r}", exc)
         finally:  # timed however it ended (an interrupted call ran too, for that long)
-            agent._usage += Usage(tools=(ToolTiming(tool.name, call_id, clock.started,
+            conv.usage += Usage(tools=(ToolTiming(tool.name, call_id, clock.started,
                                                     clock.seconds()),))
-    await _finish(agent, run, tool.name, call_id, config.params, result, note=note, error=error)
+    await _finish(run, tool.name, call_id, config.params, result, note=note, error=error)
 
 
 async def _stopped_before_start(run: Run) -> bool:
@@ -430,7 +414,7 @@ async def _stopped_before_start(run: Run) -> bool:
 
 
 async def _finish(
-    agent: Agent, run: Run, name: str, call_id: str, params: Any, result: Any, *,
+    run: Run, name: str, call_id: str, params: Any, result: Any, *,
     note: str | None = None, error: str | None = None, validation: bool = False,
 ) -> None:
     """Store the answer to a call and tell ``tool_call`` (which may change the result) and
@@ -442,31 +426,33 @@ async def _finish(
     is known, rather than read back from the error's text). ``after_tool_call`` hears the
     outcome the ``tool_call`` listeners left (a payload may turn a success into a failure
     or the reverse), so its ``payload`` says what the model reads."""
-    if agent._listeners.has("tool_call"):
-        event = ToolCallEvent(agent.context, name, params, result, call_id, error,
+    deps = run.deps
+    if deps.listeners.has("tool_call"):
+        event = ToolCallEvent(deps.context, name, params, result, call_id, error,
                               is_validation_error=validation)
         try:
-            event = await emit(agent, "tool_call", event)
+            event = await emit(deps, "tool_call", event)
         except BaseException:
-            _store(agent, run, name, call_id, result, note)
+            _store(run, name, call_id, result, note)
             raise
         result, error, validation = event.result, event.error, event.is_validation_error
-    message = _store(agent, run, name, call_id, result, note)
-    if agent._listeners.has("after_tool_call"):
-        await emit(agent, "after_tool_call",
-                   AfterToolCallEvent(agent.context, name, params, result, call_id, message,
+    message = _store(run, name, call_id, result, note)
+    if deps.listeners.has("after_tool_call"):
+        await emit(deps, "after_tool_call",
+                   AfterToolCallEvent(deps.context, name, params, result, call_id, message,
                                       error, is_validation_error=validation))
 
 
-def _store(agent: Agent, run: Run, name: str, call_id: str, result: Any, note: str | None
+def _store(run: Run, name: str, call_id: str, result: Any, note: str | None
            ) -> dict[str, Any]:
+    conv = run.conversation
     try:
         content = serialize_result(result)
     except Exception as exc:  # a circular value, keys that are not strings, too deep...
         content = (f"Error: the result of {name} could not be turned into JSON text "
                    f"({type(exc).__name__}: {exc})")
     run.running_call = None
-    return agent._answer(call_id, f"{note}\n{content}" if note else content)
+    return conv.answer(call_id, f"{note}\n{content}" if note else content)
 
 
 def _text(value: Any) -> str:

@@ -21,7 +21,8 @@ import pydantic
 
 from fragola_nb.base.errors import BadUsage, SessionError
 from fragola_nb.base.redact import scrub
-from fragola_nb.core.agent import Agent, AgentSnapshot
+from fragola_nb.core.agent import Agent
+from fragola_nb.core.conversation import AgentSnapshot
 from fragola_nb.core.events import Listener, is_transient
 from fragola_nb.core.fragola import Fragola
 from fragola_nb.core.history import History
@@ -31,7 +32,7 @@ from fragola_nb.core.stores import Store
 from fragola_nb.core.timing import call_timing
 from fragola_nb.core.tools import serialize_result
 from fragola_nb.core.usage import CallUsage
-from fragola_nb.sessions.restore import label
+from fragola_nb.sessions.load import label
 from fragola_nb.sessions.schema import FORMAT, VERSION
 
 __all__ = ["document_of", "listener_name", "locate", "not_json"]
