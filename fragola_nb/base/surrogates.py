@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 
 def _mend_text(text: str) -> str:
-    if _SURROGATE.search(text) is None:
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text
     # UTF-16 joins a high surrogate followed by a low one; what is left alone is replaced.
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
@@ -50,14 +50,15 @@ def mended(value: T) -> T:
 
 
 def _whole(value: Any) -> bool:
-    """True when ``value`` holds no surrogate (strings in lists and dicts, keys too)."""
+    """True when ``value`` holds no surrogate (strings in lists and dicts, keys too). An ASCII
+    string (``isascii`` is known without reading it) is skipped."""
     search = _SURROGATE.search
     if isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(key, str) and search(key) is not None:
+            if isinstance(key, str) and not key.isascii() and search(key) is not None:
                 return False
             if isinstance(item, str):
-                if search(item) is not None:
+                if not item.isascii() and search(item) is not None:
                     return False
             elif isinstance(item, (dict, list)) and not _whole(item):
                 return False
@@ -65,7 +66,7 @@ def _whole(value: Any) -> bool:
     if isinstance(value, list):
         for item in value:
             if isinstance(item, str):
-                if search(item) is not None:
+                if not item.isascii() and search(item) is not None:
                     return False
             elif isinstance(item, (dict, list)) and not _whole(item):
                 return False
