@@ -39,7 +39,7 @@ from fragola_nb.models.client.ratelimit import (
     estimate_tokens,
     retry_delay,
 )
-from fragola_nb.models.client.reply import ChunkCallback, read_stream, reply_from_response
+from fragola_nb.models.client.reply import ChunkCallback, message_from_response, read_stream
 from fragola_nb.models.client.reported import CACHE_HEADER, Exchange, ModelReply
 from fragola_nb.models.client.request import (
     UNSENDABLE,
@@ -353,8 +353,8 @@ class ModelClient:
                     data = await client.post("/chat/completions", body=body, cast_to=object,
                                              options=tries)
                     exchange.answered = True
-                    exchange.saw(data)
-                    reply = reply_from_response(data)
+                    exchange.saw(data)  # its usage read once, there
+                    reply = ModelReply(message_from_response(data), exchange.usage)
             except NotSent:  # refused before it went out (a cache's miss): tokens back
                 if limiter is not None:
                     limiter.settle(estimate, 0)
