@@ -413,8 +413,10 @@ class ModelClient:
         definition is read once (a ``Tool`` is immutable: its definition is the same object
         in every request)."""
         rest = {key: value for key, value in body.items() if key not in ("messages", "tools")}
-        extra = {key: value for key, value in options.items() if key != "security"}
-        found = credentials_in(extra, rest) if extra else credentials_in(rest)
+        if options.keys() - {"security"}:  # headers, query, extra_json (security is ours)
+            found = credentials_in({k: v for k, v in options.items() if k != "security"}, rest)
+        else:
+            found = credentials_in(rest)
         tools = body.get("tools")
         if isinstance(tools, list):
             memo = self._tool_credentials
