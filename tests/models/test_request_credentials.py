@@ -8,9 +8,11 @@ tool's definition, is in use once the request is sent, on the first request and 
 
 from __future__ import annotations
 
+import httpx2
+
 from fragola_nb import Fragola, tool
 from fragola_nb.base.inuse import in_use
-from fragola_nb.models.scripted import reply
+from fragola_nb.models.scripted import ScriptedModel, reply
 
 SCHEMA = {"type": "object", "properties": {"api_key": {"type": "string"}},
           "x-api-key": "tool-cred-Q8v1Z3kL7"}
@@ -46,3 +48,23 @@ async def test_a_credential_of_each_request_and_of_a_changed_setting_is_known() 
     await agent.user_message("again")
     assert "body-cred-K6j2H9qT4" in in_use()
     await fragola.aclose()
+
+
+async def test_default_headers_are_read_when_the_fragola_is_made() -> None:
+    """The client's own credentials are read once, so what it sends is fixed then too: a
+    later change to the ``default_headers`` dict given is not sent (nor left unknown)."""
+    sent: list[str | None] = []
+
+    async def heard(request: httpx2.Request) -> None:
+        sent.append(request.headers.get("x-team-key"))
+
+    with ScriptedModel([reply("hi")]) as model:
+        headers = {"X-Team-Key": "team-cred-B7n3M5cX1"}
+        http = httpx2.AsyncClient(event_hooks={"request": [heard]})
+        fragola = Fragola(model="m", api_key="k", base_url=model.base_url, max_retries=0,
+                          default_headers=headers, http_client=http)
+        headers["X-Team-Key"] = "team-cred-changed-9"
+        await fragola.agent("bot").user_message("hello")
+        await http.aclose()
+    assert sent == ["team-cred-B7n3M5cX1"]
+    assert "team-cred-B7n3M5cX1" in in_use()
