@@ -273,7 +273,9 @@ def section(result: dict[str, Any]) -> str:
 
 
 CHANGED = (
-    "What changed (issue 34), each without a change of behaviour. First round: "
+    "What changed (issue 34), without a change of behaviour but two (second round: "
+    "`default_headers`/`default_query` are copied when the client is made, and a key holding "
+    "half an emoji is now mended as a value is). First round: "
     "`credentials_in`, run on every request, walks it once by `_walk`'s rule without "
     "rebuilding it or redacting its texts (the decision per key cached); `mended` tells a "
     "message with no half emoji without copying it; `serialize_result` reuses one JSON "
@@ -284,10 +286,11 @@ CHANGED = (
     "round: the credentials of each request are looked for without closures made per "
     "request, the client's own (key, `default_headers`, `default_query`, copied when it is "
     "made) read once, and each tool definition once per definition object (a `Tool` is "
-    "immutable); an ASCII string is not searched for half an emoji; a reply's usage is read "
-    "once; `CallUsage` and `ToolTiming` have slots; the request body is split from its options "
-    "by the option keys present (bytecode beyond the floor at K=5: about 5,400 → 4,400 "
-    "instructions a call plain, 3,950 → 2,850 streamed). What is left beyond the floor is "
+    "immutable); an ASCII string is not searched for half an emoji, a message's keys are "
+    "searched at once; a reply's usage is read once; nothing metered is told at once; "
+    "`CallUsage` and `ToolTiming` have slots; the request body is split from its options "
+    "by the option keys present (bytecode beyond the floor at K=5: about 5,400 → 4,300 "
+    "instructions a call plain, 3,950 → 2,700 streamed). What is left beyond the floor is "
     "spread over the run loop's bookkeeping (the four event-loop passes before a tool runs, "
     "the history reads, usage and limits, events) and the reply's field-by-field checks, none "
     "of it in one function alone.")
