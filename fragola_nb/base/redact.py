@@ -240,38 +240,41 @@ def credentials_in(*values: Any) -> set[str]:
     depth) hold under a credential's name, without their scheme: the ``known`` values to
     hide wherever a server may quote them back."""
     found: set[str] = set()
-
-    def collect(item: Any) -> None:
-        if isinstance(item, str):
-            found.add(_bare(item))
-        elif isinstance(item, dict):
-            for inner in item.values():
-                collect(inner)
-        elif isinstance(item, (list, tuple)):
-            for inner in item:
-                collect(inner)
-
-    def look(item: Any, names: bool) -> None:
-        # _walk's rule, without rebuilding the value: sent with every request, so cheap.
-        if isinstance(item, dict):
-            for key, inner in item.items():
-                if isinstance(key, str) and _key_hides(key, names):
-                    collect(inner)
-                elif isinstance(inner, _NESTED):
-                    look(inner, key not in _SCHEMA_NAME_MAPS)
-        elif isinstance(item, (list, tuple)):
-            for inner in item:
-                if isinstance(inner, _NESTED):
-                    look(inner, True)
-
     for value in values:
+        if value is None:
+            continue
         if hasattr(value, "multi_items"):  # httpx's Headers and QueryParams
             value = [{name: item} for name, item in value.multi_items()]
         elif hasattr(value, "items") and not isinstance(value, dict):
             value = dict(value.items())
-        look(value, True)
+        _look(value, True, found)
     found.discard("")
     return found
+
+
+def _collect(item: Any, found: set[str]) -> None:
+    if isinstance(item, str):
+        found.add(_bare(item))
+    elif isinstance(item, dict):
+        for inner in item.values():
+            _collect(inner, found)
+    elif isinstance(item, (list, tuple)):
+        for inner in item:
+            _collect(inner, found)
+
+
+def _look(item: Any, names: bool, found: set[str]) -> None:
+    """``_walk``'s rule, without rebuilding the value: sent with every request, so cheap."""
+    if isinstance(item, dict):
+        for key, inner in item.items():
+            if isinstance(key, str) and _key_hides(key, names):
+                _collect(inner, found)
+            elif isinstance(inner, _NESTED):
+                _look(inner, key not in _SCHEMA_NAME_MAPS, found)
+    elif isinstance(item, (list, tuple)):
+        for inner in item:
+            if isinstance(inner, _NESTED):
+                _look(inner, True, found)
 
 
 def hidden(value: Any) -> str:

@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 
 def _mend_text(text: str) -> str:
-    if _SURROGATE.search(text) is None:
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text
     # UTF-16 joins a high surrogate followed by a low one; what is left alone is replaced.
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
@@ -41,8 +41,10 @@ def mended(value: T) -> T:
         return value  # the usual case, told without copying anything
     if isinstance(value, dict):
         changed = {_mend_key(key): mended(item) for key, item in value.items()}
-        same = all(a is b for a, b in zip(value.values(), changed.values(), strict=True))
-        return value if same and len(changed) == len(value) else changed  # type: ignore[return-value]
+        same = len(changed) == len(value) and all(  # a key mended is a change too
+            key is new_key and item is new_item for (key, item), (new_key, new_item)
+            in zip(value.items(), changed.items(), strict=True))
+        return value if same else changed  # type: ignore[return-value]
     if isinstance(value, list):
         items = [mended(item) for item in value]
         return value if all(a is b for a, b in zip(value, items, strict=True)) else items  # type: ignore[return-value]
@@ -50,14 +52,19 @@ def mended(value: T) -> T:
 
 
 def _whole(value: Any) -> bool:
-    """True when ``value`` holds no surrogate (strings in lists and dicts, keys too)."""
+    """True when ``value`` holds no surrogate (strings in lists and dicts, keys too). An ASCII
+    string (``isascii`` is known without reading it) is skipped."""
     search = _SURROGATE.search
     if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and search(key) is not None:
-                return False
+        try:
+            keys = "".join(value)  # the keys at once, when they are all strings
+        except TypeError:
+            keys = "".join(key for key in value if isinstance(key, str))
+        if not keys.isascii() and search(keys) is not None:
+            return False  # joined, a high and a low surrogate of two keys never pair: str
+        for item in value.values():
             if isinstance(item, str):
-                if search(item) is not None:
+                if not item.isascii() and search(item) is not None:
                     return False
             elif isinstance(item, (dict, list)) and not _whole(item):
                 return False
@@ -65,7 +72,7 @@ def _whole(value: Any) -> bool:
     if isinstance(value, list):
         for item in value:
             if isinstance(item, str):
-                if search(item) is not None:
+                if not item.isascii() and search(item) is not None:
                     return False
             elif isinstance(item, (dict, list)) and not _whole(item):
                 return False

@@ -98,6 +98,11 @@ class History(Sequence[Message]):
         return self._base_len + len(self._own)
 
     def __getitem__(self, index: Any) -> Any:
+        if type(index) is int:  # the usual case: one of this history's own messages
+            own = self._own
+            at = index - self._base_len if index >= 0 else index + len(own)
+            if 0 <= at < len(own):
+                return own[at]
         if isinstance(index, slice):
             return self.to_list()[index]
         length = len(self)

@@ -180,6 +180,8 @@ def spent_reason(fragola: Fragola, model: str) -> str | None:
     """Before a call to ``model``: the reason of the first meter in force that is spent, or
     None. A ``BadUsage`` when a usd budget is in force and ``model`` has no known price."""
     meters = in_force(fragola)
+    if not meters:  # the usual case: nothing metered
+        return None
     if any(m.budget is not None and m.budget.usd is not None for m in meters):
         priced(fragola.prices, [model], "a usd budget is set")
     for meter in meters:

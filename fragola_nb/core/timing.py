@@ -45,7 +45,7 @@ BETWEEN = ("fragola_nb itself and your listeners (this panel's included), and an
 """What the time between calls is, as the waterfall's legend says it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # made once per tool call
 class ToolTiming:
     """One tool call that ran: the tool's ``name``, the ``call_id`` the model gave it, when
     its function was called (``started``, seconds since the epoch) and how long it took

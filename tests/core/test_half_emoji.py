@@ -167,3 +167,16 @@ async def test_a_session_file_holding_half_an_emoji_loads_mended(model: Scripted
 
     assert loaded.state.messages[-1]["content"] == MENDED
     await next_call_works(loaded, model)
+
+
+def test_half_an_emoji_in_a_key_is_mended_too() -> None:
+    """A key is text that goes out in every request as well: mended like a value."""
+    from fragola_nb.base.surrogates import mended
+
+    message = {"role": "tool", "tool_call_id": "c1", "content": "ok", "note\ud83d": "kept"}
+    stored = mended(message)
+    assert list(stored) == ["role", "tool_call_id", "content", "note\ufffd"]
+    assert json.dumps(stored, ensure_ascii=False).encode()  # sendable now
+    assert message["note\ud83d"] == "kept"  # the given dict is not changed
+    whole = {"role": "user", "content": "fine"}
+    assert mended(whole) is whole

@@ -39,7 +39,7 @@ from fragola_nb.models.client.ratelimit import (
     estimate_tokens,
     retry_delay,
 )
-from fragola_nb.models.client.reply import ChunkCallback, read_stream, reply_from_response
+from fragola_nb.models.client.reply import ChunkCallback, message_from_response, read_stream
 from fragola_nb.models.client.reported import CACHE_HEADER, Exchange, ModelReply
 from fragola_nb.models.client.request import (
     UNSENDABLE,
@@ -133,6 +133,9 @@ class ModelClient:
         self.rate_limit = check_rate_limit(rate_limit)
         self._limiter = None if rate_limit is None else Limiter(rate_limit)
         self._options = dict(options or {})
+        for name in ("default_headers", "default_query"):  # ours: a later change is not sent
+            if isinstance(self._options.get(name), Mapping):
+                self._options[name] = dict(self._options[name])
         problem = headers_problem(self._options.get("default_headers") or {}, "default_headers")
         if problem:
             raise BadUsage(problem)
@@ -162,6 +165,12 @@ class ModelClient:
         self.wrap_http: Callable[[httpx2.AsyncClient], httpx2.AsyncClient] | None = None
         """Given the HTTP client made for a new ``openai`` client, the one to use instead
         (``fragola_nb.models.recording`` wraps its transport to see every exchange)."""
+        # Its own, read once: the key and the options are fixed (default_headers and
+        # default_query copied above, so what is sent is what was read here).
+        self._own_credentials = frozenset(credentials_in(
+            {"api_key": self._api_key}, self._options.get("default_headers"),
+            self._options.get("default_query")))
+        self._tool_credentials: dict[int, tuple[object, frozenset[str]]] = {}
         self.credentials()  # known before any server can quote them back
 
     def settings(self) -> ClientSettings:
@@ -269,7 +278,7 @@ class ModelClient:
         body, options = body_and_options(asking_usage(request))
         client = self.client()
         sent = (options, body)  # headers, query and extra_json in the options
-        self.credentials(options, {k: v for k, v in body.items() if k != "messages"})
+        self._sent_credentials(body, options)
         retried = [0]
         try:
             return await self._paced(client, body, options, on_chunk, exchange, told,
@@ -344,8 +353,8 @@ class ModelClient:
                     data = await client.post("/chat/completions", body=body, cast_to=object,
                                              options=tries)
                     exchange.answered = True
-                    exchange.saw(data)
-                    reply = reply_from_response(data)
+                    exchange.saw(data)  # its usage read once, there
+                    reply = ModelReply(message_from_response(data), exchange.usage)
             except NotSent:  # refused before it went out (a cache's miss): tokens back
                 if limiter is not None:
                     limiter.settle(estimate, 0)
@@ -397,12 +406,42 @@ class ModelClient:
         # ordinary words ("ollama pull llama3.2"), never cut out of them.
         return redact_text(_error_text(exc), self.credentials(*given))
 
+    def _sent_credentials(self, body: dict[str, Any], options: dict[str, Any]) -> None:
+        """Remember what ``credentials(options, body)`` finds in a request about to go out
+        (its messages left out), for less: the client's own were remembered when it was made
+        (a given client's key is read again: it may have been changed), and each tool
+        definition is read once (a ``Tool`` is immutable: its definition is the same object
+        in every request)."""
+        rest = {key: value for key, value in body.items() if key not in ("messages", "tools")}
+        if options.keys() - {"security"}:  # headers, query, extra_json (security is ours)
+            found = credentials_in({k: v for k, v in options.items() if k != "security"}, rest)
+        else:
+            found = credentials_in(rest)
+        tools = body.get("tools")
+        if isinstance(tools, list):
+            memo = self._tool_credentials
+            for definition in tools:
+                held = memo.get(id(definition))
+                if held is None or held[0] is not definition:
+                    if len(memo) >= 1024:  # tools made per turn: forget the old ones
+                        memo.clear()
+                    held = memo[id(definition)] = (definition,
+                                                   frozenset(credentials_in([definition])))
+                found |= held[1]
+        elif tools is not None:
+            found |= credentials_in({"tools": tools})
+        if self._given is not None and isinstance(self._given.api_key, str):
+            found.add(self._given.api_key)
+        found.discard(NO_KEY)
+        if found:
+            remember(found)
+
     def credentials(self, *sent: Mapping[str, Any]) -> set[str]:
         """The credentials this client sends (its key, credential headers and query values of
         its options) and those in ``sent`` (a request's headers, query, body): what a server
         may quote back, to be hidden by value wherever fragola_nb shows or writes text."""
-        known = credentials_in({"api_key": self._api_key}, self._options.get("default_headers"),
-                               self._options.get("default_query"), *sent)
+        known = credentials_in(*sent)
+        known |= self._own_credentials
         known.discard(NO_KEY)
         if self._given is not None and isinstance(self._given.api_key, str):
             known.add(self._given.api_key)

@@ -343,10 +343,10 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None, exchange: Exchan
     ``APIError`` as before."""
     response: httpx2.Response = stream.response
     text, refusal = _Text(), _Text()
-    # The last usage that reads as counts: OpenAI sends it in a chunk of its own at the end
-    # ("usage": null on the others); some servers send running counts on every chunk, or a
-    # null or partial one after the real one.
-    usage: dict[str, int] | None = None
+    # The usage is the last one that reads as counts (``exchange.saw``): OpenAI sends it in
+    # a chunk of its own at the end ("usage": null on the others); some servers send running
+    # counts on every chunk, or a null or partial one after the real one.
+    exchange.usage = None
     calls: dict[int, _Call] = {}
     finished = False
     spoke = False  # a delta came: without any, the stream held a choice with no message
@@ -362,9 +362,7 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None, exchange: Exchan
             if not isinstance(chunk, dict):
                 raise ModelResponseError(
                     f"a streamed chunk is not a JSON object but {_kind(chunk)}")
-            usage = usage_of(chunk.get("usage")) or usage
-            exchange.saw(chunk)
-            exchange.usage = usage
+            exchange.saw(chunk)  # keeps the last usage that reads as counts
             choices = chunk.get("choices")
             if not choices:
                 continue  # the usage chunk
@@ -404,7 +402,7 @@ async def _collect(stream: Any, on_chunk: ChunkCallback | None, exchange: Exchan
     if not spoke:
         raise ModelResponseError("the model API streamed a choice with no message")
     message = _checked_message(text.value(), _ordered(calls), refusal.value() or None)
-    return ModelReply(message, usage)
+    return ModelReply(message, exchange.usage)
 
 
 def _partial(text: _Text, calls: dict[int, _Call], refusal: _Text) -> dict[str, Any]:

@@ -79,6 +79,8 @@ def usage_of(usage: Any) -> dict[str, int] | None:
 
 def _count(value: Any) -> int | None:
     """``value`` when it is a whole number >= 0 (not a bool), else None."""
+    if type(value) is int:  # what JSON gives: told at once
+        return value if value >= 0 else None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     return None

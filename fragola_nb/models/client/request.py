@@ -66,8 +66,13 @@ def settings_problem(settings: Mapping[str, Any]) -> str | None:
     return request_problem(settings)
 
 
+@functools.cache
+def _known_keys() -> frozenset[str]:
+    return request_fields() | REQUEST_OPTIONS.keys()
+
+
 def request_problem(request: Mapping[str, Any]) -> str | None:
-    unknown = request.keys() - request_fields() - REQUEST_OPTIONS.keys()
+    unknown = request.keys() - _known_keys()
     if unknown:
         names = ", ".join(repr(name) for name in sorted(unknown, key=str))
         return (f"model_settings has {names}, which chat.completions.create() of openai "
@@ -164,17 +169,19 @@ def body_and_options(request: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     problem = request_problem(request)
     if problem:
         raise BadUsage(problem)
-    body: dict[str, Any] = {}
+    body = dict(request)
     options: dict[str, Any] = {"security": {"bearer_auth": True}}
     for key, value in request.items():
-        if isinstance(value, (openai.NotGiven, openai.Omit)):
-            continue
-        option = REQUEST_OPTIONS.get(key)
-        if option is None:
-            body[key] = value
-        elif option == "timeout" or value is not None:
-            options[option] = value
+        if isinstance(value, _LEFT_OUT):
+            del body[key]
+    for key in REQUEST_OPTIONS.keys() & body.keys():  # most requests have none
+        value = body.pop(key)
+        if key == "timeout" or value is not None:
+            options[REQUEST_OPTIONS[key]] = value
     return body, options
+
+
+_LEFT_OUT = (openai.NotGiven, openai.Omit)
 
 
 def json_schema_response_format(schema: Any, name: str) -> dict[str, Any]:
