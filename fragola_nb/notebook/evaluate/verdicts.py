@@ -32,11 +32,12 @@ NOTE_LIMIT = 2000
 """Characters of a note a label keeps (a longer one is cut)."""
 
 
-def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = None
-                 ) -> dict[str, Any]:
+def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = None, *,
+                 tests: bool = True) -> dict[str, Any]:
     """``{"intervals": [per variant: {rate, low, high, text} or None], "lines": [{text,
     decided}]}``: the text as ``repr`` and the static table say it (``summary``: the
-    evaluation's, when the caller has it)."""
+    evaluation's, when the caller has it; ``tests=False``: without the verdicts of the
+    variants against the first, whose tests come later)."""
     intervals: list[dict[str, Any] | None] = []
     for line in evaluation.summary() if summary is None else summary:
         ci = line["pass_rate_ci"]
@@ -46,7 +47,7 @@ def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = 
             "high": None if ci is None else ci[1], "cases": line["cases"],
             "text": rate_text(rate, ci)})
     said: list[tuple[str, bool]] = []
-    if evaluation.done and len(evaluation.variants) > 1:
+    if tests and evaluation.done and len(evaluation.variants) > 1:
         said += [(v.line(), v.verdict != "not distinguishable") for v in verdicts(evaluation)]
     diff = evaluation.baseline
     if diff is not None:  # against the baseline: each variant's verdict, what changed

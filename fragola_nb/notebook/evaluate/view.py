@@ -87,6 +87,7 @@ class EvalView(ExperimentView):
         self.evaluation, self.matrix = evaluation, matrix
         self._sent_at = self._stats_at = 0.0
         self._patched = False  # cells sent as patches since the last whole matrix
+        self._ended = evaluation.done  # shown after its end: everything at once
         self._tally = LiveTally(evaluation)
         self._timer: asyncio.TimerHandle | None = None
         known = evaluation.known
@@ -111,7 +112,8 @@ class EvalView(ExperimentView):
             self._tally.take()  # the counters follow the rows the fresh figures read
             lines = evaluation.summary()  # once: the title and the head are made from it
             cells, flags = matrix_cells(evaluation), matrix_flags(evaluation)
-            verdicts = verdict_data(evaluation, lines)
+            later = self._tests_later()
+            verdicts = verdict_data(evaluation, lines, tests=later is None)
             # patched in place while it ran: equal values would not be sent; the end sends all
             whole = [key for key, value in (("cells", cells), ("flags", flags))
                      if self._patched and value == getattr(self.matrix, key)]
@@ -124,6 +126,31 @@ class EvalView(ExperimentView):
                 self.matrix.head = head_data(evaluation, lines, evaluation.overview(lines))
             if whole:
                 self.matrix.send_state(whole)
+            if later is not None:
+                later.call_soon(self._draw_tests)
+
+    def _tests_later(self) -> asyncio.AbstractEventLoop | None:
+        # The run's end: its tests (permutation tests, about a second at 1,000 cases) are
+        # drawn right after ``evaluate`` returns, from the loop, not before it returns (see
+        # docs/evaluation-view.md). A label, a diff, a view made later: at once.
+        evaluation = self.evaluation
+        if self._ended or not evaluation.done:
+            return None
+        self._ended = True
+        if evaluation.baseline is not None or len(evaluation.variants) < 2:
+            return None
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+
+    def _draw_tests(self) -> None:
+        try:
+            with self._lock:
+                if not self._detached:
+                    self.matrix.verdicts = verdict_data(self.evaluation)
+        except Exception:
+            _log.exception("fragola_nb: the evaluation matrix failed to draw its verdicts")
 
     def _update(self) -> None:
         # Paced, while rows finish: the cells of the rows that changed (a ``patch``
