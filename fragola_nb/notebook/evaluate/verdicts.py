@@ -26,18 +26,17 @@ from fragola_nb.experiments.evaluate.versus import rate_text, verdicts
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
-__all__ = ["NOTE_LIMIT", "label_message", "matrix_flags", "verdict_data"]
+__all__ = ["NOTE_LIMIT", "label_message", "matrix_flags", "verdict_data", "verdict_lines"]
 
 NOTE_LIMIT = 2000
 """Characters of a note a label keeps (a longer one is cut)."""
 
 
-def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = None, *,
-                 tests: bool = True) -> dict[str, Any]:
+def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = None
+                 ) -> dict[str, Any]:
     """``{"intervals": [per variant: {rate, low, high, text} or None], "lines": [{text,
     decided}]}``: the text as ``repr`` and the static table say it (``summary``: the
-    evaluation's, when the caller has it; ``tests=False``: without the verdicts of the
-    variants against the first, whose tests come later)."""
+    evaluation's, when the caller has it)."""
     intervals: list[dict[str, Any] | None] = []
     for line in evaluation.summary() if summary is None else summary:
         ci = line["pass_rate_ci"]
@@ -46,17 +45,21 @@ def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = 
             "rate": rate, "low": None if ci is None else ci[0],
             "high": None if ci is None else ci[1], "cases": line["cases"],
             "text": rate_text(rate, ci)})
+    return {"intervals": intervals, "lines": verdict_lines(evaluation)}
+
+
+def verdict_lines(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The ``lines`` of ``verdict_data``: ``[{text, decided}]``."""
     said: list[tuple[str, bool]] = []
-    if tests and evaluation.done and len(evaluation.variants) > 1:
+    if evaluation.done and len(evaluation.variants) > 1:
         said += [(v.line(), v.verdict != "not distinguishable") for v in verdicts(evaluation)]
     diff = evaluation.baseline
     if diff is not None:  # against the baseline: each variant's verdict, what changed
         said += [(v.line(), v.verdict != "not distinguishable") for v in diff.versus.values()]
         said += [(f"setup: {change}", False) for change in diff.setup_changes]
     known = evaluation.known
-    lines = [{"text": visible(redact_text(text, known)), "decided": decided}
-             for text, decided in said]
-    return {"intervals": intervals, "lines": lines}
+    return [{"text": visible(redact_text(text, known)), "decided": decided}
+            for text, decided in said]
 
 
 def matrix_flags(evaluation: Evaluation) -> dict[str, list[Any]]:
