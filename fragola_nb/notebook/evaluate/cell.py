@@ -42,6 +42,8 @@ __all__ = ["EvalCell", "EvalWatcher", "unwatch", "watch"]
 class EvalWatcher(ExperimentWatcher):
     """Shows the evaluations of one shell (see the module's docstring)."""
 
+    STATIC_LATER = True
+
     def _view(self, evaluation: Any) -> Any:
         from fragola_nb.notebook.evaluate.view import EvalView
 

@@ -12,6 +12,7 @@ prints its text table. A kind says how its view is made and what its note says
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,9 @@ __all__ = ["ExperimentWatcher", "unwatch"]
 
 class ExperimentWatcher:
     """Shows the experiments of one shell (see the module's docstring)."""
+
+    STATIC_LATER = False
+    """The final static table drawn right after the run returns, not before."""
 
     def __init__(self, ext: Extension) -> None:
         self.ext = ext
@@ -41,9 +45,15 @@ class ExperimentWatcher:
         handle = self.ext.show_view(view)
 
         def ended(part: Any) -> None:
-            # The display's static table (nbconvert, GitHub) becomes the final one.
+            # The display's static table (nbconvert, GitHub) becomes the final one; an
+            # evaluation's right after the run returns (its text and table say the verdicts,
+            # permutation tests: see docs/evaluation-view.md), from the loop.
             if part is None:
-                handle.update(view)
+                loop = _running_loop() if self.STATIC_LATER else None
+                if loop is None:
+                    handle.update(view)
+                else:
+                    loop.call_soon(handle.update, view)
 
         experiment.subscribe(ended)
         return True
@@ -78,3 +88,10 @@ class ExperimentWatcher:
 def unwatch(watchers: list[Any], ext: Extension) -> None:
     """Take ``ext``'s watchers out of ``watchers`` (when the extension unloads)."""
     watchers[:] = [w for w in watchers if getattr(w, "ext", None) is not ext]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
