@@ -71,22 +71,22 @@ class Front:
     def run(self, code: str) -> tuple[str, dict[str, Any]]:
         """Run a cell; its result's text and what the matrix's comm sent meanwhile.
         ``sent["complete"]``: seconds from the request to the idle kernel and, with a
-        matrix, to its verdict lines (drawn right after ``evaluate`` returns: read on after
-        the idle status until they come)."""
+        matrix, to its verdict lines and its final static table (drawn right after
+        ``evaluate`` returns: read on after the idle status until they come)."""
         began = time.perf_counter()
         msg_id = self.kc.execute(code)
         matrix: str | None = None
         sent: dict[str, Any] = {"messages": 0, "bytes": 0, "largest": 0}
-        text, idle, tested = "", False, False
+        text, idle, tested, updated = "", False, False, False
         while True:
             try:
                 msg = self.kc.get_iopub_msg(timeout=600 if not idle else 60)
             except queue.Empty:
                 raise RuntimeError("the kernel went quiet") from None
             kind, content = msg["msg_type"], msg["content"]
-            if (idle and kind == "comm_msg" and content["comm_id"] == matrix
-                    and msg["parent_header"].get("msg_id") != msg_id):
-                pass  # the verdicts, drawn after the cell returned: its parent may differ
+            if idle and (kind == "update_display_data" or (
+                    kind == "comm_msg" and content["comm_id"] == matrix)):
+                pass  # drawn right after the cell returned: its parent may differ
             elif msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if kind == "comm_open" and str(content["data"].get("state", {}).get(
@@ -109,9 +109,11 @@ class Front:
                 text = content["data"]["text/plain"]
             if kind == "error":
                 raise RuntimeError("\n".join(content["traceback"]))
+            if kind == "update_display_data":
+                updated = True  # the final static table, drawn right after the run returns
             if kind == "status" and content["execution_state"] == "idle":
                 idle = True
-            if idle and (matrix is None or tested):
+            if idle and (matrix is None or (tested and updated)):
                 sent["complete"] = time.perf_counter() - began
                 return text, sent
 
@@ -180,10 +182,10 @@ def text_of(result: dict[str, Any], rounds: int, when: str, load: float) -> str:
         "(target ≤ 1.1x at both sizes: the cost stays linear). Wall and CPU are the "
         "kernel's, around the `await`; the verdict lines (permutation tests) are drawn right "
         "after it returns: \"until the matrix is complete\" is seen from the front end, from "
-        "the request to the idle kernel (none) or to the matrix's verdict lines (live "
-        "matrix), the cell's own round trip included. The largest update while rows "
-        "finish does not grow with the run: only the changed cells and the head are sent; "
-        "the whole matrix once, when the rows are made and at the end.",
+        "the request to the idle kernel (none) or to the matrix's verdict lines and its "
+        "final static table (live matrix), the cell's own round trip included. The largest "
+        "update while rows finish does not grow with the run: only the changed cells and "
+        "the head are sent; the whole matrix once, when the rows are made and at the end.",
         "- Each round's ratio, wall / kernel CPU (the noise of a shared machine): " + "; ".join(
             f"{6 * int(n):,} runs: " + ", ".join(
                 f"{a / b:.2f}/{c / d:.2f}" for a, b, c, d in zip(
