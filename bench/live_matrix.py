@@ -16,6 +16,8 @@ finished.
 
     .venv/bin/python bench/live_matrix.py [--rounds 3] [--quick] [--json FILE] [--no-write]
 
+``--quick``: 60 and 600 runs, one round unless ``--rounds`` says; it writes nothing.
+
 It replaces the "Live evaluation matrix" section of ``bench/results.md``.
 """
 
@@ -196,12 +198,14 @@ def text_of(result: dict[str, Any], rounds: int, when: str, load: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="1 round, 60 and 600 runs")
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--quick", action="store_true",
+                        help="60 and 600 runs, 1 round unless --rounds")
     parser.add_argument("--json")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
-    sizes, rounds = ([10, 100], 1) if args.quick else ([100, 1000], args.rounds)
+    sizes, rounds = ([10, 100], args.rounds or 1) if args.quick else ([100, 1000],
+                                                                      args.rounds or 3)
     when = datetime.datetime.now().isoformat(timespec="minutes")
     load = os.getloadavg()[0]
     with LeanServer() as server:
