@@ -41,6 +41,7 @@ class EvalWatcher(ExperimentWatcher):
     """Shows the evaluations of one shell (see the module's docstring)."""
 
     watchers = EVALUATION_WATCHERS
+    STATIC_LATER = True
 
     def _view(self, evaluation: Any) -> Any:
         from fragola_nb.notebook.evaluate.view import EvalView

@@ -164,7 +164,8 @@ class _Variant:
 
     def add(self, index: int, part: _Part, sign: int) -> None:
         self.rows += sign
-        self.money.add(part.money, sign)
+        if part.money.requests:  # no call: every sum is 0 (a row queued or running)
+            self.money.add(part.money, sign)
         if not part.finished:
             return
         self.ran += sign
@@ -198,6 +199,7 @@ class LiveTally:
         self._where: list[int] = []  # row index -> cell index (-1: a variant not shown)
         self._cells: dict[int, list[int]] = {}  # cell index -> row indexes by repeat
         self._parts: list[_Part] = []
+        self._seen = list(evaluation)  # the rows as last counted
         self._dirty: set[int] = set()
         for index, row in enumerate(evaluation):
             at = row.case * width + column[row.variant] if row.variant in column else -1
@@ -213,6 +215,12 @@ class LiveTally:
         """Row ``index`` changed: counted at the next ``take``."""
         self._dirty.add(index)
 
+    def catch_up(self) -> None:
+        """Count the rows changed without a word (``end_unfinished``: the rows that did not
+        run) at the next ``take``."""
+        self._dirty.update(index for index, (row, seen) in enumerate(zip(
+            self.evaluation, self._seen, strict=True)) if row is not seen)
+
     def take(self) -> tuple[dict[int, list[Any]], dict[int, list[Any] | None]]:
         """The counters brought up to date with the rows changed since the last call; the
         cells of those rows, and their flags (None: no flag any more), by cell index."""
@@ -225,12 +233,29 @@ class LiveTally:
                 continue
             variant = self.variants[at % width]
             variant.add(index, self._parts[index], -1)
-            self._parts[index] = part = _Part(self.evaluation[index])
+            self._seen[index] = row = self.evaluation[index]
+            self._parts[index] = part = _Part(row)
             variant.add(index, part, 1)
             cells.add(at)
         rows = {at: [self.evaluation[i] for i in self._cells[at]] for at in cells}
         return ({at: one_cell(rows[at]) for at in sorted(cells)},
                 {at: cell_flag(rows[at]) for at in sorted(cells)})
+
+    def whole(self, cells: list[list[Any]], flags: dict[str, Any]) -> tuple[
+            list[list[Any]], dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """At the run's end: the matrix's ``cells``, ``flags`` (as patched so far, copied),
+        ``verdicts`` (the intervals; the tests' lines come later) and ``head``, from the
+        counters, the rows that did not run (changed without a word) counted in."""
+        self.catch_up()
+        changed, flagged = self.take()
+        cells, flags = list(cells), dict(flags)
+        for at, cell in changed.items():
+            cells[at] = cell
+        for at, flag in flagged.items():
+            flags.pop(str(at), None) if flag is None else flags.__setitem__(str(at), flag)
+        lines = self.lines()
+        return (cells, flags, {"intervals": self.intervals(), "lines": []},
+                head_data(self.evaluation, lines, self.title(lines)))
 
     def lines(self) -> list[dict[str, Any]]:
         return [variant.line() for variant in self.variants]
@@ -249,7 +274,11 @@ class LiveTally:
         parts = ", ".join(f"{line['variant']} {rate_text(line)}" for line in lines)
         money = total.text()
         tail = f"{total.tokens:,} tokens" + (f", {money}" if money else "")
-        tail += ", running" if not evaluation.done else ""
+        if not evaluation.done:
+            tail += ", running"
+        elif evaluation.stopped:
+            why = evaluation.why_stopped
+            tail += f", stopped ({why})" if why else ", stopped"
         return f"{head}: {parts}; {tail}; {evaluation.seconds:.1f} s"
 
     def intervals(self) -> list[dict[str, Any] | None]:

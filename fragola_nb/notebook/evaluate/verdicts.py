@@ -26,7 +26,7 @@ from fragola_nb.experiments.evaluate.versus import rate_text, verdicts
 if TYPE_CHECKING:
     from fragola_nb.experiments.evaluate.evaluation import Evaluation
 
-__all__ = ["NOTE_LIMIT", "label_message", "matrix_flags", "verdict_data"]
+__all__ = ["NOTE_LIMIT", "label_message", "matrix_flags", "verdict_data", "verdict_lines"]
 
 NOTE_LIMIT = 2000
 """Characters of a note a label keeps (a longer one is cut)."""
@@ -45,6 +45,11 @@ def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = 
             "rate": rate, "low": None if ci is None else ci[0],
             "high": None if ci is None else ci[1], "cases": line["cases"],
             "text": rate_text(rate, ci)})
+    return {"intervals": intervals, "lines": verdict_lines(evaluation)}
+
+
+def verdict_lines(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The ``lines`` of ``verdict_data``: ``[{text, decided}]``."""
     said: list[tuple[str, bool]] = []
     if evaluation.done and len(evaluation.variants) > 1:
         said += [(v.line(), v.verdict != "not distinguishable") for v in verdicts(evaluation)]
@@ -53,9 +58,8 @@ def verdict_data(evaluation: Evaluation, summary: list[dict[str, Any]] | None = 
         said += [(v.line(), v.verdict != "not distinguishable") for v in diff.versus.values()]
         said += [(f"setup: {change}", False) for change in diff.setup_changes]
     known = evaluation.known
-    lines = [{"text": visible(redact_text(text, known)), "decided": decided}
-             for text, decided in said]
-    return {"intervals": intervals, "lines": lines}
+    return [{"text": visible(redact_text(text, known)), "decided": decided}
+            for text, decided in said]
 
 
 def matrix_flags(evaluation: Evaluation) -> dict[str, list[Any]]:

@@ -39,6 +39,7 @@ from fragola_nb.base.render import text_of, visible
 from fragola_nb.experiments.evaluate.evalrow import EvalRow
 from fragola_nb.experiments.evaluate.evaluation import Evaluation
 from fragola_nb.experiments.graders.base import Grade
+from fragola_nb.notebook.evaluate import verdicts as verdict_view
 from fragola_nb.notebook.evaluate.live import (
     STATS_EVERY,
     LiveTally,
@@ -47,7 +48,6 @@ from fragola_nb.notebook.evaluate.live import (
     matrix_cells,
 )
 from fragola_nb.notebook.evaluate.trajectory import trajectory_detail
-from fragola_nb.notebook.evaluate.verdicts import label_message, matrix_flags, verdict_data
 from fragola_nb.notebook.experiment.view import ExperimentView, LiveWidget
 
 __all__ = ["INTERVAL", "EvalMatrix", "EvalView", "cell_marks", "matrix_cells"]
@@ -87,6 +87,7 @@ class EvalView(ExperimentView):
         self.evaluation, self.matrix = evaluation, matrix
         self._sent_at = self._stats_at = 0.0
         self._patched = False  # cells sent as patches since the last whole matrix
+        self._ended = evaluation.done  # shown after its end: everything at once
         self._tally = LiveTally(evaluation)
         self._timer: asyncio.TimerHandle | None = None
         known = evaluation.known
@@ -101,17 +102,27 @@ class EvalView(ExperimentView):
         self.refresh()
 
     def refresh(self) -> None:
-        """Send everything worked out afresh from every row (at the end, on a diff or a
-        label; while rows finish, ``_update`` sends what changed)."""
+        """Send everything whole: at the run's end from the counters (equal to a fresh
+        working-out: tests/notebook/test_eval_live.py), its tests right after; on a diff
+        or a label worked out afresh from every row (while rows finish, ``_update`` sends
+        what changed)."""
         with self._lock:
             self._cancel_timer()
             if self._detached:
                 return
             evaluation = self.evaluation
-            self._tally.take()  # the counters follow the rows the fresh figures read
-            lines = evaluation.summary()  # once: the title and the head are made from it
-            cells, flags = matrix_cells(evaluation), matrix_flags(evaluation)
-            verdicts = verdict_data(evaluation, lines)
+            ended = not self._ended and evaluation.done and evaluation.baseline is None
+            later = self._tests_later() if ended else None
+            self._ended = self._ended or evaluation.done
+            if ended:
+                cells, flags, verdicts, head = self._tally.whole(self.matrix.cells,
+                                                                 self.matrix.flags)
+            else:
+                self._tally.take()  # the counters follow the rows the fresh figures read
+                lines = evaluation.summary()  # once: the title and the head read it
+                cells, flags = matrix_cells(evaluation), verdict_view.matrix_flags(evaluation)
+                verdicts = verdict_view.verdict_data(evaluation, lines)
+                head = head_data(evaluation, lines, evaluation.overview(lines))
             # patched in place while it ran: equal values would not be sent; the end sends all
             whole = [key for key, value in (("cells", cells), ("flags", flags))
                      if self._patched and value == getattr(self.matrix, key)]
@@ -121,9 +132,33 @@ class EvalView(ExperimentView):
                 self.matrix.cells = cells
                 self.matrix.flags = flags
                 self.matrix.verdicts = verdicts
-                self.matrix.head = head_data(evaluation, lines, evaluation.overview(lines))
+                self.matrix.head = head
             if whole:
                 self.matrix.send_state(whole)
+            if later is not None:
+                later.call_soon(self._draw_tests)
+            elif ended and len(evaluation.variants) > 1:
+                self._draw_tests()
+
+    def _tests_later(self) -> asyncio.AbstractEventLoop | None:
+        # The run's tests (permutation tests, about 0.3 s at 1,000 cases) are drawn right
+        # after ``evaluate`` returns, from the loop, not before it returns (see
+        # docs/evaluation-view.md). Without a loop, or a view made later: at once.
+        if len(self.evaluation.variants) < 2:
+            return None
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+
+    def _draw_tests(self) -> None:
+        try:
+            with self._lock:
+                if not self._detached:  # the intervals drawn stay: the same rows
+                    self.matrix.verdicts = {**self.matrix.verdicts,
+                                            "lines": verdict_view.verdict_lines(self.evaluation)}
+        except Exception:
+            _log.exception("fragola_nb: the evaluation matrix failed to draw its verdicts")
 
     def _update(self) -> None:
         # Paced, while rows finish: the cells of the rows that changed (a ``patch``
@@ -211,7 +246,7 @@ class EvalView(ExperimentView):
     def _on_label(self, _widget: Any, content: Any, _buffers: Any) -> None:
         # ✓ / ✗ and a note in a cell's detail: the evaluation labels the row, the view shows it
         try:
-            asked = label_message(self.evaluation, content)
+            asked = verdict_view.label_message(self.evaluation, content)
             if asked is None or self._detached:
                 return
             index, passed, note = asked

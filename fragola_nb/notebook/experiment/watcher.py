@@ -14,6 +14,7 @@ take it out, when the extension loads and unloads.
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -30,6 +31,8 @@ class ExperimentWatcher:
 
     watchers: ClassVar[list[Any]]
     """The experiments' own list this kind goes in (the experiments call each one in it)."""
+    STATIC_LATER = False
+    """The final static table drawn right after the run returns, not before."""
 
     @classmethod
     def watch(cls, ext: Extension) -> None:
@@ -56,9 +59,15 @@ class ExperimentWatcher:
         handle = self.ext.show_view(view)
 
         def ended(part: Any) -> None:
-            # The display's static table (nbconvert, GitHub) becomes the final one.
+            # The display's static table (nbconvert, GitHub) becomes the final one; an
+            # evaluation's right after the run returns (its text and table say the verdicts,
+            # permutation tests: see docs/evaluation-view.md), from the loop.
             if part is None:
-                handle.update(view)
+                loop = _running_loop() if self.STATIC_LATER else None
+                if loop is None:
+                    handle.update(view)
+                else:
+                    loop.call_soon(handle.update, view)
 
         experiment.subscribe(ended)
         return True
@@ -93,3 +102,10 @@ class ExperimentWatcher:
 def unwatch(watchers: list[Any], ext: Extension) -> None:
     """Take ``ext``'s watchers out of ``watchers`` (when the extension unloads)."""
     watchers[:] = [w for w in watchers if getattr(w, "ext", None) is not ext]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -187,6 +187,27 @@ def test_above_sixteen_cases_the_permutation_test_takes_seeded_resamples() -> No
     assert run.versus("a", "b").p_value == versus.p_value
 
 
+def test_a_thousand_cases_in_batches_give_scipys_p_value_in_one_batch() -> None:
+    """1,000 cases × 3 repeats: the test works its 10,000 resamples out 2,000 at a time
+    (``verdicts.BATCH``); scipy's p-value, all resamples at once, is the same float."""
+    rng = np.random.default_rng(11)
+    a = [[bool(x) for x in rng.integers(0, 2, 3)] for _ in range(1000)]
+    b = [[bool(x) for x in rng.random(3) < 0.53] for _ in range(1000)]
+    versus = evaluation({"a": a, "b": b}).versus("a", "b")
+
+    d = np.array([sum(y) / 3 - sum(x) / 3 for x, y in zip(a, b, strict=True)])
+    found = stats.permutation_test((d,), np.mean, permutation_type="samples",
+                                   n_resamples=10_000, rng=np.random.default_rng(0))
+    assert versus.p_value == found.pvalue
+
+
+def test_the_t_quantile_is_scipys_t_ppf_to_the_last_bit() -> None:
+    from fragola_nb.experiments.evaluate.intervals import t_quantile
+
+    for df in [*range(1, 400), 999, 1999, 5999, 100_000]:
+        assert t_quantile(df) == float(stats.t.ppf(0.975, df)), df
+
+
 def test_scores_are_compared_by_the_permutation_test_even_with_one_run_per_case() -> None:
     a = [0.2, 0.5, 0.4, 0.9, 0.3]
     b = [0.6, 0.5, 0.7, 0.8, 0.9]

@@ -165,6 +165,33 @@ def test_a_label_changes_only_its_cells_flags() -> None:
     assert matrix_flags(evaluation) == {"5": [False, "n"]}
 
 
+def test_the_end_sent_from_the_counters_equals_a_fresh_working_out() -> None:
+    """At the run's end the matrix is sent whole from the counters, with the rows that did
+    not run (changed without a word by ``end_unfinished``) counted in: the same cells,
+    flags, head (stopped) and intervals as a fresh working-out over every row."""
+    evaluation = queued(5)
+    view = EvalView(evaluation)  # no event loop here: the tests are drawn at once
+    try:
+        for index in range(6):
+            evaluation.set_row(index, replace(evaluation[index], status="done", answer="yes"))
+        evaluation.set_row(6, replace(evaluation[6], status="running"))
+        evaluation.end_unfinished("not run: stopped", "stopped")  # as evaluate's end does
+        evaluation.seconds, evaluation.stopped, evaluation.why_stopped = 1.5, True, None
+        evaluation.done = True
+        evaluation.notify(None)
+        lines = evaluation.summary()
+        matrix = view.matrix
+        assert matrix.cells == matrix_cells(evaluation)
+        assert [cell[0] for cell in matrix.cells] == ["p"] * 6 + ["n"] * 4
+        assert matrix.flags == matrix_flags(evaluation)
+        assert matrix.head == head_data(evaluation, lines, evaluation.overview(lines))
+        assert matrix.head["title"].endswith("stopped; 1.5 s")
+        assert matrix.verdicts == verdict_data(evaluation, lines)
+        assert len(matrix.verdicts["lines"]) == 1
+    finally:
+        view.close()
+
+
 class Views:
     def __init__(self) -> None:
         self.views: list[EvalView] = []

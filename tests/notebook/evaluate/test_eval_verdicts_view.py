@@ -1,9 +1,11 @@
 """The evaluation matrix's verdicts in-process: each variant's interval and a line per verdict
-(what repr and the static table say), flaky and labelled cells, and a label set from a
-cell's detail (the message the view sends) reaching ``Evaluation.label``."""
+(what repr and the static table say; the run's tests drawn right after it returns), flaky
+and labelled cells, and a label set from a cell's detail (the message the view sends)
+reaching ``Evaluation.label``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,6 +61,11 @@ async def test_the_head_shows_each_interval_and_the_verdicts_as_repr_does(
     evaluation = await agent.evaluate([f"q{i}" for i in range(8)], variants,
                                       [contains("Paris")], progress=True)
     [view] = views
+    # evaluate has returned with the intervals drawn; the tests come right after, from the
+    # loop (the verdicts asked for here first are then shared: worked out once)
+    assert view.matrix.verdicts["lines"] == []
+    assert len(view.matrix.verdicts["intervals"]) == 2
+    await asyncio.sleep(0)
 
     data = view.matrix.verdicts
     summary = evaluation.summary()

@@ -269,14 +269,18 @@ def test_await_evaluate_in_a_kernel_shows_the_matrix_once_and_a_click_opens_a_pa
     # shown, then updated in place; the matrix is the progress (no tqdm bar beside it)
     assert len(set(widget_views(result))) == 1 and not result.stderr
     line = "Evaluation of 4 run(s): the matrix above"
-    assert result.data[-1] == {"text/plain": line, "text/html": f"<small>{line}</small>"}
-    # the static copy, updated at the end: what nbconvert and a kernel-less notebook show
+    assert {"text/plain": line, "text/html": f"<small>{line}</small>"} in result.data
+    # the static copy, updated right after the run returns (with its verdicts, worked out
+    # once for the matrix and it): what nbconvert and a kernel-less notebook show
     static = next(o["data"]["text/html"] for o in reversed(result.outputs)
                   if 'class="fragola-static-copy"' in o["data"].get("text/html", ""))
     rule, static = static.split("</style>", 1)
     assert ".fragola-eval" in rule
     assert "&lt;img src=x onerror=alert(1)&gt;" in static and "<img" not in static
     assert "\u202e" not in static and "✓" in static and "✗" in static
+    assert "wrong vs right: −100 pts" in static
+    assert kernel.widgets[matrix]["verdicts"]["lines"][0]["text"].startswith(
+        "wrong vs right: −100 pts")
     state = kernel.widgets[matrix]
     assert state["cells"] == [["p", 1.0, ""], ["f", 0.0, ""], ["p", 1.0, ""], ["f", 0.0, ""]]
     assert state["cases"][1] == SHOWN and state["head"]["done"] is True
