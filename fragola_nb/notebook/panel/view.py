@@ -146,7 +146,8 @@ class AgentPanel(anywidget.AnyWidget):
                                       self.send, self._lock)
         # rows, header and strip: paced as the stream is, at once when the status changes
         self._outbox = Outbox(self.send, self.send_state, self._send_head, self._lock,
-                              lambda: (self._stream.sent, self._stream.stopped))
+                              lambda: (self._stream.sent, self._stream.stopped),
+                              lambda keys: dict(self.get_state(keys)))
         self._tools_of: tuple[Any, ...] | None = None  # the tools ``tools`` shows
         self._model_used: str | None = None
         # A turn panel shows the usage of its turn: the calls made after it was made.
