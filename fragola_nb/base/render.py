@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from fragola_nb.base.inuse import in_use
 from fragola_nb.base.marks import edited_by_hand, rejection_of
 from fragola_nb.base.redact import redact_text
 
@@ -71,7 +72,27 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2
 def visible(text: str) -> str:
     """``text`` as it may be shown: every credential in it redacted (by
     ``fragola_nb.base.redact``'s rule, the credentials in use included: a key a server quoted
-    back), ``\\n`` line endings and every invisible control written as ``\\uXXXX``."""
+    back), ``\\n`` line endings and every invisible control written as ``\\uXXXX``.
+
+    A short text is made once for the credentials in use (``_visible_short``): a view writes
+    the same names, roles and models again at every update (issue 34)."""
+    if len(text) <= SHORT_MEMO:
+        return _visible_short(text, in_use())
+    return _visible(text)
+
+
+SHORT_MEMO = 200
+"""Texts up to this length are made visible once per set of credentials in use."""
+
+
+@lru_cache(maxsize=4096)
+def _visible_short(text: str, credentials: frozenset[str]) -> str:
+    """``_visible(text)``, remembered; ``credentials`` (``inuse.in_use()``, the same object
+    until one is added) is in the key, so a key learnt later is redacted from then on."""
+    return _visible(text)
+
+
+def _visible(text: str) -> str:
     text = redact_text(text).replace("\r\n", "\n").replace("\r", "\n")
     return _INVISIBLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
@@ -172,9 +193,26 @@ def pretty_arguments(arguments: Any) -> str:
     if not isinstance(arguments, str):
         return json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
     try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+        parsed = json.loads(arguments)
     except (ValueError, TypeError, RecursionError):  # not JSON, or JSON Python cannot read
         return arguments
+    return _flat_json(parsed) or json.dumps(parsed, indent=2, ensure_ascii=False)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _flat_json(value: Any) -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False)`` for a non-empty object of scalars
+    (most tool calls' arguments), written with the C encoder, which ``indent`` turns off: a
+    third of the time (issue 34: the panel writes every call's arguments). "" otherwise."""
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(v, _SCALARS) for v in value.values()):
+        return ""
+    return "{\n" + ",\n".join(f"  {_ENCODE(k)}: {_ENCODE(v)}" for k, v in value.items()) + "\n}"
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def message_html(message: dict[str, Any], tool_names: dict[str, str] | None = None,

@@ -191,3 +191,33 @@ def test_arguments_python_cannot_read_still_render() -> None:
 ])
 def test_a_lone_number_with_a_dot_shows_as_the_number(text: str, html: str) -> None:
     assert markdown_html(text) == html
+
+
+def test_a_short_text_made_visible_before_a_credential_is_known_hides_it_once_known() -> None:
+    # visible() remembers the short texts it made (a view writes the same names at every
+    # update, issue 34); a key learnt later (a server quoting it back) must still be hidden
+    # in a text made visible before.
+    from fragola_nb.base.inuse import remember
+    from fragola_nb.base.render import visible
+
+    key = "corp-gw-9Vt4kR7mQ2xZ"
+    text = f"proxy {key}\u202e"
+    assert visible(text) == f"proxy {key}\\u202e"  # not a credential yet: shown as it is
+    remember([key])
+    assert visible(text) == "proxy [redacted]\\u202e"
+    assert visible(text * 30) == "proxy [redacted]\\u202e" * 30  # a long text: the same rule
+
+
+@pytest.mark.parametrize("arguments", [
+    '{"x": 1}', '{"q": "é \\u202e \\"quoted\\"\\n", "n": -0.0, "big": 1e300, "ok": true, '
+    '"none": null, "i": 12345678901234567890}', '{"NaN": NaN, "inf": -Infinity}',
+    '{}', '[1, 2]', '{"nested": {"a": [1]}}', '"text"', "not json", '{"a": 1, "a": 2}'])
+def test_pretty_arguments_writes_what_json_dumps_with_indent_writes(arguments: str) -> None:
+    # Flat objects take a faster path (the C encoder, issue 34): the text must not change.
+    from fragola_nb.base.render import pretty_arguments
+
+    try:
+        want = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except ValueError:
+        want = arguments
+    assert pretty_arguments(arguments) == want

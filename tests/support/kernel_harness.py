@@ -100,7 +100,11 @@ class Kernel:
             if data.get("method") == "update" and content["comm_id"] in self.widgets:
                 self.widgets[content["comm_id"]].update(data.get("state", {}))
             elif data.get("method") == "custom" and content["comm_id"] in self.widgets:
-                _patch(self.widgets[content["comm_id"]], data.get("content"))
+                said = data.get("content")
+                if isinstance(said, dict) and said.get("t") == "rows" and isinstance(
+                        said.get("state"), dict):  # a panel's paced traits, as panel.js sets them
+                    self.widgets[content["comm_id"]].update(said["state"])
+                _patch(self.widgets[content["comm_id"]], said)
         elif kind == "comm_close":
             self.widgets.pop(content["comm_id"], None)
 

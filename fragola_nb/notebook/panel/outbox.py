@@ -5,9 +5,12 @@ result patch it, the status strip says "calling", "running add", "calling" again
 counts a step and its tokens. Each was a comm message of its own (about 2 ms of a busy kernel
 each, 8 a step) and the header counted the turn's usage over every call each time. The
 ``Outbox`` keeps them and sends, at most once per ``Stream.interval``, the rows that changed
-(each once, as it is then) in one message, then the header (made then, once) and the strip in
-one state update. The first change after a quiet interval goes at once; the last one of a
-burst goes when the interval is up (the trailing flush, on the event loop). The panel flushes
+(each once, as it is then) and the header (made then, once) and the strip, in one message:
+the rows message carries their values (``state``, which ``panel.js`` sets on its model, as a
+state update would), a state update goes alone when no row changed (two comm messages a
+paced update were one too many: each costs a busy kernel about a millisecond). The first
+change after a quiet interval goes at once; the last one of a burst goes when the interval is
+up (the trailing flush, on the event loop). The panel flushes
 it itself when the status changes, so a run's start and end show at once.
 
 The streamed reply rides along too. Each step of a fast turn streamed its call ("→ add(...)"),
@@ -42,13 +45,17 @@ PACED = frozenset({"head", "strip"})
 class Outbox:
     """Rows and trait updates of one panel, sent together, paced. ``send`` sends a custom
     message, ``send_state`` the named traits, ``make_head`` sets the ``head`` trait,
-    ``streamed`` says the streamed text the views are to have and whether it is stopped."""
+    ``streamed`` says the streamed text the views are to have and whether it is stopped,
+    ``state`` the named traits' values as the widget's state holds them (a rows message
+    carries them: one message, not two)."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None],
                  send_state: Callable[[list[str]], None], make_head: Callable[[], None],
                  lock: threading.RLock,
-                 streamed: Callable[[], tuple[str, bool]] = lambda: ("", False)) -> None:
+                 streamed: Callable[[], tuple[str, bool]] = lambda: ("", False),
+                 state: Callable[[list[str]], dict[str, Any]] = lambda keys: {}) -> None:
         self._send, self._send_state, self._make_head = send, send_state, make_head
+        self._state = state
         self._streamed = streamed
         self._pacer = Pacer(self.run, lock)
         self._rows: dict[int, dict[str, Any]] = {}  # by position: each row once, as it is
@@ -107,16 +114,18 @@ class Outbox:
         try:
             rows, self._rows = self._rows, {}
             stream, self._stream = self._stream, False
-            if rows or stream:
-                message: dict[str, Any] = {"t": "rows", "rows": list(rows.values())}
-                if stream:
-                    message["stream"], message["stopped"] = self._streamed()
-                self._send(message)
             if self._head:
                 self._head = False
                 self._make_head()
             keys, self._keys = self._keys, set()
-            if keys:
+            if rows or stream:
+                message: dict[str, Any] = {"t": "rows", "rows": list(rows.values())}
+                if stream:
+                    message["stream"], message["stopped"] = self._streamed()
+                if keys:  # one message, not two (panel.js sets them on its model)
+                    message["state"] = self._state(sorted(keys))
+                self._send(message)
+            elif keys:
                 self._send_state(sorted(keys))
         except Exception:  # from the pace's timer too: a view must not break the run
             _log.exception("fragola_nb: a panel failed to update")

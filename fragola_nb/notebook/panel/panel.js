@@ -1001,8 +1001,11 @@ function renderView(store, model, el) {
 // What the kernel sends a panel (custom messages, by `t`), and which pure function takes each:
 // `update` for what every view of the panel shares (its rows, the streamed reply, the running
 // turn's waterfall), `editorUpdate` for a view's open editor.
+// The traits the kernel's outbox paces: a `rows` message may carry their values (`state`).
+const PACED = ["head", "strip"];
+
 export const COMMANDS = Object.freeze({
-  rows: { by: "update", says: "rows by their `k` (all of them after `reset`, `total` long), with the stream's `stream` and `stopped` when given (panel/view.py, panel/outbox.py)" },
+  rows: { by: "update", says: "rows by their `k` (all of them after `reset`, `total` long), with the stream's `stream` and `stopped` when given, and `state`: the paced traits (header, strip) set on the model (panel/view.py, panel/outbox.py)" },
   stream: { by: "update", says: "the streamed reply: its `add` appended or its whole `text`, and `stopped` (panel/view.py)" },
   timeline: { by: "update", says: "a running turn's waterfall: its bars from `from` on and its totals (timeline_feed.py)" },
   source: { by: "editorUpdate", says: "the text of message `i` (or of its call `call`'s result) for the editor, or `failed` (fromhere.py, actions.py)" },
@@ -1093,6 +1096,10 @@ export default () => {
           if (msg.t === "rows") v.rowsChanged(Boolean(msg.reset), msg.rows || []);
           else if (msg.t === "stream") v.streamChanged();
           else if (by === "editorUpdate") v.custom(msg);
+        }
+        // the paced header and strip ride in the rows message: set as a state update sets them
+        if (msg.t === "rows" && msg.state && typeof msg.state === "object") {
+          for (const key of PACED) if (key in msg.state) model.set(key, msg.state[key]);
         }
         if (!before.live) wake();
       };

@@ -27,8 +27,10 @@ OUTCOME_TEXT = {"stopped": "stopped", "step_limit": "step budget used — Step g
                 "finished": "finished", "budget": "budget spent"}
 
 
-def head(agent: Agent, *, model: str, usage: Usage, turn: bool) -> dict[str, Any]:
-    """``usage``: the agent's (a panel of the agent) or the turn's (a turn panel)."""
+def head(agent: Agent, *, model: str, usage: Usage | dict[str, Any], turn: bool,
+         ) -> dict[str, Any]:
+    """``usage``: the agent's (a panel of the agent) or the turn's (a turn panel), or it as
+    ``usage_shown`` made it."""
     parent = agent.parent
     return {
         "name": visible(agent.name), "id": visible(agent.id), "model": visible(model),
@@ -36,7 +38,8 @@ def head(agent: Agent, *, model: str, usage: Usage, turn: bool) -> dict[str, Any
         "fork_of_name": visible(parent.name if parent is not None else ""),
         "instructions": visible(agent.instructions or ""),
         "steps": agent.step_count, "max_step": agent.options.max_step,
-        "status": agent.status, "usage": usage_shown(usage), "turn": turn,
+        "status": agent.status, "turn": turn,
+        "usage": usage if isinstance(usage, dict) else usage_shown(usage),
         "experiment": " and ".join(agent.experiments),  # Stop reaches it
     }
 

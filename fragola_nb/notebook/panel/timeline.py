@@ -10,7 +10,7 @@ written out), as the rest of the panel's text does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,14 +32,18 @@ PART_NAMES = {"model": "model", "tool": "tools", "between": "between calls"}
 @dataclass
 class Made:
     """What the makes of one turn's waterfall made so far, each made once: the bars as shown
-    (by the bar, its place and its call's arguments) and the arguments (by call id and raw
-    text). A running turn's waterfall is made again as it grows (``TimelineFeed``); with
-    these, each make costs its new bars rather than every bar and every call's arguments
-    again (issue 34). ``last``: the waterfall made last, and what it was made of (its calls'
-    and messages' counts and the last of each): made again only when one was added."""
+    (by the bar, its place and its call's arguments) and the arguments (by call id, from the
+    messages read so far: a make reads the ones added since). A running turn's waterfall is
+    made again as it grows (``TimelineFeed``); with these, each make costs its new bars and
+    messages rather than every bar and every call's arguments again (issue 34). ``last``:
+    the waterfall made last, and what it was made of (its calls' and messages' counts and
+    the last of each): made again only when one was added."""
 
     bars: dict[tuple[Bar, int, str], dict[str, Any]] = field(default_factory=dict)
-    arguments: dict[tuple[str, str], str] = field(default_factory=dict)
+    arguments: dict[str, str] = field(default_factory=dict)
+    """Each tool call's arguments as shown, by call id, from the messages read so far."""
+    read: list[dict[str, Any]] = field(default_factory=list)
+    """The messages read so far (the same objects): a make reads the ones after them."""
     last: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
 
@@ -68,7 +72,7 @@ def _shown(usage: Usage, messages: Sequence[dict[str, Any]], made: Made) -> dict
     timeline = Timeline.of(usage)
     if not timeline.bars:
         return {}
-    arguments = _arguments(messages, made.arguments)
+    arguments = _arguments(messages, made)
     bars: list[dict[str, Any]] = []
     for bar in timeline.bars:
         key = (bar, len(bars) + 1, arguments.get(bar.call_id, "") if bar.kind == "tool" else "")
@@ -121,21 +125,23 @@ def _parts(timeline: Timeline, parts: Parts) -> list[dict[str, Any]]:
     return found
 
 
-def _arguments(messages: Iterable[dict[str, Any]],
-               made: dict[tuple[str, str], str]) -> dict[str, str]:
-    """Each tool call's arguments, by call id, shortened to ``ARGS_SHOWN`` characters (as
-    ``made`` has them, or made and kept there)."""
-    found: dict[str, str] = {}
-    for message in messages:
+def _arguments(messages: Sequence[dict[str, Any]], made: Made) -> dict[str, str]:
+    """Each tool call's arguments, by call id, shortened to ``ARGS_SHOWN`` characters: those
+    ``made`` has, and those of the messages after the ones it read (all of them again when
+    ``messages`` does not go on from those)."""
+    read = made.read
+    if len(messages) < len(read) or (read and messages[len(read) - 1] is not read[-1]):
+        read.clear()
+        made.arguments.clear()
+    for message in messages[len(read):]:
+        read.append(message)
         if message.get("role") != "assistant":
             continue
         for call in message.get("tool_calls") or ():
             try:
-                key = (str(call["id"]), str(call["function"]["arguments"]))
+                call_id, raw = str(call["id"]), visible(str(call["function"]["arguments"]))
             except (KeyError, TypeError):
                 continue
-            if key not in made:
-                raw = visible(key[1])  # redacted before it is cut
-                made[key] = raw if len(raw) <= ARGS_SHOWN else raw[:ARGS_SHOWN - 1] + "…"
-            found[key[0]] = made[key]
-    return found
+            # redacted before it is cut
+            made.arguments[call_id] = raw if len(raw) <= ARGS_SHOWN else raw[:ARGS_SHOWN - 1] + "…"
+    return made.arguments

@@ -44,7 +44,7 @@ from fragola_nb.notebook.panel.actions import Actions, clicked, error_text
 from fragola_nb.notebook.panel.outbox import PACED, Outbox
 from fragola_nb.notebook.panel.rows import CallFacts, Rows
 from fragola_nb.notebook.panel.timeline import Made, timeline_shown
-from fragola_nb.notebook.panel.timeline_feed import TimelineFeed
+from fragola_nb.notebook.panel.timeline_feed import EVERY, SHARE, TimelineFeed
 from fragola_nb.notebook.runner import started_by
 from fragola_nb.notebook.static.copy import live_text
 from fragola_nb.notebook.stream import Stream
@@ -146,11 +146,14 @@ class AgentPanel(anywidget.AnyWidget):
                                       self.send, self._lock)
         # rows, header and strip: paced as the stream is, at once when the status changes
         self._outbox = Outbox(self.send, self.send_state, self._send_head, self._lock,
-                              lambda: (self._stream.sent, self._stream.stopped))
+                              lambda: (self._stream.sent, self._stream.stopped),
+                              lambda keys: dict(self.get_state(keys)))
         self._tools_of: tuple[Any, ...] | None = None  # the tools ``tools`` shows
         self._model_used: str | None = None
         # A turn panel shows the usage of its turn: the calls made after it was made.
         self._usage_before = agent.usage if since is not None else None
+        # the header's usage as made last: until when it stands, of how many calls (_head_usage)
+        self._usage_made: tuple[float, tuple[Any, ...], dict[str, Any]] | None = None
         self._calling_since = time.time()
         self._running: tuple[str, float] | None = None  # the tool running, since when
         self._error = ""
@@ -511,8 +514,24 @@ class AgentPanel(anywidget.AnyWidget):
 
     def _send_head(self) -> None:
         if not self._detached:
-            self.head = shown.head(self.agent, model=self._model(), usage=self.usage,
+            self.head = shown.head(self.agent, model=self._model(), usage=self._head_usage(),
                                    turn=self.turn)
+
+    def _head_usage(self) -> dict[str, Any]:
+        """The header's usage (``shown.usage_shown``), which sums every call of the turn: while
+        a run goes on, made again at most as often as the waterfall is (``timeline_feed``:
+        four times a second, less when making it costs more), so a long fast turn does not
+        sum its calls again at every paced update; exact once the run ends or pauses."""
+        usage, made = self.usage, self._usage_made
+        calls = (len(usage.calls), *usage.calls[-1:])  # the same calls: the same counts
+        if made is not None and (made[1] == calls or (
+                self.agent.status == "generating" and time.monotonic() < made[0])):
+            return made[2]
+        began = time.perf_counter()
+        value = shown.usage_shown(usage)
+        spent = time.perf_counter() - began
+        self._usage_made = (time.monotonic() + max(EVERY, SHARE * spent), calls, value)
+        return value
 
     def _should_send_property(self, key: str, value: Any) -> bool:
         # The header and the strip go with the outbox, paced (their values are current here).

@@ -10,6 +10,7 @@ is read from a recording comm and replayed as ``panel.js`` keeps it (``comm_log`
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from typing import Any
@@ -103,3 +104,33 @@ async def test_the_view_never_shows_a_stored_call_beside_its_preview_nor_neither
             assert any(row["role"] == "assistant" for row in message["rows"]), message
     assert len(stored) == STEPS and shown == ""
     assert previews >= 1  # the calls did stream into the view
+
+
+async def test_a_paced_update_is_one_message_its_rows_carrying_the_header_and_strip(
+        model: ScriptedModel, wire: Wire) -> None:
+    # A paced update sent its rows, then the header and the strip in a state update of their
+    # own: two comm messages where one does (issue 34). Now the rows message carries them
+    # (``state``, set on the model by panel.js); a state update goes alone only when no row
+    # changed.
+    agent = streamed_agent(model)
+    panel = AgentPanel(agent, since=0)
+    wire.clear()
+    await agent.user_message("go")
+    sent = [s.data for s in sent_by(wire, panel)]
+    carried = [m["content"]["state"] for m in sent if m.get("method") == "custom"
+               and m["content"]["t"] == "rows" and "state" in m["content"]]
+    assert carried and all(set(state) <= {"head", "strip"} for state in carried)
+    # never a rows message followed by a state update of the paced traits (the pair is one)
+    for before, after in itertools.pairwise(sent):
+        if before.get("method") == "custom" and before["content"]["t"] == "rows":
+            assert not (after.get("method") == "update"
+                        and set(after["state"]) & {"head", "strip"}), after
+    # what a view ends with, replaying the messages as panel.js does, is the panel's own
+    shown: dict[str, Any] = {}
+    for message in sent:
+        if message.get("method") == "update":
+            shown.update({k: v for k, v in message["state"].items() if k in ("head", "strip")})
+        elif message.get("method") == "custom" and message["content"]["t"] == "rows":
+            shown.update(message["content"].get("state", {}))
+    assert shown == {"head": panel.head, "strip": panel.strip}
+    assert shown["head"]["steps"] == STEPS + 1 and shown["strip"]["kind"] == "finished"
