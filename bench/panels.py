@@ -78,7 +78,7 @@ def add_one_message(sizes: tuple[int, ...] = (50, 5_000), appends: int = 400
         for n in (sizes if i % 2 == 0 else sizes[::-1]):
             RECORDS.clear()
             t0 = time.process_time()  # CPU time: waiting for a core is not the panel's cost
-            shown[n][0].conversation.append(message, "user_message")  # as the run loop stores a message
+            shown[n][0].conversation.append(message, "user_message")  # as the loop stores one
             cpu[n].append((time.process_time() - t0) * 1e6)
             sent[n].append(sum(size for _, _, size, _ in RECORDS))
             count[n].append(len(RECORDS))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers import add_tool, make_agent
+from support.helpers import add_tool, make_agent
 
 from fragola_nb.core.conversation import AgentSnapshot, Conversation, RunDeps
 from fragola_nb.core.state import PendingCall
