@@ -59,7 +59,8 @@ class Extension:
         """The transformer's target: the turn runs on the loop running this cell."""
         turn = cell_for(self, line, body)
         turn.prepare()
-        await turn.run()  # its calls keep the loop awake for an interrupt (fragola_nb.base.awake)
+        # its calls keep the loop awake for an interrupt (fragola_nb.base.interrupt_ticker)
+        await turn.run()
         turn.finish()
 
     def run_cell_sync(self, line: str, body: str) -> None:

@@ -605,7 +605,7 @@ def test_the_kernels_interrupt_reaches_a_cell_awaiting_a_silent_server(call: str
 
 
 async def test_one_ticker_keeps_a_loop_awake_for_every_call_in_flight() -> None:
-    from fragola_nb.base.awake import _tickers, kept_awake
+    from fragola_nb.base.interrupt_ticker import _tickers, kept_awake
 
     loop = asyncio.get_running_loop()
     with kept_awake():

@@ -13,7 +13,7 @@ from support.helpers import make_agent, user
 
 from fragola_nb import Fragola
 from fragola_nb.models.scripted import ScriptedModel, reply
-from fragola_nb.notebook.panel.rows import Rows
+from fragola_nb.notebook.panel.message_rows import Rows
 from fragola_nb.notebook.panel.view import AgentPanel
 from fragola_nb.presets.guardrails import GuardrailRejected, Rejection, guardrail
 

@@ -31,7 +31,7 @@ from fragola_nb import Fragola, ListenerError, Tool, create_store, tool
 from fragola_nb.core.agent import Agent
 from fragola_nb.core.state import AgentState
 from fragola_nb.models.scripted import ScriptedModel, call, fail, hang, reply, tool_calls
-from fragola_nb.notebook.panel.rows import SHORT
+from fragola_nb.notebook.panel.message_rows import SHORT
 from fragola_nb.notebook.panel.view import AgentPanel
 from fragola_nb.notebook.stream import Stream
 from fragola_nb.notebook.tree import view as tree_view

@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fragola_nb.base.awake import kept_awake
 from fragola_nb.base.errors import ListenerError
+from fragola_nb.base.interrupt_ticker import kept_awake
 from fragola_nb.core import probes
 from fragola_nb.core.events import claim, release
 from fragola_nb.core.run import loop as runloop

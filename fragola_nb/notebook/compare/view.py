@@ -44,7 +44,7 @@ from fragola_nb.notebook.compare.worddiff import (
     word_overlap,
 )
 from fragola_nb.notebook.experiment.view import ExperimentView, LiveWidget
-from fragola_nb.notebook.panel import shown
+from fragola_nb.notebook.panel import view_data
 from fragola_nb.notebook.stream import GROUP_INTERVAL, Pacer, StreamGroup
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class CompareView(ExperimentView):
         self.comparison, self.grid = comparison, grid
         # under the view's lock: a flush that sends and a redraw that reads the texts never
         # take two locks in opposite orders
-        self._streams = StreamGroup(self._streamed, comparison, shown.streamed_text, self._lock)
+        self._streams = StreamGroup(self._streamed, comparison, view_data.streamed_text, self._lock)
         # Redraws as often as streamed text at most: eight columns ending together would
         # each send every column's text several times (the message stored, the status, the
         # run's end), megabytes the page draws one after the other.

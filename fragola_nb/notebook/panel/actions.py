@@ -9,7 +9,7 @@ click. What cannot be done is said on the card or in the panel, and nothing chan
     step     stop     reset       fork    name?, var?
     send     text                 bind    var
     fork_here  i, name?           rerun   i, text, call?, name?   (a message's controls,
-    source     i, call?  (the text an editor starts from)          see :mod:`.fromhere`)
+    source     i, call?  (the text an editor starts from)          see :mod:`.message_controls`)
 
 When the last pending call is decided, the run resumes (``agent.step()``), started by
 :func:`~fragola_nb.notebook.runner.launch` so the kernel stays free for the next click. The
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from fragola_nb.base.errors import FragolaError
 from fragola_nb.base.redact import redact_text
 from fragola_nb.base.render import visible
-from fragola_nb.notebook.panel import fromhere
+from fragola_nb.notebook.panel import message_controls
 from fragola_nb.notebook.runner import launch, runs_of
 
 if TYPE_CHECKING:
@@ -206,20 +206,20 @@ class Actions:
         (shown or self.panel).note(f"forked {fork.name!r}, bound to `{bound}` "
                                    f"(%%fragola {bound} talks to it)")
 
-    # -- a message's controls (see .fromhere: what is kept, edited, run) --------------------------
+    # -- a message's controls (see .message_controls: what is kept, edited, run) ------------
 
     def _fork_here(self, i: Any = None, name: str = "") -> None:
         try:
-            fork = fromhere.fork_here(self.agent, i, name.strip() or None)
-        except fromhere.NotHere as exc:
+            fork = message_controls.fork_here(self.agent, i, name.strip() or None)
+        except message_controls.NotHere as exc:
             raise Refused(str(exc)) from None
         self._show_fork(fork, f"forked {fork.name!r} before message #{fork.fork_at}")
 
     def _source(self, i: Any = None, call: str = "") -> None:
         """Not a change: the editor of a message asks for the text it starts from."""
         try:
-            self.panel.send(fromhere.source(self.agent, i, str(call)))
-        except fromhere.NotHere as exc:
+            self.panel.send(message_controls.source(self.agent, i, str(call)))
+        except message_controls.NotHere as exc:
             self.panel.send({"t": "source", "i": i, "call": call, "failed": True})
             raise Refused(str(exc)) from None
 
@@ -229,14 +229,15 @@ class Actions:
             self.panel.send(reply)
             raise Refused("the agent is running: wait for it, or Stop it, then edit")
         try:
-            fork = fromhere.fork_edited(self.agent, i, str(text), str(call),
+            fork = message_controls.fork_edited(self.agent, i, str(text), str(call),
                                         name.strip() or None)
-        except fromhere.NotHere as exc:
+        except message_controls.NotHere as exc:
             self.panel.send(reply)  # the editor keeps the text; the notice says why
             raise Refused(str(exc)) from None
         self.panel.send({**reply, "ok": True})
-        runs = fromhere.goes_on(fork)
-        edited = fromhere.target_of(self.agent, i, str(call))  # a call's result: its own number
+        runs = message_controls.goes_on(fork)
+        # a call's result: its own number
+        edited = message_controls.target_of(self.agent, i, str(call))
         shown = self._show_fork(fork, f"forked {fork.name!r} with message #{edited} edited"
                                 + (", running on" if runs else " (it waits for your message)"))
         if runs:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.errors import FragolaError
 from fragola_nb.base.render import text_of, visible
-from fragola_nb.notebook.panel.rows import disguised
+from fragola_nb.notebook.panel.message_rows import disguised
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent

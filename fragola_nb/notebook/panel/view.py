@@ -7,7 +7,7 @@ every control goes through the agent's public API (``approve``, ``reject``, ``in
 ``step``, ``stop_sync``, ``reset``, ``fork``, ``user_message``). What a click asks for arrives
 as a message handled by :meth:`AgentPanel.do`, which code and tests may call too.
 
-Messages reach the browser as *rows* (see :mod:`.rows`), sent when they arrive: the new rows
+Messages reach the browser as *rows* (see :mod:`.message_rows`), sent when they arrive: the new rows
 and the rows a tool result changed, never the history. The browser keeps them, and copies
 them into the widget's saved state (``saved_rows``) so a notebook saved with its widget state
 still shows the conversation without a kernel.
@@ -39,10 +39,10 @@ import traitlets
 
 from fragola_nb.base.render import conversation_html, escape, visible
 from fragola_nb.core.events import transient
-from fragola_nb.notebook.panel import shown
+from fragola_nb.notebook.panel import view_data
 from fragola_nb.notebook.panel.actions import Actions, clicked, error_text
+from fragola_nb.notebook.panel.message_rows import CallFacts, Rows
 from fragola_nb.notebook.panel.outbox import PACED, Outbox
-from fragola_nb.notebook.panel.rows import CallFacts, Rows
 from fragola_nb.notebook.panel.timeline import Made, timeline_shown
 from fragola_nb.notebook.panel.timeline_feed import EVERY, SHARE, TimelineFeed
 from fragola_nb.notebook.runner import started_by
@@ -139,7 +139,7 @@ class AgentPanel(anywidget.AnyWidget):
         self._rows = Rows(start=since or 0)
         self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
         # the panel's lock: what the outbox sends may carry the streamed text
-        self._stream = Stream(self._send_stream, shown.streamed_text, lock=self._lock)
+        self._stream = Stream(self._send_stream, view_data.streamed_text, lock=self._lock)
         # a turn's waterfall: its new bars, paced, while it runs; whole as the trait after
         made = Made()  # the bars made so far: each made once
         self._timeline = TimelineFeed(lambda: timeline_shown(self.usage, self._shown, made),
@@ -411,7 +411,7 @@ class AgentPanel(anywidget.AnyWidget):
 
     def _on_store_change(self, value: Any) -> None:
         try:
-            self.stores = shown.stores(self.agent)
+            self.stores = view_data.stores(self.agent)
         except Exception:  # a store's set() must not fail because of its view
             _log.exception("fragola_nb: the panel of %s failed to show a store", self.agent.name)
 
@@ -433,9 +433,9 @@ class AgentPanel(anywidget.AnyWidget):
         if self._tools_of is None or len(tools) != len(self._tools_of) or any(
                 a is not b for a, b in zip(tools, self._tools_of, strict=True)):
             self._tools_of = tools  # the tools change rarely: shown again when they do
-            self.tools = shown.tools(self.agent)
+            self.tools = view_data.tools(self.agent)
         if self.agent.stores or self.stores:
-            self.stores = shown.stores(self.agent)
+            self.stores = view_data.stores(self.agent)
 
     def _read_messages(self) -> bool:
         """Send the rows of the messages added since the last look; False when the history
@@ -480,7 +480,7 @@ class AgentPanel(anywidget.AnyWidget):
         if not (pending or self.cards or self._decided):
             return  # a run's steps: no card to show, none to keep
         errors = {card["raw_id"]: card["error"] for card in self.cards}
-        self.cards = [shown.card(call, errors.get(call.id, "")) for call in pending]
+        self.cards = [view_data.card(call, errors.get(call.id, "")) for call in pending]
         if not self.turn:
             return
         # A decided call leaves ``pending`` when the run goes on: its card stays, as decided.
@@ -490,7 +490,7 @@ class AgentPanel(anywidget.AnyWidget):
             self.decisions = [*self.decisions, *answered]
         for call in pending:
             if call.decision is not None and call.id not in self._decided:
-                self._decided[call.id] = shown.decision(
+                self._decided[call.id] = view_data.decision(
                     call, clicked=clicked(self.agent, call.id))
 
     def set_card_error(self, call_id: str, text: str) -> None:
@@ -514,11 +514,11 @@ class AgentPanel(anywidget.AnyWidget):
 
     def _send_head(self) -> None:
         if not self._detached:
-            self.head = shown.head(self.agent, model=self._model(), usage=self._head_usage(),
+            self.head = view_data.head(self.agent, model=self._model(), usage=self._head_usage(),
                                    turn=self.turn)
 
     def _head_usage(self) -> dict[str, Any]:
-        """The header's usage (``shown.usage_shown``), which sums every call of the turn: while
+        """The header's usage (``view_data.usage_shown``), which sums every call of the turn: while
         a run goes on, made again at most as often as the waterfall is (``timeline_feed``:
         four times a second, less when making it costs more), so a long fast turn does not
         sum its calls again at every paced update; exact once the run ends or pauses."""
@@ -528,7 +528,7 @@ class AgentPanel(anywidget.AnyWidget):
                 self.agent.status == "generating" and time.monotonic() < made[0])):
             return made[2]
         began = time.perf_counter()
-        value = shown.usage_shown(usage)
+        value = view_data.usage_shown(usage)
         spent = time.perf_counter() - began
         self._usage_made = (time.monotonic() + max(EVERY, SHARE * spent), calls, value)
         return value
@@ -552,7 +552,7 @@ class AgentPanel(anywidget.AnyWidget):
             self.timeline = self._timeline.settle()
 
     def _refresh_strip(self) -> None:
-        self.strip = shown.strip(self.agent, model=self._model(), running=self._running,
+        self.strip = view_data.strip(self.agent, model=self._model(), running=self._running,
                                  since=self._calling_since, error=self._error,
                                  retry_at=self._retry_at)
 

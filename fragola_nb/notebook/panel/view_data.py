@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.render import text_of, visible
-from fragola_nb.notebook.panel.rows import compact, disguised, short
+from fragola_nb.notebook.panel.message_rows import compact, disguised, short
 
 if TYPE_CHECKING:
     from fragola_nb.core.agent import Agent

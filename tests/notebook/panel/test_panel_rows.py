@@ -22,7 +22,7 @@ from fragola_nb.base.render import _markdown, markdown_html, visible
 from fragola_nb.core.agent import Agent
 from fragola_nb.core.run.loop import CANCELLED, INTERRUPTED
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
-from fragola_nb.notebook.panel.rows import Rows
+from fragola_nb.notebook.panel.message_rows import Rows
 from fragola_nb.notebook.panel.view import AgentPanel
 
 
