@@ -27,6 +27,7 @@ unanswered so the history is always a valid next request.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -67,8 +68,9 @@ EDITED = "(The user edited the arguments before this call ran: "
 """How the note on a call run with edited arguments begins (then the arguments and ")")."""
 CANCELLED = "Cancelled: this tool call did not run because the run was stopped."
 STOP_PASSES = 4
-"""Passes of the event loop a tool call waits for a stop already under way (see
-``_stopped_before_start``): twice what the longest known path (Jupyter's interrupt) takes."""
+"""The most passes of the event loop a tool call waits for a stop already under way (see
+``_stopped_before_start``: one while nothing else is due): twice what the longest known path
+(Jupyter's interrupt) takes."""
 INTERRUPTED = ("Cancelled: the run was stopped while this tool call ran; it did not finish, "
                "and what it did is unknown.")
 
@@ -405,11 +407,24 @@ async def _stopped_before_start(run: Run) -> bool:
     is raised here, and a ``stop()`` is seen in ``stop_requested``. A pass runs the callbacks
     scheduled before it, and a stop may take a few hops: ipykernel's SIGINT handler schedules
     a callback that completes a future whose done-callback (the next pass) cancels the cell;
-    ``stop_sync()`` from a thread, or an observer's task, is one."""
+    ``stop_sync()`` from a thread, or an observer's task, is one.
+
+    A hop is a callback due now, in the loop's queue of ready callbacks before the next pass
+    (a thread's ``call_soon_threadsafe``, a Python signal handler's callback, a done
+    future's callbacks, a task's next step); a signal or a message heard through the
+    selector becomes one in the first pass, whose poll of the selector takes no time. So
+    once a pass leaves nothing else due, no stop is on its way and the tool starts: one pass
+    in the usual case, at most ``STOP_PASSES`` (all of them on a loop whose queue is not
+    known, such as uvloop's)."""
+    ready = getattr(run.loop, "_ready", None)  # asyncio's own loops: the callbacks due now
+    if not isinstance(ready, collections.deque):
+        ready = None
     for _ in range(STOP_PASSES):
         await asyncio.sleep(0)
         if run.stop_requested:
             return True
+        if ready is not None and not ready:
+            return False
     return False
 
 
