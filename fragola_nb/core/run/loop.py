@@ -79,10 +79,11 @@ async def run(run: Run) -> Outcome:
     """Drive one turn of ``agent`` with at most ``run.budget`` model calls."""
     conv, deps = run.conversation, run.deps
     calls_made = 0
+    look = True  # calls of the last assistant message may be unanswered (a turn resumed)
     while True:
         # A stop() asked for while answering wins over a pause: the turn ends "stopped",
         # idle, and settling answers the calls still pending with a cancelled result.
-        if conv.unanswered_calls():
+        if look and conv.unanswered_calls():
             if await answer_tools(run) and not run.stop_requested:
                 return "paused"
         if run.stop_requested:
@@ -134,6 +135,9 @@ async def run(run: Run) -> Outcome:
             await emit(deps, "after_step", StepEvent(deps.context, step))
         if paused and not run.stop_requested:
             return "paused"
+        # With nothing pending, every call is answered; else one may have been decided
+        # while another ran (a person approving it meanwhile), or a stop cancels them.
+        look = bool(conv.pending)
 
 
 async def emit(deps: RunDeps, name: str, event: Any) -> Any:
@@ -286,7 +290,7 @@ async def answer_tools(run: Run) -> bool:
             await _carry_out(run, pending)
             continue
         await _first_look(run, call)
-    return any(p.decision is None for p in conv.pending.values())
+    return bool(conv.pending) and any(p.decision is None for p in conv.pending.values())
 
 
 async def _first_look(run: Run, call: dict[str, Any]) -> None:
