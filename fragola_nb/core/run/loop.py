@@ -420,7 +420,9 @@ async def _stopped_before_start(run: Run) -> bool:
     once a pass leaves nothing else due, no stop is on its way and the tool starts: one pass
     in the usual case, at most ``STOP_PASSES`` (all of them on a loop whose queue is not
     known, such as uvloop's)."""
-    ready = getattr(run.loop, "_ready", None)  # asyncio's own loops: the callbacks due now
+    # The callbacks due now: asyncio's own loops keep them in ``_ready`` and have no public
+    # way to ask; on another loop, every pass is taken.
+    ready = getattr(run.loop, "_ready", None)
     if not isinstance(ready, collections.deque):
         ready = None
     for _ in range(STOP_PASSES):
