@@ -36,7 +36,8 @@ def _parts() -> dict[str, tuple[Any, str, Any]]:
     return {
         "credential bookkeeping of each request (`ModelClient.credentials`)":
             (ModelClient, "credentials", lambda self, *sent: set()),
-        "4 passes of the event loop before a tool runs (`_stopped_before_start`)":
+        "the passes of the event loop before a tool runs (`_stopped_before_start`; one "
+        "while nothing else is due)":
             (runloop, "_stopped_before_start", _not_stopped),
         "the interrupt ticker of each turn (`kept_awake`)":
             (driver, "kept_awake", contextlib.nullcontext),

@@ -95,8 +95,8 @@ class Conversation:
     ``stores``; ``run`` is the call in flight (``fragola_nb.core.run.driver``), ``lock`` is
     held while the status changes hands, ``home_loop`` is the loop of the last call."""
 
-    __slots__ = ("deps", "history", "home_loop", "lock", "outcome", "pending", "run", "scopes",
-                 "spent", "status", "step_count", "stores", "usage")
+    __slots__ = ("_sent", "deps", "history", "home_loop", "lock", "outcome", "pending", "run",
+                 "scopes", "spent", "status", "step_count", "stores", "usage")
 
     def __init__(self, deps: RunDeps, history: History, stores: dict[str, Store[Any]]) -> None:
         self.deps = deps
@@ -113,6 +113,9 @@ class Conversation:
         self.run: Run | None = None
         self.home_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self.lock = threading.RLock()
+        self._sent: tuple[History, int, list[dict[str, Any]]] | None = None
+        """The history the last request was made from, its length then, and what it sent of
+        it: a ``History`` only grows, so the next request reads only what was added."""
 
     def state(self) -> AgentState:
         """``agent.state``: a snapshot (``messages`` a new list of the shared dicts)."""
@@ -232,7 +235,15 @@ class Conversation:
     def request_messages(self) -> list[dict[str, Any]]:
         """What a request sends: the system (or developer) message, then the history but
         the notes beside it (``checks.META``)."""
-        messages = sent(self.history.to_list())
+        history, held = self.history, self._sent
+        if held is not None and held[0] is history:
+            kept, length = held[2], len(history)
+            if length > held[1]:
+                kept += sent(history.since(held[1]))
+        else:
+            kept, length = sent(history.to_list()), len(history)
+        self._sent = (history, length, kept)
+        messages = kept.copy()
         deps = self.deps
         system_prompt = deps.system_prompt(self.scopes)
         if system_prompt is not None:

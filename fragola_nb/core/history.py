@@ -119,6 +119,11 @@ class History(Sequence[Message]):
             # The base may have grown since the fork; positions below base_len are stable.
         return node._own[index - node._base_len]
 
+    def since(self, start: int) -> list[Message]:
+        """The messages from index ``start`` (>= 0) on, as a new list."""
+        at = start - self._base_len
+        return self._own[at:] if at >= 0 else self.to_list()[start:]
+
     def __iter__(self) -> Iterator[Message]:
         return iter(self.to_list())
 

@@ -62,6 +62,8 @@ class Probe(Protocol):
 
 
 _probe: Probe | None = None
+_NOTHING = contextlib.nullcontext()
+"""A seam no probe watches (``nullcontext`` holds no state: one serves every turn)."""
 
 
 def install(probe: Probe | None) -> Probe | None:
@@ -116,7 +118,7 @@ def _seam(deps: RunDeps, enter: Callable[[Probe], AbstractContextManager[object]
     """``enter`` of every probe watching the agent, nested; nothing when none watches."""
     found = _watching(deps)
     if not found:
-        return contextlib.nullcontext()
+        return _NOTHING
     return enter(found[0]) if len(found) == 1 else _all([enter(p) for p in found])
 
 

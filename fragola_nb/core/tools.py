@@ -98,9 +98,9 @@ class Tool:
         assert callable(self.handler)
         style = self._call_style
         if style == "fields":
-            result = self.handler(**dict(params))  # a model instance iterates as (field, value)
+            result = self.handler(**_fields(params, self.schema))
         elif style == "fields+context":
-            result = self.handler(**dict(params), context=context)
+            result = self.handler(**_fields(params, self.schema), context=context)
         elif style == "none":
             result = self.handler()
         elif style == "params":
@@ -114,6 +114,16 @@ class Tool:
     def __repr__(self) -> str:
         kind = "dynamic" if self.is_dynamic else self.schema.kind
         return f"Tool(name={self.name!r}, schema={kind})"
+
+
+def _fields(params: Any, schema: ToolSchema) -> Any:
+    """The arguments a handler taking the schema's fields is called with: ``dict(params)`` (a
+    model instance iterates as (field, value)). An instance of the model a ``SignatureSchema``
+    made holds its fields alone (no extra, no private attribute), so its ``__dict__`` is that,
+    read at once rather than through the model's iterator."""
+    if type(params) is getattr(schema, "model", None):
+        return params.__dict__
+    return dict(params)
 
 
 def _call_style(handler: Any, schema: ToolSchema) -> str:

@@ -147,7 +147,7 @@ def call_read_back(fields: Any) -> CallUsage:
                      offline)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Usage:
     """Tokens, requests and cost of a sequence of model calls (``calls``, oldest first).
 
@@ -172,6 +172,13 @@ class Usage:
     """The prices given to ``Fragola(prices=...)``, which win over genai-prices."""
     tools: tuple[ToolTiming, ...] = field(default=(), compare=False, repr=False)
     """The tool calls that ran, with when they started and how long they took."""
+
+    def __init__(self, calls: tuple[CallUsage, ...] = (),
+                 prices: Mapping[str, ModelPrice] | None = None,
+                 tools: tuple[ToolTiming, ...] = ()) -> None:
+        # Made twice a model call and twice a tool call: the fields set at once, not one
+        # frozen ``object.__setattr__`` each as the generated ``__init__`` does.
+        self.__dict__.update(calls=calls, prices={} if prices is None else prices, tools=tools)
 
     @functools.cached_property
     def model_seconds(self) -> float:

@@ -436,6 +436,28 @@ async def test_several_pending_calls_are_decided_independently(model: ScriptedMo
     assert model.requests[1]["messages"] == final.messages[:-1]
 
 
+
+async def test_a_call_approved_while_another_runs_runs_in_the_same_turn(
+    model: ScriptedModel,
+) -> None:
+    """A person approves the waiting call while the next call of the same reply runs (a
+    panel's button): the turn runs it too before it asks the model again."""
+    ledger = Ledger()
+    agent = make_agent(model, ledger.tool(),
+                       tool(name="lookup", description="",
+                            handler=lambda: agent.approve("ca") or "ok"))
+    model.push(tool_calls(call("transfer", {"to": "a", "amount": 1}, id="ca"),
+                          call("lookup", {}, id="cl")))
+    model.push(reply("done"))
+
+    state = await agent.user_message("go")
+
+    assert ledger.runs == [Transfer(to="a", amount=1)]
+    assert (state.status, state.outcome, state.pending) == ("idle", "finished", ())
+    assert state.messages[2:] == [answered("cl", "ok"), answered("ca", "sent 1 to a"),
+                                  {"role": "assistant", "content": "done"}]
+    assert model.requests[1]["messages"] == state.messages[:-1]
+
 async def test_deciding_an_unknown_or_decided_call_is_bad_usage(model: ScriptedModel) -> None:
     agent, ledger, _ = await paused_on_a_transfer(model)
 

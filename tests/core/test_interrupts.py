@@ -731,6 +731,83 @@ async def test_an_interrupt_scheduled_as_the_reply_is_stored_cancels_the_tool(
     check_agent(agent)
 
 
+
+async def test_an_interrupt_three_hops_away_as_the_reply_is_stored_cancels_the_tool(
+    model: ScriptedModel, fragola: Fragola
+) -> None:
+    """A stop that takes passes of the loop to land (Jupyter's: a callback completes a future
+    whose done-callback cancels the cell) still lands before the tool starts, however few
+    passes a run with nothing else due waits."""
+    made: list[int] = []
+    agent = transfer_agent(fragola, made)
+    cell = asyncio.create_task(agent.user_message("pay"))
+    loop = asyncio.get_running_loop()
+    sigint = loop.create_future()
+    sigint.add_done_callback(lambda _: cell.cancel())  # hop 3
+
+    def interrupt_the_cell(event: Any) -> None:  # hop 1, then hop 2 completes the future
+        loop.call_soon(lambda: loop.call_soon(sigint.set_result, 1))
+
+    agent.on_ai_message(interrupt_the_cell)
+    model.push(tool_calls(call("transfer", {"amount": 5}, id="c1")))
+
+    with pytest.raises(asyncio.CancelledError):
+        await cell
+
+    assert made == []
+    assert agent.state.messages == [user("pay"), TRANSFER_CALL, answer(CANCELLED)]
+    assert agent.status == "idle"
+    check_agent(agent)
+
+
+async def test_a_stop_from_an_observer_a_few_steps_away_stops_before_the_tool(
+    model: ScriptedModel, fragola: Fragola
+) -> None:
+    """An async observer (a panel's) that yields twice before it calls ``stop()``: its task
+    is due at each pass, so the run waits for it and the tool never starts."""
+    made: list[int] = []
+    agent = transfer_agent(fragola, made)
+
+    async def observer(event: Any) -> None:
+        if event.message is not None and event.message.get("tool_calls"):
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            agent.stop()
+
+    agent.on_after_state_update(observer)
+    model.push(tool_calls(call("transfer", {"amount": 5}, id="c1")))
+
+    state = await asyncio.wait_for(agent.user_message("pay"), 10)
+
+    assert made == []
+    assert state.messages == [user("pay"), TRANSFER_CALL, answer(CANCELLED)]
+    assert (agent.status, state.outcome) == ("idle", "stopped")
+    check_agent(agent)
+
+
+async def test_a_stop_heard_through_the_selector_as_the_reply_is_stored_stops_the_tool(
+    model: ScriptedModel, fragola: Fragola
+) -> None:
+    """A signal handled by the loop (``loop.add_signal_handler``) reaches it through its
+    selector, not as a callback due: the pass before a tool polls the selector, so such a
+    stop, sent as the reply is stored, still lands before the tool starts."""
+    made: list[int] = []
+    agent = transfer_agent(fragola, made)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR1, agent.stop)
+    try:
+        agent.on_ai_message(lambda event: os.kill(os.getpid(), signal.SIGUSR1))
+        model.push(tool_calls(call("transfer", {"amount": 5}, id="c1")))
+
+        state = await asyncio.wait_for(agent.user_message("pay"), 10)
+    finally:
+        loop.remove_signal_handler(signal.SIGUSR1)
+
+    assert made == []
+    assert state.messages == [user("pay"), TRANSFER_CALL, answer(CANCELLED)]
+    assert (agent.status, state.outcome) == ("idle", "stopped")
+    check_agent(agent)
+
 CTRL_C_AT_THE_REPLY = """
 import asyncio, json, os, signal, sys
 sys.path.insert(0, sys.argv[1])

@@ -27,6 +27,7 @@ unanswered so the history is always a valid next request.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -67,8 +68,9 @@ EDITED = "(The user edited the arguments before this call ran: "
 """How the note on a call run with edited arguments begins (then the arguments and ")")."""
 CANCELLED = "Cancelled: this tool call did not run because the run was stopped."
 STOP_PASSES = 4
-"""Passes of the event loop a tool call waits for a stop already under way (see
-``_stopped_before_start``): twice what the longest known path (Jupyter's interrupt) takes."""
+"""The most passes of the event loop a tool call waits for a stop already under way (see
+``_stopped_before_start``: one while nothing else is due): twice what the longest known path
+(Jupyter's interrupt) takes."""
 INTERRUPTED = ("Cancelled: the run was stopped while this tool call ran; it did not finish, "
                "and what it did is unknown.")
 
@@ -77,10 +79,11 @@ async def run(run: Run) -> Outcome:
     """Drive one turn of ``agent`` with at most ``run.budget`` model calls."""
     conv, deps = run.conversation, run.deps
     calls_made = 0
+    look = True  # calls of the last assistant message may be unanswered (a turn resumed)
     while True:
         # A stop() asked for while answering wins over a pause: the turn ends "stopped",
         # idle, and settling answers the calls still pending with a cancelled result.
-        if conv.unanswered_calls():
+        if look and conv.unanswered_calls():
             if await answer_tools(run) and not run.stop_requested:
                 return "paused"
         if run.stop_requested:
@@ -132,6 +135,9 @@ async def run(run: Run) -> Outcome:
             await emit(deps, "after_step", StepEvent(deps.context, step))
         if paused and not run.stop_requested:
             return "paused"
+        # With nothing pending, every call is answered; else one may have been decided
+        # while another ran (a person approving it meanwhile), or a stop cancels them.
+        look = bool(conv.pending)
 
 
 async def emit(deps: RunDeps, name: str, event: Any) -> Any:
@@ -284,7 +290,7 @@ async def answer_tools(run: Run) -> bool:
             await _carry_out(run, pending)
             continue
         await _first_look(run, call)
-    return any(p.decision is None for p in conv.pending.values())
+    return bool(conv.pending) and any(p.decision is None for p in conv.pending.values())
 
 
 async def _first_look(run: Run, call: dict[str, Any]) -> None:
@@ -405,11 +411,26 @@ async def _stopped_before_start(run: Run) -> bool:
     is raised here, and a ``stop()`` is seen in ``stop_requested``. A pass runs the callbacks
     scheduled before it, and a stop may take a few hops: ipykernel's SIGINT handler schedules
     a callback that completes a future whose done-callback (the next pass) cancels the cell;
-    ``stop_sync()`` from a thread, or an observer's task, is one."""
+    ``stop_sync()`` from a thread, or an observer's task, is one.
+
+    A hop is a callback due now, in the loop's queue of ready callbacks before the next pass
+    (a thread's ``call_soon_threadsafe``, a Python signal handler's callback, a done
+    future's callbacks, a task's next step); a signal or a message heard through the
+    selector becomes one in the first pass, whose poll of the selector takes no time. So
+    once a pass leaves nothing else due, no stop is on its way and the tool starts: one pass
+    in the usual case, at most ``STOP_PASSES`` (all of them on a loop whose queue is not
+    known, such as uvloop's)."""
+    # The callbacks due now: asyncio's own loops keep them in ``_ready`` and have no public
+    # way to ask; on another loop, every pass is taken.
+    ready = getattr(run.loop, "_ready", None)
+    if not isinstance(ready, collections.deque):
+        ready = None
     for _ in range(STOP_PASSES):
         await asyncio.sleep(0)
         if run.stop_requested:
             return True
+        if ready is not None and not ready:
+            return False
     return False
 
 

@@ -65,6 +65,10 @@ OFFLINE_CODES = frozenset({"script_exhausted", "replay_mismatch"})
 a recording): their message is the whole line the user needs, said without the HTTP status
 that would make it read like a failure of a real API."""
 STREAM_CLASS: Any = openai.AsyncStream[object]  # streamed chunks come back as plain dicts
+UNSET_OPTIONS: dict[str, Any] = dict.fromkeys(("headers", "timeout", "post_parser"),
+                                              openai.NOT_GIVEN)
+"""Request options left to the client, given as the client's own "not given": its request
+options otherwise deep-copy a new ``NotGiven`` default for each of them at every request."""
 NO_KEY = "no-key"
 """The API key sent to a base URL given without one: local servers (Ollama, vLLM, LM Studio,
 llama.cpp) take any key."""
@@ -326,7 +330,7 @@ class ModelClient:
     ) -> ModelReply:
         """Send ``body``, waiting for its turn under the rate limit, and retry what may be
         retried (``openai``'s own retries are off: a 429 must be heard, and each try paced)."""
-        tries: Any = {**options, "max_retries": 0}  # openai's RequestOptions
+        tries: Any = {**UNSET_OPTIONS, **options, "max_retries": 0}  # openai's RequestOptions
         on_throttle, before_send = told
         limiter = self._limiter
         estimate = estimate_tokens(body) if limiter is not None else 0

@@ -64,17 +64,23 @@ def usage_of(usage: Any) -> dict[str, int] | None:
     its counts are not whole numbers >= 0 (a broken server: unknown rather than wrong)."""
     if not isinstance(usage, dict):
         return None
-    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    total, details = usage.get("total_tokens"), usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if (type(prompt) is int and type(completion) is int and type(total) is int  # JSON's
+            and (cached is None or type(cached) is int)
+            and prompt >= 0 and completion >= 0 and total >= 0):
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": total,
+                "cached_tokens": cached if cached is not None and cached >= 0 else 0}
+    prompt, completion = _count(prompt), _count(completion)
     if prompt is None or completion is None:
         return None
-    total = usage.get("total_tokens")
     total_count = prompt + completion if total is None else _count(total)
     if total_count is None:
         return None
-    details = usage.get("prompt_tokens_details")
-    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
     return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": total_count, "cached_tokens": cached or 0}
+            "total_tokens": total_count, "cached_tokens": _count(cached) or 0}
 
 
 def _count(value: Any) -> int | None:
