@@ -6,7 +6,9 @@ a ``{"t": "timeline", "from": k, "bars": [...], ...}`` message: the bars from po
 (the ones it does not have) and the waterfall's other fields, which are its totals (small, and
 they change with every call). ``panel.js`` joins them to the bars it has. When the run ends
 (or pauses, or the panel is synced or detached) the whole waterfall becomes the ``timeline``
-trait, the widget state a saved notebook keeps.
+trait, the widget state a saved notebook keeps: the views get its last bars that way, in the
+trait's update, not also in a message of new bars just before it (two messages holding them,
+at the end of every turn).
 
 The interval is ``EVERY`` (four updates a second), or longer when making the waterfall takes
 longer: at least ``SHARE`` times what the last one cost, so however long the turn, making it
@@ -50,6 +52,7 @@ class TimelineFeed:
         self.shown: dict[str, Any] = {}
         """The waterfall as it was made last."""
         self.stopped = False
+        self._settling = False  # making it for the trait: the trait's update carries it
 
     def due(self) -> None:
         """A call ended: the waterfall changed (made now, or when the interval is up)."""
@@ -57,9 +60,14 @@ class TimelineFeed:
             self._pacer.due()
 
     def settle(self) -> dict[str, Any]:
-        """Make and send the waterfall now; the whole of it (for the trait)."""
+        """Make the waterfall now; the whole of it, for the trait (whose update brings the
+        views what they lack: it is not sent here)."""
         if not self.stopped:
-            self._pacer.flush()
+            self._settling = True
+            try:
+                self._pacer.flush()
+            finally:
+                self._settling = False
         return self.shown
 
     def stop(self) -> None:
@@ -88,4 +96,5 @@ class TimelineFeed:
         if shown == self.shown and keep == len(sent):
             return
         self.shown, self._sent = shown, bars
-        self._send({**shown, "t": "timeline", "from": keep, "bars": bars[keep:]})
+        if not self._settling:
+            self._send({**shown, "t": "timeline", "from": keep, "bars": bars[keep:]})

@@ -126,6 +126,7 @@ class AgentPanel(anywidget.AnyWidget):
 
     def __init__(self, agent: Agent, since: int | None = None, *, model: str | None = None,
                  namespace: MutableMapping[str, Any] | None = None) -> None:
+        self._made = False  # the comm opens once the state is made (``open``)
         super().__init__(since=since or 0)
         self.agent = agent
         self.turn = since is not None
@@ -184,6 +185,16 @@ class AgentPanel(anywidget.AnyWidget):
         ]
         self.sync_now()
         self._quiet = False
+        self._made = True
+        self.open()
+
+    def open(self) -> None:
+        """Open the comm to the front ends, with the state as ``__init__`` made it: the
+        header, strip, tools and cards ride in the opening message. (ipywidgets opens it
+        at the start of ``__init__``, with the traits' defaults: what was made after went as
+        three updates of their own, at every panel.)"""
+        if getattr(self, "_made", True):
+            super().open()
 
     # -- what the magics, the tree and tests use ---------------------------------------------
 

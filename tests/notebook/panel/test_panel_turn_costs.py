@@ -1,0 +1,85 @@
+"""Issue 34: what a turn panel costs once a turn, whatever its length. A 20-step turn in a
+``%%fragola`` cell paid for its panel about a quarter of its time, most of it messages sent
+once a turn that said nothing new: the header, strip and tools as updates right after the
+widget opened (the opening could carry them), and the waterfall's last bars twice at the
+turn's end (as new bars, then in the ``timeline`` trait's update just after). In-process,
+against the scripted model; what the kernel sends is read from a recording comm and replayed
+as ``panel.js`` keeps it (``comm_log``)."""
+
+from __future__ import annotations
+
+import pytest
+from support.comm_log import Wire, record_comms
+
+from fragola_nb import Fragola, tool
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.notebook.panel.view import AgentPanel
+
+STEPS = 20
+
+
+@tool
+def add(x: int) -> int:
+    """Add one."""
+    return x + 1
+
+
+def brain(request: dict[str, object]) -> object:
+    done = sum(1 for m in request["messages"] if m["role"] == "tool")  # type: ignore[attr-defined]
+    return tool_calls(call("add", {"x": done})) if done < STEPS else reply("all done")
+
+
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    return record_comms(monkeypatch)
+
+
+def test_a_panel_opens_in_one_message_holding_its_header_strip_and_tools(
+        model: ScriptedModel, wire: Wire) -> None:
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="calc", tools=[add], messages=[
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    panel = AgentPanel(agent, since=2)
+    mine = [s for s in wire.log if s.comm_id == panel.comm.comm_id]
+    assert [s.kind for s in mine] == ["comm_open"]  # no update after it: nothing changed
+    state = mine[0].data["state"]
+    assert state["head"] == panel.head and state["head"]["name"] == "calc"
+    assert state["head"]["steps"] == 0 and state["head"]["turn"] is True
+    assert state["strip"] == panel.strip == {"kind": "idle", "text": "ready"}
+    assert state["tools"] == panel.tools and [t["name"] for t in state["tools"]] == ["add"]
+    # the view is made from it as before: a hello gets the rows, none yet for this turn
+    wire.clear()
+    panel._on_browser(None, {"do": "hello"}, [])
+    [hello] = [s.data["content"] for s in wire.log if s.kind == "comm_msg"]
+    assert hello["t"] == "rows" and hello["reset"] is True and hello["rows"] == []
+
+
+async def test_the_waterfall_ends_in_the_trait_alone_and_the_view_has_every_bar(
+        model: ScriptedModel, wire: Wire) -> None:
+    model.brain = brain
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="steps", tools=[add], max_step=STEPS + 5,
+                          model_settings={"stream": True})
+    panel = AgentPanel(agent, since=0)
+    await agent.user_message("go")
+    panel.sync_now()  # as the cell's end does
+    sent = [s.data for s in wire.log if s.kind == "comm_msg"
+            and s.comm_id == panel.comm.comm_id]
+    # the view's waterfall, replayed as panel.js keeps it: the trait's updates set it,
+    # a message of new bars keeps the bars before ``from`` and adds its own
+    shown: dict[str, object] = {}
+    updates = 0
+    for before, message in zip([{}, *sent], sent, strict=False):
+        if message.get("method") == "update" and "timeline" in message["state"]:
+            updates += 1
+            shown = message["state"]["timeline"]
+            # never the same bars just before, as a message of new bars
+            assert not (before.get("method") == "custom"
+                        and before["content"]["t"] == "timeline"), before
+        elif message.get("method") == "custom" and message["content"]["t"] == "timeline":
+            content = dict(message["content"])
+            kept = list(shown.get("bars", []))[:content.pop("from")]  # type: ignore[call-overload]
+            content.pop("t")
+            shown = {**content, "bars": kept + content.pop("bars")}
+    assert updates == 1  # the turn's end, once
+    assert shown == panel.timeline and len(panel.timeline["bars"]) == 2 * STEPS + 1
