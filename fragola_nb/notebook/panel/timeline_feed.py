@@ -10,6 +10,10 @@ trait, the widget state a saved notebook keeps: the views get its last bars that
 trait's update, not also in a message of new bars just before it (two messages holding them,
 at the end of every turn).
 
+The first interval counts from the panel's making (``Pacer.restart``): a turn shorter than it
+gets its waterfall once, in the trait at its end, not also a message of its first bar or two
+just after it starts (issue 34: a message each turn that said nothing lasting).
+
 The interval is ``EVERY`` (four updates a second), or longer when making the waterfall takes
 longer: at least ``SHARE`` times what the last one cost, so however long the turn, making it
 takes at most about 1/``SHARE`` (1%) of the kernel's time. (The rows, the header and the strip go
@@ -48,6 +52,7 @@ class TimelineFeed:
         self._make = make
         self._send = send
         self._pacer = Pacer(self._run, lock, interval=EVERY)
+        self._pacer.restart()  # the first bars wait for the interval too (see above)
         self._sent: list[dict[str, Any]] = []  # the bars the views have
         self.shown: dict[str, Any] = {}
         """The waterfall as it was made last."""

@@ -313,8 +313,9 @@ class AgentPanel(anywidget.AnyWidget):
 
     def _send_stream(self, message: dict[str, Any]) -> None:
         # While rows or the header wait for the pace, the stream waits with them: their
-        # message carries it (issue 34: a fast turn streamed each step's call on its own).
-        if self._outbox.waiting:
+        # message carries it (issue 34: a fast turn streamed each step's call on its own);
+        # so does what streams just after rows went, in a run whose steps come fast.
+        if self._outbox.waiting or self._outbox.burst():
             self._outbox.stream()
         else:
             self.send({"t": "stream", **message})

@@ -83,3 +83,29 @@ async def test_the_waterfall_ends_in_the_trait_alone_and_the_view_has_every_bar(
             shown = {**content, "bars": kept + content.pop("bars")}
     assert updates == 1  # the turn's end, once
     assert shown == panel.timeline and len(panel.timeline["bars"]) == 2 * STEPS + 1
+
+
+async def test_what_streams_just_after_a_paced_update_waits_for_the_next_one(
+        model: ScriptedModel, wire: Wire) -> None:
+    # In a fast run, each paced update brought rows, and the next step's call then streamed
+    # at once in a message of its own, the outbox being idle for an instant: about as many
+    # stream messages as updates (issue 34). Now what streams within the interval after rows
+    # went rides in the next update.
+    steps = 200
+    model.brain = lambda request: (tool_calls(call("add", {"x": 1})) if sum(
+        1 for m in request["messages"] if m["role"] == "tool") < steps else reply("all done"))
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="steps", tools=[add], max_step=steps + 5,
+                          model_settings={"stream": True})
+    panel = AgentPanel(agent, since=0)
+    wire.clear()
+    await agent.user_message("go")
+    customs = [s.data["content"] for s in wire.log if s.kind == "comm_msg"
+               and s.comm_id == panel.comm.comm_id and s.data.get("method") == "custom"]
+    updates = [m for m in customs if m["t"] == "rows"]
+    alone = [m for m in customs if m["t"] == "stream"]
+    # a machine that stalls past an interval may let one go alone; not one an update
+    assert len(updates) >= 3 and len(alone) <= len(updates) // 4, (len(updates), len(alone))
+    # what the view ends with is the turn: every call's row, the answer, no stream left
+    assert len(panel.rows) == steps + 2 and panel.stream_text == ""
+    assert any("stream" in m and m["stream"] for m in updates)  # the calls did stream in it
