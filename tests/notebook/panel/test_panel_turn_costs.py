@@ -8,6 +8,8 @@ as ``panel.js`` keeps it (``comm_log``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from support.comm_log import Wire, record_comms
 
@@ -24,8 +26,8 @@ def add(x: int) -> int:
     return x + 1
 
 
-def brain(request: dict[str, object]) -> object:
-    done = sum(1 for m in request["messages"] if m["role"] == "tool")  # type: ignore[attr-defined]
+def brain(request: dict[str, Any]) -> Any:
+    done = sum(1 for m in request["messages"] if m["role"] == "tool")
     return tool_calls(call("add", {"x": done})) if done < STEPS else reply("all done")
 
 
@@ -67,7 +69,7 @@ async def test_the_waterfall_ends_in_the_trait_alone_and_the_view_has_every_bar(
             and s.comm_id == panel.comm.comm_id]
     # the view's waterfall, replayed as panel.js keeps it: the trait's updates set it,
     # a message of new bars keeps the bars before ``from`` and adds its own
-    shown: dict[str, object] = {}
+    shown: dict[str, Any] = {}
     updates = 0
     for before, message in zip([{}, *sent], sent, strict=False):
         if message.get("method") == "update" and "timeline" in message["state"]:
@@ -78,7 +80,7 @@ async def test_the_waterfall_ends_in_the_trait_alone_and_the_view_has_every_bar(
                         and before["content"]["t"] == "timeline"), before
         elif message.get("method") == "custom" and message["content"]["t"] == "timeline":
             content = dict(message["content"])
-            kept = list(shown.get("bars", []))[:content.pop("from")]  # type: ignore[call-overload]
+            kept = list(shown.get("bars", []))[:content.pop("from")]
             content.pop("t")
             shown = {**content, "bars": kept + content.pop("bars")}
     assert updates == 1  # the turn's end, once
