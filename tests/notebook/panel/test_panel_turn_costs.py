@@ -111,3 +111,23 @@ async def test_what_streams_just_after_a_paced_update_waits_for_the_next_one(
     # what the view ends with is the turn: every call's row, the answer, no stream left
     assert len(panel.rows) == steps + 2 and panel.stream_text == ""
     assert any("stream" in m and m["stream"] for m in updates)  # the calls did stream in it
+
+
+async def test_a_short_turn_gets_its_waterfall_once_at_its_end(
+        model: ScriptedModel, wire: Wire) -> None:
+    # The waterfall's first bars went at once, just after the turn began, then the whole of
+    # it in the trait when it ended: a message each turn that said nothing lasting. The first
+    # interval (a quarter of a second) counts from the panel's making now.
+    model.brain = lambda request: (tool_calls(call("add", {"x": 1})) if sum(
+        1 for m in request["messages"] if m["role"] == "tool") < 2 else reply("done"))
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="short", tools=[add])
+    panel = AgentPanel(agent, since=0)
+    await agent.user_message("go")
+    sent = [s.data for s in wire.log if s.kind == "comm_msg"
+            and s.comm_id == panel.comm.comm_id]
+    assert not [m for m in sent if m.get("method") == "custom"
+                and m["content"]["t"] == "timeline"]
+    [update] = [m["state"]["timeline"] for m in sent
+                if m.get("method") == "update" and "timeline" in m["state"]]
+    assert update == panel.timeline and len(update["bars"]) == 5  # 3 model calls, 2 tools
