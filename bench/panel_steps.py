@@ -56,18 +56,40 @@ import time
 from fragola_nb import Fragola, tool
 from fragola_nb.models.scripted import call, reply, tool_calls
 
-TIMES = []  # [first line of the cell, seconds, CPU seconds of the kernel's process]
+TIMES = []  # [first line, seconds, CPU s of the kernel's process, began at, of its main thread]
+HEARD = []  # [at, what, seconds]: each message from the front ends, as the kernel handled it
 _began = {}
 
 
 def _pre(info):
     _began["t"], _began["cpu"] = time.perf_counter(), time.process_time()
+    _began["thread"] = time.thread_time()
 
 
 def _post(result):
     first = (result.info.raw_cell or "").strip().splitlines()[:1]
-    TIMES.append([first[0] if first else "", time.perf_counter() - _began.pop("t", 0.0),
-                  time.process_time() - _began.pop("cpu", 0.0)])
+    began = _began.pop("t", 0.0)
+    TIMES.append([first[0] if first else "", time.perf_counter() - began,
+                  time.process_time() - _began.pop("cpu", 0.0), began,
+                  time.thread_time() - _began.pop("thread", 0.0)])
+
+
+def _heard(kind, handler):
+    def counted(stream, idents, msg):
+        began = time.perf_counter()
+        try:
+            return handler(stream, idents, msg)
+        finally:
+            data = msg["content"].get("data") or {} if kind == "comm_msg" else {}
+            what = ":".join([kind, *(str(x) for x in (
+                data.get("method", ""), (data.get("content") or {}).get("do", "")) if x)])
+            HEARD.append([began, what, time.perf_counter() - began])
+    return counted
+
+
+for _handlers in (get_ipython().kernel.shell_handlers, get_ipython().kernel.control_handlers):
+    for _kind in [k for k in _handlers if k != "execute_request"]:
+        _handlers[_kind] = _heard(_kind, _handlers[_kind])
 
 
 get_ipython().events.register("pre_run_cell", _pre)
@@ -113,14 +135,29 @@ def cells(sizes: tuple[int, ...], rounds: int) -> list[tuple[str, str, int]]:
     return out
 
 
-def _timed(times: list[list[Any]], plan: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+def _timed(times: list[list[Any]], plan: list[tuple[str, str, int]],
+           heard: list[list[Any]] | None = None, front: list[dict[str, float]] | None = None,
+           ) -> list[dict[str, Any]]:
     """The timed cells of the plan, with their seconds (TIMES begins with the cell that
-    cleared it)."""
+    cleared it), the kernel's main thread's CPU, what the front ends sent the kernel from the
+    cell's start to the next cell's (``heard``, by kind) and the front end's CPU (``front``:
+    per cell of the plan, the CPU seconds of jupyter-server and of the browser)."""
     times = times[1:]
     assert len(times) >= len(plan), (len(times), len(plan))
-    return [{"kind": kind, "steps": n, "seconds": t[1], "cpu": t[2], "cell": t[0]}
-            for (kind, code, n), t in zip(plan, times[:len(plan)], strict=True)
-            if kind != "make"]
+    out = []
+    for n_cell, ((kind, _code, n), t) in enumerate(zip(plan, times[:len(plan)], strict=True)):
+        if kind == "make":
+            continue
+        end = times[n_cell + 1][3] if n_cell + 1 < len(times) else float("inf")
+        kinds: dict[str, int] = {}
+        for at, what, _ in heard or ():
+            if t[3] <= at < end:
+                kinds[what] = kinds.get(what, 0) + 1
+        out.append({"kind": kind, "steps": n, "seconds": t[1], "cpu": t[2], "cell": t[0],
+                    "thread": t[4], "heard": kinds,
+                    "handled": sum(s for at, _, s in heard or () if t[3] <= at < end),
+                    **(front[n_cell] if front else {})})
+    return out
 
 
 def run_kernel(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
@@ -138,8 +175,8 @@ def run_kernel(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
                 sent = [m for m in kernel.iopub_log[first:] if m["msg_type"] == "comm_msg"]
                 size = sum(len(json.dumps(m["content"], default=str)) for m in sent)
                 comms.append({"steps": n, "messages": len(sent), "bytes": size})
-        times = kernel.eval("TIMES")
-    return {"cells": _timed(times, plan), "comms": comms}
+        times, heard = kernel.eval("TIMES"), kernel.eval("HEARD")
+    return {"cells": _timed(times, plan, heard), "comms": comms}
 
 
 def run_browser(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
@@ -152,13 +189,16 @@ def run_browser(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
     try:
         name = "panel_steps.ipynb"
         _notebook(lab.root / name, ["%load_ext fragola_nb\n" + SETUP + "\nTIMES.clear()",
-                                    *(code for _, code, _ in plan), "print(json.dumps(TIMES))"])
+                                    *(code for _, code, _ in plan),
+                                    "print(json.dumps([TIMES, HEARD]))"])
+        front: list[dict[str, float]] = []
         with sync_playwright() as p:
             browser = h.launch_browser(p)
             try:
                 page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
                 h.open_notebook(page, lab, name)
                 for index in range(len(plan) + 1):
+                    before = _front_cpu(lab.proc.pid)
                     h.run_cell(page, index)
                     h.wait_kernel_idle(page, 300_000)
                     kind, _, n = plan[index - 1] if index else ("setup", "", 0)
@@ -168,6 +208,9 @@ def run_browser(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
                             "done", timeout=120_000)
                         expect(panel).to_contain_text(
                             f"steps {n + 1}/", timeout=60_000)
+                    after = _front_cpu(lab.proc.pid)
+                    if index:
+                        front.append({k: after[k] - before[k] for k in after})
                 h.run_cell(page, len(plan) + 1)
                 h.wait_kernel_idle(page)
                 output = h.cell_output(page, len(plan) + 1).last
@@ -178,8 +221,26 @@ def run_browser(plan: list[tuple[str, str, int]]) -> dict[str, Any]:
                 browser.close()
     finally:
         h.stop_lab(lab)
-    times = json.loads(out.strip().splitlines()[-1])
-    return {"cells": _timed(times, plan), "chromium": f"Chromium {version}"}
+    times, heard = json.loads(out.strip().splitlines()[-1])
+    return {"cells": _timed(times, plan, heard, front), "chromium": f"Chromium {version}"}
+
+
+def _front_cpu(server: int) -> dict[str, float]:
+    """CPU seconds so far of jupyter-server (``server``), of its kernels, and of the browser
+    (every other process this script started: Playwright's driver, Chromium's)."""
+    import psutil
+
+    lab = {p.pid for p in psutil.Process(server).children(recursive=True)}
+    spent = {"server_cpu": 0.0, "kernel_proc_cpu": 0.0, "browser_cpu": 0.0}
+    for process in psutil.Process().children(recursive=True):
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        part = "server_cpu" if process.pid == server else (
+            "kernel_proc_cpu" if process.pid in lab else "browser_cpu")
+        spent[part] += times.user + times.system
+    return spent
 
 
 def ratios(cells_timed: list[dict[str, Any]], steps: int, base: str = "plain",
@@ -240,7 +301,42 @@ def table(result: dict[str, Any]) -> str:
             mine = [c for c in comms if c["steps"] == n]
             lines.append(f"| {n} | {statistics.median(c['messages'] for c in mine) / n:.1f} | "
                          f"{statistics.median(c['bytes'] for c in mine) / n:,.0f} |")
-    return "\n".join(lines)
+    return "\n".join(lines + spent(result))
+
+
+def spent(result: dict[str, Any]) -> list[str]:
+    """Where the CPU went, per cell (medians over the rounds): the kernel's process and its
+    main thread from the cell's start to its end, and in the browser run jupyter-server's and
+    the browser's from the cell's run to the page showing its end; and the messages the front
+    ends sent the kernel from the cell's start to the next cell's."""
+    lines = ["", "Where the CPU went, per cell (medians over the rounds; ms). Kernel: from the "
+             "cell's start to its end, the whole process (its model server's threads "
+             "included) and its main thread; jupyter-server and the browser (Chromium and "
+             "Playwright's driver): from the run of the cell to the page showing its end. "
+             "From the front ends: the messages the kernel handled from the cell's start to "
+             "the next cell's, and the ms it spent on them.", "",
+             "| where | steps | cell | kernel CPU | main thread | jupyter-server | browser | "
+             "from the front ends (a cell) | handling them |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for where in ("kernel", "browser"):
+        for n in result["sizes"] if where in result else ():
+            for kind in ("panel", "streamed", "plain"):
+                mine = [c for c in result[where]["cells"] if c["kind"] == kind
+                        and c["steps"] == n]
+                if not mine:
+                    continue
+
+                def ms(key: str, cells: list[dict[str, Any]] = mine) -> str:
+                    got = [c[key] for c in cells if key in c]
+                    return f"{1000 * statistics.median(got):.0f}" if got else "–"
+
+                kinds = sorted({k for c in mine for k in c.get("heard", {})})
+                heard = ", ".join(f"{k} {statistics.median(c['heard'].get(k, 0) for c in mine):g}"
+                                  for k in kinds) or "none"
+                lines.append(f"| {where} | {n} | {kind} | {ms('cpu')} | {ms('thread')} | "
+                             f"{ms('server_cpu')} | {ms('browser_cpu')} | {heard} | "
+                             f"{ms('handled')} |")
+    return lines
 
 
 def main() -> None:

@@ -238,6 +238,12 @@ class Pacer:
     def interval(self, seconds: float) -> None:
         self._interval = seconds
 
+    def restart(self) -> None:
+        """Count the interval from now, as after a run: a change within it waits for its end
+        rather than running at once."""
+        with self.lock:
+            self._sent_at = time.monotonic()
+
     def cancel(self) -> None:
         """Forget a run that is due (no trailing run)."""
         with self.lock:

@@ -19,6 +19,9 @@ the pace (issue 34). While the outbox waits, what the stream would send waits wi
 its message carries the stream whole as the kernel has it (``stream``, ``stopped``; a
 ``rows`` message with them replaces the view's streamed text); the clear of a stored reply
 always goes in the message that brings its row, so the view never shows both, nor neither.
+So does what streams just after an update that brought rows, within its interval: in a fast
+run, the next step's call streamed in a message of its own right after each paced update (as
+many messages as the updates themselves; issue 34); it goes with the next one now (``burst``).
 A stream alone (a long reply, nothing else changing) goes as before: its new text only, paced.
 
 The traits keep their values in the kernel as they are set (``panel.strip`` is current); only
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -63,12 +67,18 @@ class Outbox:
         self._head = False  # the header is to be made
         self._stream = False  # the streamed text goes with the next message
         self._running = False
+        self._rows_at = float("-inf")  # when rows went last (``burst``)
 
     @property
     def waiting(self) -> bool:
         """Whether something waits for the end of the interval (what changes now goes with
         it)."""
         return self._pacer.waiting
+
+    def burst(self) -> bool:
+        """Whether rows went less than an interval ago: a run's steps come fast, and what
+        streams now goes with the next update rather than on its own."""
+        return time.monotonic() - self._rows_at < self._pacer.interval
 
     def stream(self, *, due: bool = True) -> None:
         """The streamed text changed: the next message carries it whole. ``due=False``: the
@@ -125,6 +135,8 @@ class Outbox:
                 if keys:  # one message, not two (panel.js sets them on its model)
                     message["state"] = self._state(sorted(keys))
                 self._send(message)
+                if rows:
+                    self._rows_at = time.monotonic()
             elif keys:
                 self._send_state(sorted(keys))
         except Exception:  # from the pace's timer too: a view must not break the run

@@ -6,7 +6,13 @@ a ``{"t": "timeline", "from": k, "bars": [...], ...}`` message: the bars from po
 (the ones it does not have) and the waterfall's other fields, which are its totals (small, and
 they change with every call). ``panel.js`` joins them to the bars it has. When the run ends
 (or pauses, or the panel is synced or detached) the whole waterfall becomes the ``timeline``
-trait, the widget state a saved notebook keeps.
+trait, the widget state a saved notebook keeps: the views get its last bars that way, in the
+trait's update, not also in a message of new bars just before it (two messages holding them,
+at the end of every turn).
+
+The first interval counts from the panel's making (``Pacer.restart``): a turn shorter than it
+gets its waterfall once, in the trait at its end, not also a message of its first bar or two
+just after it starts (issue 34: a message each turn that said nothing lasting).
 
 The interval is ``EVERY`` (four updates a second), or longer when making the waterfall takes
 longer: at least ``SHARE`` times what the last one cost, so however long the turn, making it
@@ -46,10 +52,12 @@ class TimelineFeed:
         self._make = make
         self._send = send
         self._pacer = Pacer(self._run, lock, interval=EVERY)
+        self._pacer.restart()  # the first bars wait for the interval too (see above)
         self._sent: list[dict[str, Any]] = []  # the bars the views have
         self.shown: dict[str, Any] = {}
         """The waterfall as it was made last."""
         self.stopped = False
+        self._settling = False  # making it for the trait: the trait's update carries it
 
     def due(self) -> None:
         """A call ended: the waterfall changed (made now, or when the interval is up)."""
@@ -57,9 +65,14 @@ class TimelineFeed:
             self._pacer.due()
 
     def settle(self) -> dict[str, Any]:
-        """Make and send the waterfall now; the whole of it (for the trait)."""
+        """Make the waterfall now; the whole of it, for the trait (whose update brings the
+        views what they lack: it is not sent here)."""
         if not self.stopped:
-            self._pacer.flush()
+            self._settling = True
+            try:
+                self._pacer.flush()
+            finally:
+                self._settling = False
         return self.shown
 
     def stop(self) -> None:
@@ -88,4 +101,5 @@ class TimelineFeed:
         if shown == self.shown and keep == len(sent):
             return
         self.shown, self._sent = shown, bars
-        self._send({**shown, "t": "timeline", "from": keep, "bars": bars[keep:]})
+        if not self._settling:
+            self._send({**shown, "t": "timeline", "from": keep, "bars": bars[keep:]})

@@ -126,6 +126,7 @@ class AgentPanel(anywidget.AnyWidget):
 
     def __init__(self, agent: Agent, since: int | None = None, *, model: str | None = None,
                  namespace: MutableMapping[str, Any] | None = None) -> None:
+        self._made = False  # the comm opens once the state is made (``open``)
         super().__init__(since=since or 0)
         self.agent = agent
         self.turn = since is not None
@@ -184,6 +185,16 @@ class AgentPanel(anywidget.AnyWidget):
         ]
         self.sync_now()
         self._quiet = False
+        self._made = True
+        self.open()
+
+    def open(self) -> None:
+        """Open the comm to the front ends, with the state as ``__init__`` made it: the
+        header, strip, tools and cards ride in the opening message. (ipywidgets opens it
+        at the start of ``__init__``, with the traits' defaults: what was made after went as
+        three updates of their own, at every panel.)"""
+        if getattr(self, "_made", True):
+            super().open()
 
     # -- what the magics, the tree and tests use ---------------------------------------------
 
@@ -302,8 +313,9 @@ class AgentPanel(anywidget.AnyWidget):
 
     def _send_stream(self, message: dict[str, Any]) -> None:
         # While rows or the header wait for the pace, the stream waits with them: their
-        # message carries it (issue 34: a fast turn streamed each step's call on its own).
-        if self._outbox.waiting:
+        # message carries it (issue 34: a fast turn streamed each step's call on its own);
+        # so does what streams just after rows went, in a run whose steps come fast.
+        if self._outbox.waiting or self._outbox.burst():
             self._outbox.stream()
         else:
             self.send({"t": "stream", **message})

@@ -1,0 +1,133 @@
+"""Issue 34: what a turn panel costs once a turn, whatever its length. A 20-step turn in a
+``%%fragola`` cell paid for its panel about a quarter of its time, most of it messages sent
+once a turn that said nothing new: the header, strip and tools as updates right after the
+widget opened (the opening could carry them), and the waterfall's last bars twice at the
+turn's end (as new bars, then in the ``timeline`` trait's update just after). In-process,
+against the scripted model; what the kernel sends is read from a recording comm and replayed
+as ``panel.js`` keeps it (``comm_log``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.comm_log import Wire, record_comms
+
+from fragola_nb import Fragola, tool
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.notebook.panel.view import AgentPanel
+
+STEPS = 20
+
+
+@tool
+def add(x: int) -> int:
+    """Add one."""
+    return x + 1
+
+
+def brain(request: dict[str, Any]) -> Any:
+    done = sum(1 for m in request["messages"] if m["role"] == "tool")
+    return tool_calls(call("add", {"x": done})) if done < STEPS else reply("all done")
+
+
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    return record_comms(monkeypatch)
+
+
+def test_a_panel_opens_in_one_message_holding_its_header_strip_and_tools(
+        model: ScriptedModel, wire: Wire) -> None:
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="calc", tools=[add], messages=[
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    panel = AgentPanel(agent, since=2)
+    mine = [s for s in wire.log if s.comm_id == panel.comm.comm_id]
+    assert [s.kind for s in mine] == ["comm_open"]  # no update after it: nothing changed
+    state = mine[0].data["state"]
+    assert state["head"] == panel.head and state["head"]["name"] == "calc"
+    assert state["head"]["steps"] == 0 and state["head"]["turn"] is True
+    assert state["strip"] == panel.strip == {"kind": "idle", "text": "ready"}
+    assert state["tools"] == panel.tools and [t["name"] for t in state["tools"]] == ["add"]
+    # the view is made from it as before: a hello gets the rows, none yet for this turn
+    wire.clear()
+    panel._on_browser(None, {"do": "hello"}, [])
+    [hello] = [s.data["content"] for s in wire.log if s.kind == "comm_msg"]
+    assert hello["t"] == "rows" and hello["reset"] is True and hello["rows"] == []
+
+
+async def test_the_waterfall_ends_in_the_trait_alone_and_the_view_has_every_bar(
+        model: ScriptedModel, wire: Wire) -> None:
+    model.brain = brain
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="steps", tools=[add], max_step=STEPS + 5,
+                          model_settings={"stream": True})
+    panel = AgentPanel(agent, since=0)
+    await agent.user_message("go")
+    panel.sync_now()  # as the cell's end does
+    sent = [s.data for s in wire.log if s.kind == "comm_msg"
+            and s.comm_id == panel.comm.comm_id]
+    # the view's waterfall, replayed as panel.js keeps it: the trait's updates set it,
+    # a message of new bars keeps the bars before ``from`` and adds its own
+    shown: dict[str, Any] = {}
+    updates = 0
+    for before, message in zip([{}, *sent], sent, strict=False):
+        if message.get("method") == "update" and "timeline" in message["state"]:
+            updates += 1
+            shown = message["state"]["timeline"]
+            # never the same bars just before, as a message of new bars
+            assert not (before.get("method") == "custom"
+                        and before["content"]["t"] == "timeline"), before
+        elif message.get("method") == "custom" and message["content"]["t"] == "timeline":
+            content = dict(message["content"])
+            kept = list(shown.get("bars", []))[:content.pop("from")]
+            content.pop("t")
+            shown = {**content, "bars": kept + content.pop("bars")}
+    assert updates == 1  # the turn's end, once
+    assert shown == panel.timeline and len(panel.timeline["bars"]) == 2 * STEPS + 1
+
+
+async def test_what_streams_just_after_a_paced_update_waits_for_the_next_one(
+        model: ScriptedModel, wire: Wire) -> None:
+    # In a fast run, each paced update brought rows, and the next step's call then streamed
+    # at once in a message of its own, the outbox being idle for an instant: about as many
+    # stream messages as updates (issue 34). Now what streams within the interval after rows
+    # went rides in the next update.
+    steps = 200
+    model.brain = lambda request: (tool_calls(call("add", {"x": 1})) if sum(
+        1 for m in request["messages"] if m["role"] == "tool") < steps else reply("all done"))
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="steps", tools=[add], max_step=steps + 5,
+                          model_settings={"stream": True})
+    panel = AgentPanel(agent, since=0)
+    wire.clear()
+    await agent.user_message("go")
+    customs = [s.data["content"] for s in wire.log if s.kind == "comm_msg"
+               and s.comm_id == panel.comm.comm_id and s.data.get("method") == "custom"]
+    updates = [m for m in customs if m["t"] == "rows"]
+    alone = [m for m in customs if m["t"] == "stream"]
+    # a machine that stalls past an interval may let one go alone; not one an update
+    assert len(updates) >= 3 and len(alone) <= len(updates) // 4, (len(updates), len(alone))
+    # what the view ends with is the turn: every call's row, the answer, no stream left
+    assert len(panel.rows) == steps + 2 and panel.stream_text == ""
+    assert any("stream" in m and m["stream"] for m in updates)  # the calls did stream in it
+
+
+async def test_a_short_turn_gets_its_waterfall_once_at_its_end(
+        model: ScriptedModel, wire: Wire) -> None:
+    # The waterfall's first bars went at once, just after the turn began, then the whole of
+    # it in the trait when it ended: a message each turn that said nothing lasting. The first
+    # interval (a quarter of a second) counts from the panel's making now.
+    model.brain = lambda request: (tool_calls(call("add", {"x": 1})) if sum(
+        1 for m in request["messages"] if m["role"] == "tool") < 2 else reply("done"))
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="short", tools=[add])
+    panel = AgentPanel(agent, since=0)
+    await agent.user_message("go")
+    sent = [s.data for s in wire.log if s.kind == "comm_msg"
+            and s.comm_id == panel.comm.comm_id]
+    assert not [m for m in sent if m.get("method") == "custom"
+                and m["content"]["t"] == "timeline"]
+    [update] = [m["state"]["timeline"] for m in sent
+                if m.get("method") == "update" and "timeline" in m["state"]]
+    assert update == panel.timeline and len(update["bars"]) == 5  # 3 model calls, 2 tools
