@@ -137,6 +137,37 @@ def test_the_panel_update_forgets_the_markdown_asked_on_a_reset_only(page: Page)
     assert asked == [{"set": [4, 5]}, {"set": []}, True, True, True, True]
 
 
+def test_the_panel_rows_wait_for_a_stream_that_ends(page: Page) -> None:
+    # A frame asked for by one rows message, then a hold() by the next (it clears a stream:
+    # its stored row must not be drawn beside the streamed text): the frame waits too. Two
+    # rows messages in one frame once drew the row beside its stream (a busy machine).
+    drawn = page.evaluate("""async () => {
+      const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      const box = document.createElement("div");
+      box.style.cssText = "height: 300px; overflow: auto";
+      document.body.append(box);
+      const store = { rows: [{ k: 0, i: 0, role: "user", html: "", calls: [] }] };
+      const win = new mods.panel.Window(store, box, () => {});
+      const seen = [];
+      win.schedule();
+      win.hold();
+      await frames();
+      seen.push(win.drawn.size);
+      store.rows.push({ k: 1, i: 1, role: "assistant", html: "", calls: [] });
+      win.schedule();
+      await frames();
+      seen.push(win.drawn.size);
+      win.release();
+      seen.push(win.drawn.size);
+      win.schedule();
+      await frames();
+      seen.push(win.drawn.size);
+      box.remove();
+      return seen;
+    }""")
+    assert drawn == [0, 0, 2, 2]
+
+
 def test_the_panel_editor_follows_the_kernel_answers(page: Page) -> None:
     got = run(page, """(p) => {
       const open = freeze({ i: 3, k: 3, call: "", text: null, busy: false });

@@ -176,8 +176,9 @@ function rowEl(row, decorate) {
 }
 
 // The messages: a scrolling box whose rows near the viewport are drawn, between two spacers
-// as tall as the rows above and below (measured once drawn, estimated before).
-class Window {
+// as tall as the rows above and below (measured once drawn, estimated before). Exported for
+// the browser unit tests (tests/browser/test_browser_js_units.py).
+export class Window {
   constructor(store, scroller, request) {
     this.store = store;
     this.request = request; // asks the kernel for the Markdown of rows drawn without it
@@ -204,7 +205,14 @@ class Window {
 
   schedule() {
     if (this.held) { this.due = true; return; }
-    if (!this.frame) this.frame = requestAnimationFrame(() => { this.frame = 0; this.draw(); });
+    if (!this.frame) this.frame = requestAnimationFrame(() => { this.frame = 0; this.drawUnlessHeld(); });
+  }
+
+  // A frame asked for before a hold() comes after it: it waits for release() too (two rows
+  // messages in one frame, the second clearing a stream, drew its row beside the stream).
+  drawUnlessHeld() {
+    if (this.held) { this.due = true; return; }
+    this.draw();
   }
 
   // While a streamed reply ends, its stored row is not drawn: the stream's last text is painted
@@ -437,7 +445,7 @@ function messagesSection(v) {
   const jump = button("↓ newest", "fragola-jump", "scroll to the newest message");
   const node = h("div", "fragola-messages-box");
   node.append(scroller, jump);
-  jump.addEventListener("click", () => { win.sticky = true; win.draw(); });
+  jump.addEventListener("click", () => { win.sticky = true; win.drawUnlessHeld(); });
   scroller.addEventListener("scroll", () => { jump.hidden = win.sticky; });
   jump.hidden = true;
 
@@ -993,7 +1001,7 @@ function renderView(store, model, el) {
   v.cleanups.push(() => marks.disconnect());
   for (const draw of [cards.drawCards, cards.drawDecisions, timeline.draw, head.draw, strip.drawStrip,
     strip.drawNotice, lists.drawTools, lists.drawStores, messages.drawStream]) draw();
-  requestAnimationFrame(() => v.win.draw());
+  requestAnimationFrame(() => v.win.drawUnlessHeld());
   return () => { for (const fn of v.cleanups) fn(); };
 }
 
