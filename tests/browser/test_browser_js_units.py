@@ -142,7 +142,8 @@ def test_the_panel_rows_wait_for_a_stream_that_ends(page: Page) -> None:
     # its stored row must not be drawn beside the streamed text): the frame waits too. Two
     # rows messages in one frame once drew the row beside its stream (a busy machine).
     drawn = page.evaluate("""async () => {
-      const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      const frames = () => new Promise((r) =>
+        requestAnimationFrame(() => requestAnimationFrame(r)));
       const box = document.createElement("div");
       box.style.cssText = "height: 300px; overflow: auto";
       document.body.append(box);
