@@ -706,18 +706,19 @@ async def test_stop_sync_as_the_reply_is_stored_cancels_the_tool_before_it_start
     assert made == []
 
 
-async def test_an_interrupt_scheduled_as_the_reply_is_stored_cancels_the_tool(
-    model: ScriptedModel, fragola: Fragola
+async def _interrupted_before_the_tool(
+    model: ScriptedModel, fragola: Fragola,
+    interrupt: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None],
 ) -> None:
-    """Jupyter's interrupt (and asyncio.run's Ctrl-C) cancel the cell's task from a
-    callback: the call is cancelled, and the tool never starts."""
+    """The cell of a transfer turn, cancelled by what ``interrupt(loop, cell)`` schedules
+    when the reply with the call is stored: the call is cancelled, the tool never starts."""
     made: list[int] = []
     agent = transfer_agent(fragola, made)
     cell = asyncio.create_task(agent.user_message("pay"))
     loop = asyncio.get_running_loop()
 
-    def interrupt_the_cell(event: Any) -> None:
-        loop.call_soon(cell.cancel)
+    def interrupt_the_cell(event: Any) -> None:  # returns nothing: it observes
+        interrupt(loop, cell)
 
     agent.on_ai_message(interrupt_the_cell)
     model.push(tool_calls(call("transfer", {"amount": 5}, id="c1")))
@@ -730,6 +731,14 @@ async def test_an_interrupt_scheduled_as_the_reply_is_stored_cancels_the_tool(
     assert agent.status == "idle"
     check_agent(agent)
 
+
+async def test_an_interrupt_scheduled_as_the_reply_is_stored_cancels_the_tool(
+    model: ScriptedModel, fragola: Fragola
+) -> None:
+    """Jupyter's interrupt (and asyncio.run's Ctrl-C) cancel the cell's task from a
+    callback: the call is cancelled, and the tool never starts."""
+    await _interrupted_before_the_tool(
+        model, fragola, lambda loop, cell: loop.call_soon(cell.cancel))
 
 
 async def test_an_interrupt_three_hops_away_as_the_reply_is_stored_cancels_the_tool(
@@ -738,26 +747,14 @@ async def test_an_interrupt_three_hops_away_as_the_reply_is_stored_cancels_the_t
     """A stop that takes passes of the loop to land (Jupyter's: a callback completes a future
     whose done-callback cancels the cell) still lands before the tool starts, however few
     passes a run with nothing else due waits."""
-    made: list[int] = []
-    agent = transfer_agent(fragola, made)
-    cell = asyncio.create_task(agent.user_message("pay"))
-    loop = asyncio.get_running_loop()
-    sigint = loop.create_future()
-    sigint.add_done_callback(lambda _: cell.cancel())  # hop 3
 
-    def interrupt_the_cell(event: Any) -> None:  # hop 1, then hop 2 completes the future
+    def three_hops(loop: asyncio.AbstractEventLoop, cell: asyncio.Task[Any]) -> None:
+        sigint = loop.create_future()
+        sigint.add_done_callback(lambda _: cell.cancel())  # hop 3
+        # hop 1, then hop 2 completes the future
         loop.call_soon(lambda: loop.call_soon(sigint.set_result, 1))
 
-    agent.on_ai_message(interrupt_the_cell)
-    model.push(tool_calls(call("transfer", {"amount": 5}, id="c1")))
-
-    with pytest.raises(asyncio.CancelledError):
-        await cell
-
-    assert made == []
-    assert agent.state.messages == [user("pay"), TRANSFER_CALL, answer(CANCELLED)]
-    assert agent.status == "idle"
-    check_agent(agent)
+    await _interrupted_before_the_tool(model, fragola, three_hops)
 
 
 async def test_a_stop_from_an_observer_a_few_steps_away_stops_before_the_tool(

@@ -26,7 +26,7 @@ import pydantic
 import pytest
 
 from fragola_nb import Agent, Fragola, ModelHTTPError, Tool, tool
-from fragola_nb.models.scripted import ScriptedModel, reply
+from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 
 if TYPE_CHECKING:
     import psutil
@@ -192,3 +192,20 @@ def servers_running() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+@tool
+def add(x: int) -> int:
+    """Add one."""
+    return x + 1
+
+
+def steps_brain(steps: int) -> Callable[[dict[str, Any]], Any]:
+    """A scripted model's brain for a turn of ``steps`` tool steps: a call of ``add`` (with
+    the number of results so far) while the request holds fewer results, then "all done"."""
+
+    def brain(request: dict[str, Any]) -> Any:
+        done = sum(1 for m in request["messages"] if m["role"] == "tool")
+        return tool_calls(call("add", {"x": done})) if done < steps else reply("all done")
+
+    return brain

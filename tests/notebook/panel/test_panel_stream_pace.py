@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 from support.comm_log import Sent, Wire, record_comms, stream_states
+from support.helpers import add, steps_brain
 
-from fragola_nb import Fragola, tool
+from fragola_nb import Fragola
 from fragola_nb.core.agent import Agent
-from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel
 from fragola_nb.notebook.panel.view import AgentPanel
 from fragola_nb.notebook.stream import Stream
 
@@ -28,15 +29,7 @@ STEPS = 40
 PREVIEW = re.compile(r'"x":\s*(\d+)')  # the call a streamed preview shows
 
 
-@tool
-def add(x: int) -> int:
-    """Add one."""
-    return x + 1
-
-
-def brain(request: dict[str, Any]) -> Any:
-    done = sum(1 for m in request["messages"] if m["role"] == "tool")
-    return tool_calls(call("add", {"x": done})) if done < STEPS else reply("all done")
+brain = steps_brain(STEPS)
 
 
 @pytest.fixture

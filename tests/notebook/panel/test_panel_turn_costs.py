@@ -12,23 +12,16 @@ from typing import Any
 
 import pytest
 from support.comm_log import Wire, record_comms
+from support.helpers import add, steps_brain
 
-from fragola_nb import Fragola, tool
+from fragola_nb import Fragola
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.notebook.panel.view import AgentPanel
 
 STEPS = 20
 
 
-@tool
-def add(x: int) -> int:
-    """Add one."""
-    return x + 1
-
-
-def brain(request: dict[str, Any]) -> Any:
-    done = sum(1 for m in request["messages"] if m["role"] == "tool")
-    return tool_calls(call("add", {"x": done})) if done < STEPS else reply("all done")
+brain = steps_brain(STEPS)
 
 
 @pytest.fixture
