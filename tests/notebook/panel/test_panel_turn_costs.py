@@ -8,6 +8,7 @@ as ``panel.js`` keeps it (``comm_log``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from support.helpers import add, steps_brain
 
 from fragola_nb import Fragola
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.notebook.panel.outbox import INTERVAL
 from fragola_nb.notebook.panel.view import AgentPanel
 
 STEPS = 20
@@ -94,11 +96,16 @@ async def test_what_streams_just_after_a_paced_update_waits_for_the_next_one(
                           model_settings={"stream": True})
     panel = AgentPanel(agent, since=0)
     wire.clear()
+    started = time.monotonic()
     await agent.user_message("go")
+    elapsed = time.monotonic() - started
     customs = [s.data["content"] for s in wire.log if s.kind == "comm_msg"
                and s.comm_id == panel.comm.comm_id and s.data.get("method") == "custom"]
     updates = [m for m in customs if m["t"] == "rows"]
     alone = [m for m in customs if m["t"] == "stream"]
+    # paced at the outbox's interval (about 7 a second), not the stream's 17: one update an
+    # interval at most, and those of the run's start and end, which go at once
+    assert len(updates) <= elapsed / INTERVAL + 3, (len(updates), round(elapsed, 2))
     # a machine that stalls past an interval may let one go alone; not one an update
     assert len(updates) >= 3 and len(alone) <= len(updates) // 4, (len(updates), len(alone))
     # what the view ends with is the turn: every call's row, the answer, no stream left
