@@ -24,6 +24,13 @@ run, the next step's call streamed in a message of its own right after each pace
 many messages as the updates themselves; issue 34); it goes with the next one now (``burst``).
 A stream alone (a long reply, nothing else changing) goes as before: its new text only, paced.
 
+While the outbox waits, the panel does not even read what a run adds: a step's state updates
+only mark it unread, and the outbox's update reads the messages added since (``catch_up``),
+making their rows in one go. Reading them a step at a time, each in an event of its own, was
+the larger part of what a panel cost a long fast turn (issue 34). What a person does, a status
+change, and what reads the rows (``panel.rows``, a new view, the waterfall, the static copy)
+read them first.
+
 The traits keep their values in the kernel as they are set (``panel.strip`` is current); only
 what goes on the wire waits.
 """
@@ -59,15 +66,18 @@ class Outbox:
     message, ``send_state`` the named traits, ``make_head`` sets the ``head`` trait,
     ``streamed`` says the streamed text the views are to have and whether it is stopped,
     ``state`` the named traits' values as the widget's state holds them (a rows message
-    carries them: one message, not two)."""
+    carries them: one message, not two), ``catch_up`` makes what the view put off while the
+    outbox waited (a fast turn's rows: made in one go when they go)."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None],
                  send_state: Callable[[list[str]], None], make_head: Callable[[], None],
                  lock: threading.RLock,
                  streamed: Callable[[], tuple[str, bool]] = lambda: ("", False),
-                 state: Callable[[list[str]], dict[str, Any]] = lambda keys: {}) -> None:
+                 state: Callable[[list[str]], dict[str, Any]] = lambda keys: {},
+                 catch_up: Callable[[], None] = lambda: None) -> None:
         self._send, self._send_state, self._make_head = send, send_state, make_head
         self._state = state
+        self._catch_up = catch_up
         self._streamed = streamed
         self._pacer = Pacer(self.run, lock, interval=INTERVAL)
         self._rows: dict[int, dict[str, Any]] = {}  # by position: each row once, as it is
@@ -93,24 +103,23 @@ class Outbox:
         rows that go with it come next (a stored reply's), and make the outbox due."""
         self._stream = True
         if due:
-            self._pacer.due()
+            self._due()
 
     def rows(self, rows: list[dict[str, Any]]) -> None:
         """Rows added or changed."""
         for row in rows:
             self._rows[row["k"]] = row
-        self._pacer.due()
+        self._due()
 
     def trait(self, key: str) -> None:
         """A paced trait changed (its value is sent as it is when the outbox goes)."""
         self._keys.add(key)
-        if not self._running:
-            self._pacer.due()
+        self._due()
 
     def head(self) -> None:
         """The header's counts changed: made when the outbox goes."""
         self._head = True
-        self._pacer.due()
+        self._due()
 
     def flush(self) -> None:
         """Send what waits now."""
@@ -127,9 +136,16 @@ class Outbox:
         self._head = False
         self._stream = False
 
+    def _due(self) -> None:
+        if not self._running:  # while it goes, what changes goes with it
+            self._pacer.due()
+
     def run(self) -> None:
+        if self._running:  # a flush from within (a view detached as it caught up)
+            return
         self._running = True
         try:
+            self._catch_up()
             rows, self._rows = self._rows, {}
             stream, self._stream = self._stream, False
             if self._head:

@@ -140,15 +140,20 @@ class AgentPanel(anywidget.AnyWidget):
         self._rows = Rows(start=since or 0)
         self._shown: list[dict[str, Any]] = []  # the messages shown (shared, never changed)
         # the panel's lock: what the outbox sends may carry the streamed text
-        self._stream = Stream(self._send_stream, view_data.streamed_text, lock=self._lock)
+        # fed the chunks' events: a reply assembled so far is made when its text is sent (a
+        # fast turn's calls streamed, each chunk's message made for nothing; issue 34)
+        self._stream = Stream(self._send_stream,
+                              lambda event: view_data.streamed_text(event.message),
+                              lock=self._lock)
         # a turn's waterfall: its new bars, paced, while it runs; whole as the trait after
         made = Made()  # the bars made so far: each made once
-        self._timeline = TimelineFeed(lambda: timeline_shown(self.usage, self._shown, made),
-                                      self.send, self._lock)
+        self._timeline = TimelineFeed(
+            lambda: timeline_shown(self.usage, self._caught_up(), made), self.send, self._lock)
         # rows, header and strip: paced as the stream is, at once when the status changes
         self._outbox = Outbox(self.send, self.send_state, self._send_head, self._lock,
                               lambda: (self._stream.sent, self._stream.stopped),
-                              lambda keys: dict(self.get_state(keys)))
+                              lambda keys: dict(self.get_state(keys)), self._catch_up)
+        self._unread = False  # a run's messages wait to be read as the outbox goes
         self._tools_of: tuple[Any, ...] | None = None  # the tools ``tools`` shows
         self._model_used: str | None = None
         # A turn panel shows the usage of its turn: the calls made after it was made.
@@ -202,6 +207,7 @@ class AgentPanel(anywidget.AnyWidget):
     def rows(self) -> list[dict[str, Any]]:
         """The rows shown (a copy)."""
         with self._lock:
+            self._catch_up()
             return [dict(row) for row in self._rows.rows]
 
     @property
@@ -220,6 +226,7 @@ class AgentPanel(anywidget.AnyWidget):
         with self._lock:
             if self._detached:
                 return
+            self._catch_up()  # the rows of its run that wait: it keeps them
             self._detached = True
             for subscription in self._subscriptions:
                 subscription.unsubscribe()
@@ -296,6 +303,7 @@ class AgentPanel(anywidget.AnyWidget):
         the browser's main thread), the newest first: the view shows the end of the
         conversation while the rest arrives."""
         with self._lock:
+            self._catch_up()
             rows = self._rows.rows
             starts = list(range(0, len(rows), HELLO_CHUNK))[::-1] or [0]
             for n, start in enumerate(starts):
@@ -332,6 +340,12 @@ class AgentPanel(anywidget.AnyWidget):
             if self._stream.cleared():  # the stored message replaces the streamed text,
                 self._outbox.stream(due=False)  # in the message that brings its row
         run = event.reason in RUN_REASONS
+        if run and self._outbox.waiting:
+            # Its rows, counts and cards would wait for the outbox: they are made as it goes,
+            # the burst's messages in one go (issue 34: a fast turn read its history, made its
+            # rows and counted its cards twice a step, each in an event of its own).
+            self._unread = True
+            return
         self._refresh(run=run)
         if not run:
             # what a person did (decided a call, forked, edited, an experiment began)
@@ -370,7 +384,7 @@ class AgentPanel(anywidget.AnyWidget):
 
     @_observer
     def _on_model_chunk(self, event: Any) -> None:
-        self._stream.feed(event.message)  # made text when it is sent, not per chunk
+        self._stream.feed(event)  # made text when it is sent, not per chunk
 
     @_observer
     def _on_throttled(self, event: Any) -> None:
@@ -434,6 +448,7 @@ class AgentPanel(anywidget.AnyWidget):
         # the new messages), never agent.state, whose copy of the history grows with it.
         # ``run``: an update a run makes a few times a step (``RUN_REASONS``): the strip and
         # the waterfall change on their own events, not on these.
+        self._unread = False
         if not self._read_messages():
             return
         self._refresh_cards()
@@ -448,6 +463,17 @@ class AgentPanel(anywidget.AnyWidget):
             self.tools = view_data.tools(self.agent)
         if self.agent.stores or self.stores:
             self.stores = view_data.stores(self.agent)
+
+    def _catch_up(self) -> None:
+        """Read the messages a run added while the outbox waited (``_on_state_update``)."""
+        if self._unread and not self._detached:
+            self._refresh(run=True)
+
+    def _caught_up(self) -> list[dict[str, Any]]:
+        """The messages shown, those that wait read first."""
+        with self._lock:
+            self._catch_up()
+            return self._shown
 
     def _read_messages(self) -> bool:
         """Send the rows of the messages added since the last look; False when the history
@@ -574,6 +600,8 @@ class AgentPanel(anywidget.AnyWidget):
         """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
         if self._static is not None:
             return self._static
+        with self._lock:
+            self._catch_up()
         # What the header and strip show (a detached turn panel: as its turn ended), not the
         # agent as it is now.
         agent, head, outcome = self.agent, self.head, self.strip.get("kind")
@@ -613,7 +641,7 @@ class AgentPanel(anywidget.AnyWidget):
         it where the panel cannot draw ("fragola_nb panel of 'calc', 8 messages: run the
         cell, or trust the notebook"; a turn panel names its messages by number), then for a
         timed turn a line saying where its time went ("timeline · turn 2.10 s · ...")."""
-        name, count = self.agent.name, len(self._shown)
+        name, count = self.agent.name, len(self._caught_up())
         if not self.turn:
             return live_text(f"panel of {name!r}, {count} message{'s' if count != 1 else ''}")
         first = self._rows.start
