@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from fragola_nb.core.usage import CallUsage, Usage
 
-__all__ = ["BETWEEN", "TIMING_FIELDS", "Bar", "Parts", "Timeline", "ToolTiming", "percents",
-           "tool_read_back", "valid_time"]
+__all__ = ["BETWEEN", "TIMING_FIELDS", "Bar", "Parts", "Timed", "Timeline", "ToolTiming",
+           "lay_out", "percents", "timed", "tool_read_back", "valid_time"]
 
 TIMING_FIELDS = ("started", "ttft", "seconds")
 """A model call's timing fields, each a number or None (older files have none)."""
@@ -123,20 +123,8 @@ class Timeline:
 
     @classmethod
     def of(cls, usage: Usage) -> Timeline:
-        timed: list[tuple[float, str, str, float, float | None, float | None, str]] = [
-            (call.started, "model", call.model, call.seconds, call.ttft,
-             call.tokens_per_second, "")
-            for call in usage.calls if call.started is not None and call.seconds is not None]
-        timed += [(tool.started, "tool", tool.name, tool.seconds, None, None, tool.call_id)
-                  for tool in usage.tools]
-        timed.sort(key=lambda fields: fields[0])
-        first = timed[0][0] if timed else 0.0
-        bars, reached = [], 0.0  # reached: where the calls started so far have all ended
-        for start, kind, label, seconds, ttft, rate, call_id in timed:
-            offset = start - first
-            bars.append(Bar(kind, label, offset, seconds, ttft, rate, call_id,
-                            max(0.0, offset - reached)))
-            reached = max(reached, offset + seconds)
+        found = timed(usage.calls, usage.tools)
+        bars, _ = lay_out(found, found[0][0] if found else 0.0)
         return cls(tuple(bars), usage.model_seconds, usage.tool_seconds,
                    usage.tokens_per_second)
 
@@ -171,6 +159,36 @@ class Timeline:
         if self.tokens_per_second is not None:
             texts.append(f"{self.tokens_per_second:,.0f} tokens/s")
         return " · ".join(texts)
+
+
+Timed = tuple[float, str, str, float, float | None, float | None, str]
+"""A timed call as ``timed`` gives it: start, kind, label, seconds, ttft, tokens per second,
+call id."""
+
+
+def timed(calls: Sequence[CallUsage], tools: Sequence[ToolTiming]) -> list[Timed]:
+    """The timed ones of ``calls`` (model calls) and ``tools``, in the order they started."""
+    found: list[Timed] = [
+        (call.started, "model", call.model, call.seconds, call.ttft, call.tokens_per_second, "")
+        for call in calls if call.started is not None and call.seconds is not None]
+    found += [(tool.started, "tool", tool.name, tool.seconds, None, None, tool.call_id)
+              for tool in tools]
+    found.sort(key=lambda fields: fields[0])
+    return found
+
+
+def lay_out(found: Iterable[Timed], first: float, reached: float = 0.0,
+            ) -> tuple[list[Bar], float]:
+    """The bars of ``found`` (``timed``'s), their offsets from ``first`` (the turn's first
+    start), and where they have all ended (an offset): ``reached``, where the calls laid out
+    before them had (a waterfall that grows lays out its new calls only)."""
+    bars = []
+    for start, kind, label, seconds, ttft, rate, call_id in found:
+        offset = start - first
+        bars.append(Bar(kind, label, offset, seconds, ttft, rate, call_id,
+                        max(0.0, offset - reached)))
+        reached = max(reached, offset + seconds)
+    return bars, reached
 
 
 def _covered(intervals: Iterable[tuple[float, float]]) -> float:

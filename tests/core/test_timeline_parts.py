@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.helpers import make_fragola
 
 from fragola_nb import tool
@@ -148,3 +150,39 @@ async def test_a_slow_listener_shows_as_time_between_calls() -> None:
     parts = timeline.parts()
     assert parts.between >= 0.3
     assert math.fsum(parts) == pytest.approx(timeline.span)
+
+
+
+def _grown(events: list[tuple[str, float, float]]) -> list[Usage]:
+    """The usages of a turn as its calls are recorded one by one (each the one before, plus
+    a call): ("model" or a tool's name, start, seconds)."""
+    calls: list[CallUsage] = []
+    tools: list[ToolTiming] = []
+    grown = []
+    for n, (kind, start, seconds) in enumerate(events):
+        if kind == "model":
+            calls.append(model_call(start, seconds))
+        else:
+            tools.append(ToolTiming(kind, f"c{n}", start, seconds))
+        grown.append(Usage(tuple(calls), tools=tuple(tools)))
+    return grown
+
+
+@given(st.lists(st.tuples(st.sampled_from(["model", "look", "add"]),
+                          st.floats(0, 50, allow_nan=False), st.floats(0, 5, allow_nan=False)),
+                min_size=1, max_size=25),
+       st.booleans(), st.sets(st.integers(0, 24), max_size=6))
+@settings(max_examples=150, deadline=None)
+def test_a_waterfall_made_as_it_grows_is_the_one_made_at_once(
+        events: list[tuple[str, float, float]], in_order: bool, others: set[int]) -> None:
+    # Calls recorded in the order they started (a running turn: each make lays out its new
+    # calls only) or not (one that started before the last laid out: all laid out again),
+    # and now and then a usage that does not go on from the last one (its calls other
+    # objects, another turn's): every make equals a make from nothing.
+    made = Made()
+    for n, usage in enumerate(_grown(sorted(events, key=lambda e: e[1]) if in_order
+                                     else events)):
+        if n in others:
+            usage = Usage(tuple(model_call(c.started or 0.0, c.seconds or 0.0)
+                                for c in usage.calls), tools=usage.tools)
+        assert timeline_shown(usage, (), made) == timeline_shown(usage, (), Made())

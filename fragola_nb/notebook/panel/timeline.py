@@ -10,12 +10,22 @@ written out), as the rest of the panel's text does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fragola_nb.base.render import visible
-from fragola_nb.core.timing import BETWEEN, Bar, Parts, Timeline, duration, percents
+from fragola_nb.core.timing import (
+    BETWEEN,
+    Bar,
+    Parts,
+    Timeline,
+    duration,
+    lay_out,
+    percents,
+    timed,
+)
 
 if TYPE_CHECKING:
     from fragola_nb.core.usage import Usage
@@ -30,16 +40,43 @@ PART_NAMES = {"model": "model", "tool": "tools", "between": "between calls"}
 
 
 @dataclass
-class Made:
-    """What the makes of one turn's waterfall made so far, each made once: the bars as shown
-    (by the bar, its place and its call's arguments) and the arguments (by call id, from the
-    messages read so far: a make reads the ones added since). A running turn's waterfall is
-    made again as it grows (``TimelineFeed``); with these, each make costs its new bars and
-    messages rather than every bar and every call's arguments again (issue 34). ``last``:
-    the waterfall made last, and what it was made of (its calls' and messages' counts and
-    the last of each): made again only when one was added."""
+class Laid:
+    """The bars laid out so far (``lay_out``), of the first ``calls`` model calls and
+    ``tools`` tool calls of a usage (the last of each, to tell that a later usage goes on from
+    them), where they all ended (``reached``), the first one's start and the last one's."""
 
-    bars: dict[tuple[Bar, int, str], dict[str, Any]] = field(default_factory=dict)
+    calls: int
+    tools: int
+    ends: tuple[Any, ...]
+    bars: list[Bar]
+    first: float
+    reached: float
+    last: float
+
+    def goes_on(self, usage: Usage) -> bool:
+        """Whether ``usage`` holds the calls laid out, then others."""
+        calls, tools = usage.calls, usage.tools
+        if len(calls) < self.calls or len(tools) < self.tools:
+            return False
+        ends = (*calls[self.calls - 1:self.calls], *tools[self.tools - 1:self.tools])
+        return len(ends) == len(self.ends) and all(
+            a is b for a, b in zip(ends, self.ends, strict=True))
+
+
+@dataclass
+class Made:
+    """What the makes of one turn's waterfall made so far, each made once: the bars laid out
+    (``laid``), the bars as shown (by place: the bar and its call's arguments, and what it
+    shows) and the arguments (by call id, from the messages read so far: a make reads the
+    ones added since). A running turn's waterfall is made again as it grows
+    (``TimelineFeed``); with these, each make lays out and shows its new calls and reads its
+    new messages rather than every call's again (issue 34: a make of a 200-step turn took
+    about 2 ms, most of it laying out every call again). ``last``: the waterfall made last,
+    and what it was made of (its calls' and messages' counts and the last of each): made
+    again only when one was added."""
+
+    laid: Laid | None = None
+    bars: list[tuple[Bar, str, dict[str, Any]]] = field(default_factory=list)
     arguments: dict[str, str] = field(default_factory=dict)
     """Each tool call's arguments as shown, by call id, from the messages read so far."""
     read: list[dict[str, Any]] = field(default_factory=list)
@@ -69,19 +106,48 @@ def timeline_shown(usage: Usage, messages: Sequence[dict[str, Any]] = (),
 
 
 def _shown(usage: Usage, messages: Sequence[dict[str, Any]], made: Made) -> dict[str, Any]:
-    timeline = Timeline.of(usage)
+    timeline = _timeline(usage, made)
     if not timeline.bars:
         return {}
     arguments = _arguments(messages, made)
     bars: list[dict[str, Any]] = []
-    for bar in timeline.bars:
-        key = (bar, len(bars) + 1, arguments.get(bar.call_id, "") if bar.kind == "tool" else "")
-        if key not in made.bars:
-            made.bars[key] = _bar(bar, key[1], key[2])
-        bars.append(made.bars[key])
+    shown = made.bars
+    for n, bar in enumerate(timeline.bars):
+        called = arguments.get(bar.call_id, "") if bar.kind == "tool" else ""
+        if n < len(shown) and shown[n][0] is bar and shown[n][1] == called:
+            bars.append(shown[n][2])
+            continue
+        del shown[n:]  # laid out again, or its arguments read since: shown again from here
+        shown.append((bar, called, _bar(bar, n + 1, called)))
+        bars.append(shown[n][2])
     parts = timeline.parts()
     return {"bars": bars, "span": timeline.span, "turn": duration(timeline.span),
             "parts": _parts(timeline, parts), "summary": timeline.summary(parts)}
+
+
+def _timeline(usage: Usage, made: Made) -> Timeline:
+    """``Timeline.of(usage)``, laying out only the calls added since the last make when they
+    started after the ones laid out then (as a running turn's do); all of them otherwise."""
+    laid = made.laid
+    if laid is not None and laid.goes_on(usage):
+        found = timed(usage.calls[laid.calls:], usage.tools[laid.tools:])
+        if found and (not laid.bars or found[0][0] > laid.last):  # (a tie: as .of orders it)
+            first = laid.first if laid.bars else found[0][0]
+            bars, reached = lay_out(found, first, laid.reached)
+            laid.bars += bars
+            laid.first, laid.reached, laid.last = first, reached, found[-1][0]
+        elif found:
+            laid = None
+    if laid is None or not laid.goes_on(usage):
+        found = timed(usage.calls, usage.tools)
+        first = found[0][0] if found else 0.0
+        bars, reached = lay_out(found, first)
+        laid = made.laid = Laid(0, 0, (), bars, first, reached,
+                                found[-1][0] if found else -math.inf)
+    laid.calls, laid.tools = len(usage.calls), len(usage.tools)
+    laid.ends = (*usage.calls[-1:], *usage.tools[-1:])
+    return Timeline(tuple(laid.bars), usage.model_seconds, usage.tool_seconds,
+                    usage.tokens_per_second)
 
 
 def _bar(bar: Bar, n: int, called: str) -> dict[str, Any]:
