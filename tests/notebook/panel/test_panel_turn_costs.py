@@ -15,7 +15,7 @@ import pytest
 from support.comm_log import Wire, record_comms
 from support.helpers import add, steps_brain
 
-from fragola_nb import Fragola
+from fragola_nb import Fragola, tool
 from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
 from fragola_nb.notebook.panel.outbox import INTERVAL
 from fragola_nb.notebook.panel.view import AgentPanel
@@ -135,3 +135,32 @@ async def test_a_short_turn_gets_its_waterfall_once_at_its_end(
     [update] = [m["state"]["timeline"] for m in sent
                 if m.get("method") == "update" and "timeline" in m["state"]]
     assert update == panel.timeline and len(update["bars"]) == 5  # 3 model calls, 2 tools
+
+
+async def test_a_fast_turn_s_rows_wait_for_the_outbox_yet_what_reads_them_sees_them_all(
+        model: ScriptedModel, wire: Wire) -> None:
+    # While the outbox waits, a step's messages are only marked unread (their rows are made
+    # in one go when it goes): a fast turn made its rows and counted its cards twice a step.
+    # What reads the rows meanwhile reads them first: a tool's body sees every message.
+    steps = 40
+    model.brain = steps_brain(steps)
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    seen: list[tuple[int, int, int]] = []
+
+    def look(x: int) -> int:
+        """Add one, looking at the panel."""
+        sent = sum(len(s.data["content"].get("rows", ())) for s in wire.log
+                   if s.kind == "comm_msg" and s.comm_id == panel.comm.comm_id
+                   and s.data.get("method") == "custom")
+        seen.append((len(panel.rows), agent.message_count, sent))
+        return x + 1
+
+    agent = fragola.agent(name="fast", tools=[tool(look, name="add")], max_step=steps + 5)
+    panel = AgentPanel(agent, since=0)
+    await agent.user_message("go")
+    # at the n-th call: the user's row and n + 1 calls' rows (a result folds into its call)
+    assert [rows for rows, _, _ in seen] == [n + 2 for n in range(steps)]
+    assert [count for _, count, _ in seen] == [2 + 2 * n for n in range(steps)]
+    # and the views did wait: most steps' rows were not sent when the next call ran
+    assert sum(1 for rows, _, sent in seen if sent < rows) > steps // 2, seen
+    assert len(panel.rows) == steps + 2 and panel.rows[-1]["html"]
