@@ -16,7 +16,7 @@ from support.comm_log import Wire, record_comms
 from support.helpers import add, steps_brain
 
 from fragola_nb import Fragola, tool
-from fragola_nb.models.scripted import ScriptedModel, call, reply, tool_calls
+from fragola_nb.models.scripted import ScriptedModel
 from fragola_nb.notebook.panel.outbox import INTERVAL
 from fragola_nb.notebook.panel.view import AgentPanel
 
@@ -89,8 +89,7 @@ async def test_what_streams_just_after_a_paced_update_waits_for_the_next_one(
     # stream messages as updates (issue 34). Now what streams within the interval after rows
     # went rides in the next update.
     steps = 200
-    model.brain = lambda request: (tool_calls(call("add", {"x": 1})) if sum(
-        1 for m in request["messages"] if m["role"] == "tool") < steps else reply("all done"))
+    model.brain = steps_brain(steps)
     fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
     agent = fragola.agent(name="steps", tools=[add], max_step=steps + 5,
                           model_settings={"stream": True})
@@ -122,8 +121,7 @@ async def test_a_short_turn_gets_its_waterfall_once_at_its_end(
     # The waterfall's first bars went at once, just after the turn began, then the whole of
     # it in the trait when it ended: a message each turn that said nothing lasting. The first
     # interval (a quarter of a second) counts from the panel's making now.
-    model.brain = lambda request: (tool_calls(call("add", {"x": 1})) if sum(
-        1 for m in request["messages"] if m["role"] == "tool") < 2 else reply("done"))
+    model.brain = steps_brain(2)
     fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
     agent = fragola.agent(name="short", tools=[add])
     panel = AgentPanel(agent, since=0)
