@@ -154,6 +154,7 @@ class AgentPanel(anywidget.AnyWidget):
                               lambda: (self._stream.sent, self._stream.stopped),
                               lambda keys: dict(self.get_state(keys)), self._catch_up)
         self._unread = False  # a run's messages wait to be read as the outbox goes
+        self._told = 0  # ... those its state updates told of (the history's length then)
         self._tools_of: tuple[Any, ...] | None = None  # the tools ``tools`` shows
         self._model_used: str | None = None
         # A turn panel shows the usage of its turn: the calls made after it was made.
@@ -343,8 +344,10 @@ class AgentPanel(anywidget.AnyWidget):
         if run and self._outbox.waiting:
             # Its rows, counts and cards would wait for the outbox: they are made as it goes,
             # the burst's messages in one go (issue 34: a fast turn read its history, made its
-            # rows and counted its cards twice a step, each in an event of its own).
-            self._unread = True
+            # rows and counted its cards twice a step, each in an event of its own). Only the
+            # messages told so far: a stored reply's last text (``finish`` above) may make the
+            # outbox go before its clear, and its row must not go with that text.
+            self._unread, self._told = True, self.agent.message_count
             return
         self._refresh(run=run)
         if not run:
@@ -443,13 +446,13 @@ class AgentPanel(anywidget.AnyWidget):
 
     # -- what is sent ----------------------------------------------------------------------------
 
-    def _refresh(self, *, run: bool = False) -> None:
+    def _refresh(self, *, run: bool = False, upto: int | None = None) -> None:
         # On every state update: it reads the agent's cheap views (counts, status, pending,
         # the new messages), never agent.state, whose copy of the history grows with it.
         # ``run``: an update a run makes a few times a step (``RUN_REASONS``): the strip and
         # the waterfall change on their own events, not on these.
         self._unread = False
-        if not self._read_messages():
+        if not self._read_messages(upto):
             return
         self._refresh_cards()
         if run:
@@ -467,7 +470,7 @@ class AgentPanel(anywidget.AnyWidget):
     def _catch_up(self) -> None:
         """Read the messages a run added while the outbox waited (``_on_state_update``)."""
         if self._unread and not self._detached:
-            self._refresh(run=True)
+            self._refresh(run=True, upto=self._told)
 
     def _caught_up(self) -> list[dict[str, Any]]:
         """The messages shown, those that wait read first."""
@@ -475,9 +478,10 @@ class AgentPanel(anywidget.AnyWidget):
             self._catch_up()
             return self._shown
 
-    def _read_messages(self) -> bool:
-        """Send the rows of the messages added since the last look; False when the history
-        was replaced under a turn panel (which then keeps showing its turn, detached)."""
+    def _read_messages(self, upto: int | None = None) -> bool:
+        """Send the rows of the messages added since the last look (those before index
+        ``upto`` when given); False when the history was replaced under a turn panel (which
+        then keeps showing its turn, detached)."""
         agent, rows = self.agent, self._rows
         read = rows.start + rows.count  # the index of the next message to read
         if agent.message_count < read or (self._shown and (
@@ -493,6 +497,8 @@ class AgentPanel(anywidget.AnyWidget):
                 self.send({"t": "rows", "reset": True, "rows": []})
             read = rows.start
         fresh = agent.messages_since(read)
+        if upto is not None:
+            fresh = fresh[:max(0, upto - read)]
         if not fresh:
             return True
         for message in fresh:  # decisions made by hand are not in the history

@@ -8,6 +8,7 @@ as ``panel.js`` keeps it (``comm_log``)."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -162,3 +163,31 @@ async def test_a_fast_turn_s_rows_wait_for_the_outbox_yet_what_reads_them_sees_t
     # and the views did wait: most steps' rows were not sent when the next call ran
     assert sum(1 for rows, _, sent in seen if sent < rows) > steps // 2, seen
     assert len(panel.rows) == steps + 2 and panel.rows[-1]["html"]
+
+
+async def test_a_call_s_row_never_reaches_the_view_beside_its_streamed_preview(
+        model: ScriptedModel, wire: Wire) -> None:
+    # The rows that wait for the outbox are read as it goes; a stored reply's last text goes
+    # as it is stored, and may make the outbox go: the rows it brings then must stop before
+    # that reply, whose row comes with the clear of its streamed text (never both on screen).
+    steps = 80
+    model.brain = steps_brain(steps)
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="fast", tools=[add], max_step=steps + 5,
+                          model_settings={"stream": True})
+    panel = AgentPanel(agent, since=0)
+    await agent.user_message("go")
+    rows: dict[int, dict[str, Any]] = {}
+    stream, both = "", []
+    for message in wire.custom(comm_id=panel.comm.comm_id):  # as panel.js keeps them
+        if message["t"] == "rows":
+            rows.update({row["k"]: row for row in message["rows"]})
+            stream = message.get("stream", stream)
+        elif message["t"] == "stream":
+            stream = stream + message["add"] if "add" in message else message.get("text", "")
+        previewed = re.search(r'"x":\s*(\d+)', stream)
+        if previewed and any(call["args"] == f"x={previewed[1]}"
+                             for row in rows.values() for call in row["calls"]):
+            both.append(previewed[1])
+    assert both == [], both
+    assert len(rows) == steps + 2 and stream == ""
