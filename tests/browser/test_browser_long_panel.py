@@ -324,6 +324,8 @@ def set_theme(page: Any, theme: str) -> None:
     page.locator(".lm-Menu-item[data-command='apputils:change-theme']",
                  has_text=re.compile(rf"^{theme}$")).click()
     expect(page.locator("body")).to_have_attribute("data-jp-theme-name", theme)
+    # JupyterLab shows its splash while a theme loads: a shot taken under it shows the splash
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=15_000)
 
 
 def test_dark_theme_text_contrast(cards_ui: UI) -> None:

@@ -53,14 +53,36 @@ class Laid:
     reached: float
     last: float
 
-    def goes_on(self, usage: Usage) -> bool:
-        """Whether ``usage`` holds the calls laid out, then others."""
+    @classmethod
+    def of(cls, usage: Usage) -> Laid:
+        """Every call of ``usage`` laid out."""
+        found = timed(usage.calls, usage.tools)
+        first = found[0][0] if found else 0.0
+        bars, reached = lay_out(found, first)
+        return cls(len(usage.calls), len(usage.tools), (*usage.calls[-1:], *usage.tools[-1:]),
+                   bars, first, reached, found[-1][0] if found else -math.inf)
+
+    def grown(self, usage: Usage) -> bool:
+        """Lay out the calls ``usage`` added to the ones laid out; False (nothing done) when
+        it does not go on from them, or one of its new calls started before the last one laid
+        out, or as it did (a tie: ``Timeline.of`` orders it among them)."""
         calls, tools = usage.calls, usage.tools
         if len(calls) < self.calls or len(tools) < self.tools:
             return False
         ends = (*calls[self.calls - 1:self.calls], *tools[self.tools - 1:self.tools])
-        return len(ends) == len(self.ends) and all(
-            a is b for a, b in zip(ends, self.ends, strict=True))
+        if len(ends) != len(self.ends) or any(
+                a is not b for a, b in zip(ends, self.ends, strict=True)):
+            return False
+        found = timed(calls[self.calls:], tools[self.tools:])
+        if found and self.bars and found[0][0] <= self.last:
+            return False
+        if found:
+            self.first = self.first if self.bars else found[0][0]
+            bars, self.reached = lay_out(found, self.first, self.reached)
+            self.bars += bars
+            self.last = found[-1][0]
+        self.calls, self.tools, self.ends = len(calls), len(tools), (*calls[-1:], *tools[-1:])
+        return True
 
 
 @dataclass
@@ -128,25 +150,9 @@ def _shown(usage: Usage, messages: Sequence[dict[str, Any]], made: Made) -> dict
 def _timeline(usage: Usage, made: Made) -> Timeline:
     """``Timeline.of(usage)``, laying out only the calls added since the last make when they
     started after the ones laid out then (as a running turn's do); all of them otherwise."""
-    laid = made.laid
-    if laid is not None and laid.goes_on(usage):
-        found = timed(usage.calls[laid.calls:], usage.tools[laid.tools:])
-        if found and (not laid.bars or found[0][0] > laid.last):  # (a tie: as .of orders it)
-            first = laid.first if laid.bars else found[0][0]
-            bars, reached = lay_out(found, first, laid.reached)
-            laid.bars += bars
-            laid.first, laid.reached, laid.last = first, reached, found[-1][0]
-        elif found:
-            laid = None
-    if laid is None or not laid.goes_on(usage):
-        found = timed(usage.calls, usage.tools)
-        first = found[0][0] if found else 0.0
-        bars, reached = lay_out(found, first)
-        laid = made.laid = Laid(0, 0, (), bars, first, reached,
-                                found[-1][0] if found else -math.inf)
-    laid.calls, laid.tools = len(usage.calls), len(usage.tools)
-    laid.ends = (*usage.calls[-1:], *usage.tools[-1:])
-    return Timeline(tuple(laid.bars), usage.model_seconds, usage.tool_seconds,
+    if made.laid is None or not made.laid.grown(usage):
+        made.laid = Laid.of(usage)
+    return Timeline(tuple(made.laid.bars), usage.model_seconds, usage.tool_seconds,
                     usage.tokens_per_second)
 
 

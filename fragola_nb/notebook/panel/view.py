@@ -606,8 +606,7 @@ class AgentPanel(anywidget.AnyWidget):
         """The shown messages as standalone escaped HTML (nbconvert, GitHub)."""
         if self._static is not None:
             return self._static
-        with self._lock:
-            self._catch_up()
+        shown = self._caught_up()
         # What the header and strip show (a detached turn panel: as its turn ended), not the
         # agent as it is now.
         agent, head, outcome = self.agent, self.head, self.strip.get("kind")
@@ -617,15 +616,15 @@ class AgentPanel(anywidget.AnyWidget):
             note = f" · {STATIC_OUTCOME_NOTES[outcome]}"
         summary = head.get("usage", {}).get("text", "")
         tokens = f" · {'this turn: ' if self.turn else ''}{summary}" if summary else ""
-        last = self._shown[-STATIC_LIMIT:]
+        last = shown[-STATIC_LIMIT:]
         body = conversation_html(
-            last, start=self._rows.start + len(self._shown) - len(last),
+            last, start=self._rows.start + len(shown) - len(last),
             title=agent.name, status=status,
             subtitle=f"id {agent.id} · model {self._model()}"
             f" · steps {head.get('steps', 0)}/{head.get('max_step', 0)}{tokens}{note}",
         )
-        if len(self._shown) > len(last):
-            left = len(self._shown) - len(last)
+        if len(shown) > len(last):
+            left = len(shown) - len(last)
             body = (f"<p><i>{left:,} earlier messages are not in this static copy; "
                     "export_html() or a saved session has them all.</i></p>" + body)
         if timed := self._timeline_text():  # where the turn's time went, as the panel says it

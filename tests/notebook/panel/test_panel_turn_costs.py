@@ -16,7 +16,7 @@ import pytest
 from support.comm_log import Wire, record_comms
 from support.helpers import add, steps_brain
 
-from fragola_nb import Fragola, tool
+from fragola_nb import Agent, Fragola, tool
 from fragola_nb.models.scripted import ScriptedModel
 from fragola_nb.notebook.panel.outbox import INTERVAL
 from fragola_nb.notebook.panel.view import AgentPanel
@@ -24,12 +24,20 @@ from fragola_nb.notebook.panel.view import AgentPanel
 STEPS = 20
 
 
-brain = steps_brain(STEPS)
-
 
 @pytest.fixture
 def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
     return record_comms(monkeypatch)
+
+
+def streamed_turn(model: ScriptedModel, steps: int) -> tuple[Agent, AgentPanel]:
+    """An agent whose next turn takes ``steps`` streamed steps of ``add``, and its turn
+    panel."""
+    model.brain = steps_brain(steps)
+    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
+    agent = fragola.agent(name="steps", tools=[add], max_step=steps + 5,
+                          model_settings={"stream": True})
+    return agent, AgentPanel(agent, since=0)
 
 
 def test_a_panel_opens_in_one_message_holding_its_header_strip_and_tools(
@@ -54,11 +62,7 @@ def test_a_panel_opens_in_one_message_holding_its_header_strip_and_tools(
 
 async def test_the_waterfall_ends_in_the_trait_alone_and_the_view_has_every_bar(
         model: ScriptedModel, wire: Wire) -> None:
-    model.brain = brain
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    agent = fragola.agent(name="steps", tools=[add], max_step=STEPS + 5,
-                          model_settings={"stream": True})
-    panel = AgentPanel(agent, since=0)
+    agent, panel = streamed_turn(model, STEPS)
     await agent.user_message("go")
     panel.sync_now()  # as the cell's end does
     sent = [s.data for s in wire.log if s.kind == "comm_msg"
@@ -90,11 +94,7 @@ async def test_what_streams_just_after_a_paced_update_waits_for_the_next_one(
     # stream messages as updates (issue 34). Now what streams within the interval after rows
     # went rides in the next update.
     steps = 200
-    model.brain = steps_brain(steps)
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    agent = fragola.agent(name="steps", tools=[add], max_step=steps + 5,
-                          model_settings={"stream": True})
-    panel = AgentPanel(agent, since=0)
+    agent, panel = streamed_turn(model, steps)
     wire.clear()
     started = time.monotonic()
     await agent.user_message("go")
@@ -171,11 +171,7 @@ async def test_a_call_s_row_never_reaches_the_view_beside_its_streamed_preview(
     # as it is stored, and may make the outbox go: the rows it brings then must stop before
     # that reply, whose row comes with the clear of its streamed text (never both on screen).
     steps = 80
-    model.brain = steps_brain(steps)
-    fragola = Fragola(api_key="test-key", base_url=model.base_url, max_retries=0)
-    agent = fragola.agent(name="fast", tools=[add], max_step=steps + 5,
-                          model_settings={"stream": True})
-    panel = AgentPanel(agent, since=0)
+    agent, panel = streamed_turn(model, steps)
     await agent.user_message("go")
     rows: dict[int, dict[str, Any]] = {}
     stream, both = "", []
